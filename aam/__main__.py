@@ -1,0 +1,5 @@
+import sys
+
+from aam.cli import main
+
+sys.exit(main())

@@ -1,0 +1,60 @@
+"""`aam <command>` entry point: dispatches to one command module, imported lazily.
+
+Each command module exposes ``add_arguments(parser)`` and ``run(args) -> None``. Only the
+chosen command's module is imported, so `aam unifrac` does not pay for torch model code and the
+workflow can fingerprint exactly the modules a command uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from aam.errors import InputError
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "unifrac": ("aam.unifrac.cli", "UniFrac distance matrix from a BIOM table and a newick tree"),
+    "tree": ("aam.phylogeny", "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aam",
+        description="Attention All Microbes: data, UniFrac, training and validation tools.",
+    )
+    parser.add_argument(
+        "command",
+        choices=sorted(COMMANDS),
+        metavar="command",
+        help="one of: " + "; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()),
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `aam` command; bad input exits 2 with a one-line message."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        _top_parser().print_help()
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        _top_parser().parse_args([name])  # prints the usage error and exits 2
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"aam {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    logging.basicConfig(level=logging.INFO, format=f"aam {name}: %(message)s")
+    try:
+        module.run(args)
+    except InputError as err:
+        print(f"aam {name}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Load a sample-metadata TSV (plain, QIIME 1 mapping file or QIIME 2 metadata)."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from aam.data.reconcile import preview
+from aam.errors import InputError
+
+# QIIME 2's sample ID headers (matched case-insensitively here) plus our own `sample_id`.
+ID_HEADERS = (
+    "sample_id",
+    "#SampleID",
+    "sample-id",
+    "#Sample ID",
+    "sampleid",
+    "sample id",
+    "id",
+    "sample_name",
+)
+_ID_HEADERS_LOWER = {h.lower() for h in ID_HEADERS}
+
+
+def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Metadata indexed by string sample ID (index name ``sample_id``).
+
+    Lines before the header that start with ``#`` (other than a ``#SampleID``-style header)
+    are comments, as are rows after it whose first cell starts with ``#`` (QIIME 2's
+    ``#q2:types`` directive included). Empty cells are NaN. Columns whose values all parse
+    as numbers become numeric unless ``#q2:types`` declares them categorical.
+    """
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory, not a file" if path.is_dir() else "not found"
+        raise InputError(f"{path}: metadata file {what}; check the path")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = " ".join(str(err).split())
+        raise InputError(f"{path}: cannot read metadata ({reason}); save it as UTF-8 TSV") from err
+    lines = text.splitlines()
+    header_at = next((n for n, line in enumerate(lines) if _is_header(line)), None)
+    if header_at is None:
+        raise InputError(f"{path}: metadata has no header line; add a header row to the TSV")
+    header = [cell.strip() for cell in lines[header_at].split("\t")]
+    id_column = next((h for h in header if h.lower() in _ID_HEADERS_LOWER), None)
+    if id_column is None:
+        raise InputError(
+            f"{path}: no sample ID column in header ({preview(header)}); name the ID column "
+            f"one of: {', '.join(ID_HEADERS)} (case-insensitive)"
+        )
+    duplicated = sorted({h for h in header if header.count(h) > 1})
+    if duplicated:
+        raise InputError(f"{path}: duplicate column names ({preview(duplicated)}); rename them")
+    try:
+        raw = pd.read_csv(
+            io.StringIO(text),
+            sep="\t",
+            skiprows=header_at + 1,
+            header=None,
+            dtype=str,
+            keep_default_na=False,
+            skip_blank_lines=False,
+        )
+    except ValueError as err:  # pandas' ParserError names the line
+        reason = " ".join(str(err).split())
+        raise InputError(f"{path}: malformed TSV ({reason}); fix that row's tabs") from err
+    if raw.shape[1] > len(header):
+        raise InputError(
+            f"{path}: rows have {raw.shape[1]} fields but the header has {len(header)}; "
+            "fix the header or remove the extra tabs"
+        )
+    raw = raw.reindex(columns=range(len(header)), fill_value="").fillna("")
+    raw.columns = header
+    raw = raw.apply(lambda column: column.str.strip())
+    # 1-based file line of each row: the header is line header_at + 1.
+    raw.index = raw.index + header_at + 2
+    directives = raw[raw.iloc[:, 0].str.startswith("#")]
+    raw = raw.drop(directives.index)
+    raw = raw[(raw != "").any(axis=1)]
+    if raw.empty:
+        raise InputError(f"{path}: metadata has no sample rows; add one row per sample")
+    _check_ids(path, raw[id_column])
+    categorical = _declared_categorical(directives, header[0])
+    frame = raw.drop(columns=id_column).replace("", np.nan)
+    for column in frame.columns:
+        if column not in categorical:
+            try:
+                frame[column] = pd.to_numeric(frame[column])
+            except ValueError:
+                pass  # not all numbers: keep as text
+    frame.index = pd.Index(raw[id_column], name="sample_id")
+    return frame
+
+
+def numeric_column(df: pd.DataFrame, column: str, path: str | os.PathLike[str]) -> pd.Series:
+    """``df[column]`` as float (NaN kept); missing column or non-numeric values raise."""
+    if column not in df.columns:
+        raise InputError(
+            f"{path}: no column {column!r}; available columns: {preview(df.columns, 10)}"
+        )
+    values = df[column]
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    bad = values[(numbers.isna() & values.notna()) | np.isinf(numbers)]
+    if len(bad):
+        shown = preview(f"{sample}={value!r}" for sample, value in bad.items())
+        raise InputError(
+            f"{path}: column {column!r} has {len(bad)} non-numeric or infinite values "
+            f"({shown}); fix them or leave the cells empty to mark them missing"
+        )
+    return numbers
+
+
+def _is_header(line: str) -> bool:
+    if not line.strip():
+        return False
+    first = line.split("\t", 1)[0].strip()
+    return not first.startswith("#") or first.lower() in _ID_HEADERS_LOWER
+
+
+def _check_ids(path: Path, ids: pd.Series) -> None:
+    empty = ids.index[ids == ""]
+    if len(empty):
+        raise InputError(
+            f"{path}: empty sample ID on {len(empty)} row(s) (line {preview(empty)}); "
+            "fill in the IDs or delete those rows"
+        )
+    duplicated = ids[ids.duplicated()].unique()
+    if len(duplicated):
+        raise InputError(
+            f"{path}: {len(duplicated)} duplicate sample ID(s) ({preview(duplicated)}); "
+            "keep one row per sample"
+        )
+
+
+def _declared_categorical(directives: pd.DataFrame, first_column: str) -> set[str]:
+    types = directives[directives[first_column].str.lower() == "#q2:types"]
+    if types.empty:
+        return set()
+    row = types.iloc[0]
+    return {column for column, kind in row.items() if kind.lower() == "categorical"}

@@ -1,0 +1,101 @@
+"""`aam unifrac`: distance matrices from a BIOM table and a newick tree."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import aam
+from aam.data import load_table
+from aam.errors import InputError
+from aam.unifrac.engines import ENGINES, compute_unifrac
+from aam.unifrac.io import write_distance_matrix
+from aam.unifrac.metrics import METRICS
+from aam.unifrac.tree import load_tree
+
+log = logging.getLogger(__name__)
+DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+def _device(text: str) -> str:
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not cpu, cuda or cuda:N")
+    return text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam unifrac`."""
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table (HDF5 or JSON)")
+    parser.add_argument("--tree", required=True, type=Path, help="rooted newick tree")
+    parser.add_argument(
+        "--metric", action="append", choices=METRICS, required=True,
+        help="metric to compute; repeat for several (then --output must contain {metric})",
+    )  # fmt: skip
+    parser.add_argument("--alpha", type=float, default=0.5, help="generalized UniFrac alpha")
+    parser.add_argument(
+        "--output", required=True,
+        help="output file: .h5 (matrix + order) or .tsv (skbio lsmat); may contain {metric}",
+    )  # fmt: skip
+    parser.add_argument("--engine", choices=ENGINES, default="builtin")
+    parser.add_argument("--device", type=_device, default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float64")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
+    parser.add_argument(
+        "--prune-missing", action="store_true",
+        help="drop ASVs that are not tips of the tree (the dropped read fraction is logged)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--midpoint-root", action="store_true", help="root an unrooted tree at its midpoint"
+    )
+    parser.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help="progress bar (default: when stderr is a terminal)",
+    )  # fmt: skip
+
+
+def output_paths(template: str, metrics: list[str]) -> dict[str, Path]:
+    """One output path per metric; several metrics need a ``{metric}`` placeholder."""
+    if len(metrics) > 1 and "{metric}" not in template:
+        raise InputError(
+            f"--output {template}: {len(metrics)} metrics need a {{metric}} placeholder "
+            "in the output name, e.g. unifrac.{metric}.h5"
+        )
+    return {m: Path(template.replace("{metric}", m)) for m in metrics}
+
+
+def run(args: argparse.Namespace) -> None:
+    """Compute and write one distance matrix per requested metric."""
+    metrics = list(dict.fromkeys(args.metric))
+    paths = output_paths(args.output, metrics)
+    if args.threads is not None and args.threads < 1:
+        raise InputError(f"--threads {args.threads}: must be at least 1")
+    table = load_table(args.table)
+    tree = load_tree(args.tree, midpoint_root=args.midpoint_root)
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    start = time.perf_counter()
+    matrices = compute_unifrac(
+        table, tree, metrics,
+        alpha=args.alpha, engine=args.engine, device=args.device, dtype=DTYPES[args.dtype],
+        threads=args.threads, prune_missing=args.prune_missing, progress=progress,
+        table_name=str(args.table), tree_name=str(args.tree),
+    )  # fmt: skip
+    log.info(
+        "%d samples, %s: %.2f s with engine %s on %s",
+        table.shape[1], ", ".join(metrics), time.perf_counter() - start, args.engine, args.device,
+    )  # fmt: skip
+    ids = [str(x) for x in table.ids()]
+    for metric, matrix in matrices.items():
+        attrs = {
+            "metric": metric, "engine": args.engine, "dtype": args.dtype,
+            "table": str(args.table), "tree": str(args.tree), "aam_version": aam.__version__,
+        }  # fmt: skip
+        if metric == "generalized":
+            attrs["alpha"] = args.alpha
+        write_distance_matrix(paths[metric], ids, matrix, attrs)
+        log.info("wrote %s", paths[metric])

@@ -1,0 +1,134 @@
+"""UniFrac engines: our built-in kernels, Striped UniFrac (``unifrac``), scikit-bio (reference)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import biom
+import numpy as np
+import skbio
+
+from aam.errors import InputError
+from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
+from aam.unifrac.metrics import METRICS, SUM_FOR_METRIC, distance_matrix
+from aam.unifrac.tree import tree_arrays
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("builtin", "unifrac", "skbio")
+SKBIO_METRICS = {
+    "unweighted": ("unweighted_unifrac", {}),
+    "weighted_normalized": ("weighted_unifrac", {"normalized": True}),
+    "weighted_unnormalized": ("weighted_unifrac", {"normalized": False}),
+}
+
+
+def compute_unifrac(
+    table: biom.Table,
+    tree: skbio.TreeNode,
+    metrics: list[str],
+    *,
+    alpha: float = 1.0,
+    engine: str = "builtin",
+    device: str = "cpu",
+    dtype: type = np.float64,
+    threads: int | None = None,
+    prune_missing: bool = False,
+    progress: bool = False,
+    table_name: str = "table",
+    tree_name: str = "tree",
+) -> dict[str, np.ndarray]:
+    """Distance matrices (samples in ``table.ids()`` order) for each metric in ``metrics``.
+
+    The tree must be rooted (see ``aam.unifrac.tree.load_tree``). All engines share the same
+    input checks: ASVs missing from the tree and samples without reads.
+    """
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+    arrays = tree_arrays(tree)
+    ids = [str(x) for x in table.ids()]
+    if engine == "builtin":
+        abundance = node_abundance(
+            table.matrix_data, table.ids("observation"), ids, arrays,
+            prune_missing=prune_missing, table_name=table_name, tree_name=tree_name,
+        )  # fmt: skip
+        kinds = {SUM_FOR_METRIC[m] for m in metrics}
+        sums = _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress)
+        return {m: distance_matrix(m, abundance, sums, alpha) for m in metrics}
+    tips = match_tips(table.ids("observation"), arrays, prune_missing, table_name, tree_name)
+    if (tips < 0).any():
+        keep = table.ids("observation")[tips >= 0]
+        table = table.filter(keep, axis="observation", inplace=False)
+    check_samples_have_reads(table.matrix_data, ids, table_name)
+    if engine == "skbio":
+        return {m: _skbio(table, tree, m).astype(dtype) for m in metrics}
+    if engine == "unifrac":
+        return {m: _striped(table, tree, m, alpha, dtype, threads).astype(dtype) for m in metrics}
+    raise InputError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+
+
+def _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress):
+    """Sparse numba kernel on the CPU; dense torch kernel on a GPU."""
+    if device == "cpu":
+        from aam.unifrac.cpu_kernel import pair_sums_cpu
+
+        return pair_sums_cpu(
+            abundance.proportions, abundance.lengths, kinds,
+            alpha=alpha, dtype=dtype, threads=threads, progress=progress,
+        )  # fmt: skip
+    import torch
+
+    from aam.unifrac.torch_kernel import pair_sums_torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"--device {device}: torch sees no GPU here; use --device cpu")
+    return pair_sums_torch(
+        abundance.proportions, abundance.lengths, kinds,
+        alpha=alpha, dtype=dtype, device=device, progress=progress,
+    )  # fmt: skip
+
+
+def _skbio(table: biom.Table, tree: skbio.TreeNode, metric: str) -> np.ndarray:
+    """scikit-bio's ``beta_diversity`` (the reference implementation)."""
+    from skbio.diversity import beta_diversity
+
+    if metric not in SKBIO_METRICS:
+        raise InputError(
+            f"--metric {metric}: scikit-bio lacks this metric; use --engine builtin or unifrac"
+        )
+    name, kwargs = SKBIO_METRICS[metric]
+    counts = table.matrix_data.T.toarray()
+    result = beta_diversity(
+        name, counts, ids=list(table.ids()), taxa=list(table.ids("observation")), tree=tree,
+        **kwargs,
+    )  # fmt: skip
+    return result.data
+
+
+def _striped(
+    table: biom.Table, tree: skbio.TreeNode, metric: str, alpha: float, dtype, threads
+) -> np.ndarray:
+    """Striped UniFrac (the ``unifrac`` package, present in the cluster images)."""
+    try:
+        import unifrac
+    except ImportError as err:
+        raise InputError(
+            "--engine unifrac: the Striped UniFrac package `unifrac` is not importable here "
+            "(it is in the cluster images; it does not build from PyPI on this machine); "
+            "use --engine builtin"
+        ) from err
+    if threads:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+    name = metric + ("_fp32" if np.dtype(dtype) == np.float32 else "")
+    kwargs = {"alpha": alpha} if metric == "generalized" else {}
+    with tempfile.TemporaryDirectory(prefix="aam-unifrac-") as tmp:
+        table_path, tree_path = Path(tmp) / "table.biom", Path(tmp) / "tree.nwk"
+        with biom.util.biom_open(str(table_path), "w") as handle:
+            table.to_hdf5(handle, "aam")
+        tree.write(str(tree_path), format="newick")
+        result = getattr(unifrac, name)(str(table_path), str(tree_path), **kwargs)
+    return result.filter([str(x) for x in table.ids()]).data

@@ -1,0 +1,87 @@
+"""UniFrac metrics as functions of per-sample totals and sums over shared nodes.
+
+Every metric is a sum over tree nodes. Writing ``|a - b| = a + b - 2 min(a, b)`` (and the same
+trick for generalized UniFrac) splits it into per-sample totals plus a sum over only the nodes
+that BOTH samples occupy, which is where the kernels spend their time: on real 16S data a few
+percent of node x sample-pair combinations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from aam.unifrac.abundance import NodeAbundance
+
+METRICS = ("unweighted", "weighted_normalized", "weighted_unnormalized", "generalized")
+
+# Which pair sum each metric needs.
+SUM_FOR_METRIC = {
+    "unweighted": "shared_length",
+    "weighted_normalized": "shared_min",
+    "weighted_unnormalized": "shared_min",
+    "generalized": "generalized",
+}
+
+
+@dataclass
+class PairSums:
+    """Symmetric N x N sums over nodes present in both samples of a pair (None if not asked).
+
+    shared_length[i, j] = sum_v L_v
+    shared_min[i, j]    = sum_v L_v min(p_vi, p_vj)
+    gen_num[i, j]       = sum_v L_v ((p_vi + p_vj)^(a-1) |p_vi - p_vj| - p_vi^a - p_vj^a)
+    gen_den[i, j]       = sum_v L_v ((p_vi + p_vj)^a - p_vi^a - p_vj^a)
+    """
+
+    shared_length: np.ndarray | None = None
+    shared_min: np.ndarray | None = None
+    gen_num: np.ndarray | None = None
+    gen_den: np.ndarray | None = None
+
+
+def distance_matrix(
+    metric: str, abundance: NodeAbundance, sums: PairSums, alpha: float = 1.0
+) -> np.ndarray:
+    """The N x N distance matrix of ``metric`` from the pair sums (diagonal exactly 0)."""
+    p, lengths = abundance.proportions, abundance.lengths
+    dtype = _dtype_of(sums)
+    if metric == "unweighted":
+        u = _column_sums(p.sign(), lengths)  # Faith's PD of each sample
+        pair_total = u[:, None] + u[None, :]
+        dist = _ratio(pair_total - 2 * sums.shared_length, pair_total - sums.shared_length)
+    elif metric in ("weighted_normalized", "weighted_unnormalized"):
+        c = _column_sums(p, lengths)
+        pair_total = c[:, None] + c[None, :]
+        dist = np.maximum(pair_total - 2 * sums.shared_min, 0.0)
+        if metric == "weighted_normalized":
+            dist = _ratio(dist, pair_total)
+    elif metric == "generalized":
+        g = _column_sums(p.power(alpha), lengths)
+        pair_total = g[:, None] + g[None, :]
+        dist = _ratio(pair_total + sums.gen_num, pair_total + sums.gen_den)
+    else:
+        raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
+    dist = np.asarray(dist, dtype=dtype)
+    np.fill_diagonal(dist, 0.0)
+    return dist
+
+
+def _column_sums(matrix, lengths: np.ndarray) -> np.ndarray:
+    """sum_v lengths[v] * matrix[v, i] for every sample i."""
+    return np.asarray(matrix.T @ lengths, dtype=np.float64).ravel()
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator, with 0 where the denominator is 0."""
+    out = np.zeros(np.broadcast(numerator, denominator).shape, dtype=np.float64)
+    np.divide(numerator, denominator, out=out, where=denominator != 0)
+    return out
+
+
+def _dtype_of(sums: PairSums) -> np.dtype:
+    for value in (sums.shared_length, sums.shared_min, sums.gen_num):
+        if value is not None:
+            return value.dtype
+    raise ValueError("PairSums holds no sums")

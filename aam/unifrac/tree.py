@@ -1,0 +1,83 @@
+"""Phylogeny loading and validation, and its flat (postorder array) form for the engines."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import skbio
+
+from aam.errors import InputError
+
+
+@dataclass(frozen=True)
+class TreeArrays:
+    """A rooted tree as postorder arrays: node ``k``'s parent is ``parent[k]`` (-1 for the root)."""
+
+    parent: np.ndarray  # int64, postorder, root last
+    length: np.ndarray  # float64 branch length above each node; a missing length is 0
+    tip_index: dict[str, int]  # tip name -> node index; internal-node labels are never included
+
+
+def load_tree(path: str | Path, *, midpoint_root: bool = False) -> skbio.TreeNode:
+    """Read a newick tree, check it can be used for UniFrac, optionally midpoint-root it.
+
+    A root with three or more children (as FastTree writes) is taken as unrooted: UniFrac
+    needs a root, so that is an error unless ``midpoint_root`` is set.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: tree file not found; pass an existing newick file with --tree")
+    try:
+        tree = skbio.TreeNode.read(str(path), format="newick")
+    except Exception as err:  # skbio raises several parser error types
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InputError(f"{path}: not a readable newick tree ({first}); check the file") from err
+    tips = [tip.name for tip in tree.tips()]
+    if not tips:
+        raise InputError(f"{path}: the tree has no tips; pass a tree built from the table's ASVs")
+    unnamed = sum(name is None for name in tips)
+    if unnamed:
+        raise InputError(f"{path}: {unnamed} tips have no name; every tip must be named by its ASV")
+    dups = [name for name, n in collections.Counter(tips).items() if n > 1]
+    if dups:
+        raise InputError(
+            f"{path}: {len(dups)} duplicate tip names (e.g. {_preview(dups)}); "
+            "tip names must be unique ASV IDs"
+        )
+    lengths = [node.length for node in tree.postorder() if node.length is not None]
+    if any(length < 0 for length in lengths):
+        raise InputError(f"{path}: negative branch lengths; rebuild the tree or set them to 0")
+    if len(tree.children) > 2:
+        if not midpoint_root:
+            raise InputError(
+                f"{path}: the tree is unrooted (its root has {len(tree.children)} children); "
+                "pass --midpoint-root to root it at its midpoint, or root it yourself"
+            )
+        tree = tree.root_at_midpoint()
+    return tree
+
+
+def tree_arrays(tree: skbio.TreeNode) -> TreeArrays:
+    """Flatten ``tree`` into postorder parent/length arrays and a tip-name index."""
+    nodes = list(tree.postorder(include_self=True))
+    position = {id(node): k for k, node in enumerate(nodes)}
+    parent = np.full(len(nodes), -1, dtype=np.int64)
+    length = np.zeros(len(nodes), dtype=np.float64)
+    tip_index: dict[str, int] = {}
+    for k, node in enumerate(nodes):
+        if node.parent is not None:
+            parent[k] = position[id(node.parent)]
+        if node.length is not None:
+            length[k] = node.length
+        if not node.children:
+            tip_index[node.name] = k
+    return TreeArrays(parent=parent, length=length, tip_index=tip_index)
+
+
+def _preview(items: list[str], n: int = 3) -> str:
+    """The first ``n`` items, comma-separated, with an ellipsis if there are more."""
+    head = ", ".join(str(item) for item in items[:n])
+    return head + (", ..." if len(items) > n else "")

@@ -1,0 +1,75 @@
+"""aam.data.rarefy: seeded rarefaction."""
+
+import logging
+from pathlib import Path
+
+import biom
+import numpy as np
+import pytest
+
+from aam.data import load_table, rarefy
+from aam.errors import InputError
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+
+
+def small_table() -> biom.Table:
+    data = np.array(
+        [[10, 0, 3, 50], [5, 1, 0, 50], [0, 0, 2, 0], [7, 2, 0, 0]]
+    )  # sample depths 22, 3, 5, 100
+    return biom.Table(data, ["o1", "o2", "o3", "o4"], ["s1", "s2", "s3", "s4"])
+
+
+def matrix(table: biom.Table) -> np.ndarray:
+    return table.matrix_data.toarray()
+
+
+def test_demo_rarefaction():
+    table = load_table(DEMO / "table.biom")
+    rarefied, dropped = rarefy(table, 500, seed=1)
+    assert dropped == []
+    assert list(rarefied.ids()) == list(table.ids())
+    np.testing.assert_array_equal(rarefied.sum(axis="sample"), 500)
+
+
+def test_drops_shallow_samples_and_empty_observations(caplog):
+    with caplog.at_level(logging.INFO, logger="aam.data.rarefy"):
+        rarefied, dropped = rarefy(small_table(), 20, seed=0)
+    assert dropped == ["s2", "s3"]
+    assert list(rarefied.ids()) == ["s1", "s4"]
+    np.testing.assert_array_equal(rarefied.sum(axis="sample"), 20)
+    assert "o3" not in rarefied.ids(axis="observation")  # only s3 had it
+    assert (matrix(rarefied).sum(axis=1) > 0).all()
+    assert "dropped 2 of 4 samples" in caplog.text and "s2, s3" in caplog.text
+
+
+def test_subsample_never_exceeds_original_counts():
+    original = small_table()
+    rarefied, _ = rarefy(original, 20, seed=3)
+    before = original.filter(rarefied.ids(axis="observation"), axis="observation", inplace=False)
+    before = before.filter(rarefied.ids(), inplace=False)
+    assert (matrix(rarefied) <= matrix(before)).all()
+
+
+def test_deterministic_for_a_seed():
+    table = load_table(DEMO / "table.biom")
+    first, _ = rarefy(table, 100, seed=7)
+    second, _ = rarefy(table, 100, seed=7)
+    other, _ = rarefy(table, 100, seed=8)
+    assert first == second
+    assert first != other
+
+
+def test_no_sample_reaches_depth():
+    with pytest.raises(InputError) as info:
+        rarefy(small_table(), 101, seed=0)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "--rarefy-depth 101" in message and "deepest has 100" in message
+    assert "lower --rarefy-depth" in message
+
+
+@pytest.mark.parametrize("depth", [0, -5])
+def test_depth_must_be_positive(depth):
+    with pytest.raises(InputError, match="--rarefy-depth must be a positive"):
+        rarefy(small_table(), depth, seed=0)

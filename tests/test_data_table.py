@@ -1,0 +1,108 @@
+"""aam.data.table: loading BIOM tables and one-line errors for bad ones."""
+
+import json
+from pathlib import Path
+
+import biom
+import h5py
+import numpy as np
+import pytest
+from biom.util import biom_open
+
+from aam.data import load_table
+from aam.errors import InputError
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+
+
+def one_line_error(path: Path) -> str:
+    with pytest.raises(InputError) as info:
+        load_table(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert path.name in message
+    return message
+
+
+def small_table() -> biom.Table:
+    data = np.array([[5, 0, 1], [0, 3, 2]])
+    return biom.Table(data, ["ACGT", "GGTA"], ["10317.1", "s2", "s3"])
+
+
+def write_hdf5(table: biom.Table, path: Path) -> Path:
+    with biom_open(str(path), "w") as handle:
+        table.to_hdf5(handle, "aam tests")
+    return path
+
+
+def write_json(table: biom.Table, path: Path) -> Path:
+    path.write_text(table.to_json("aam tests"))
+    return path
+
+
+def test_demo_table():
+    table = load_table(DEMO / "table.biom")
+    assert table.shape == (1594, 400)
+    assert all(len(seq) == 100 for seq in table.ids(axis="observation")[:10])
+
+
+@pytest.mark.parametrize("writer", [write_hdf5, write_json])
+def test_hdf5_and_json_roundtrip(tmp_path, writer):
+    table = writer(small_table(), tmp_path / "t.biom")
+    loaded = load_table(table)
+    assert list(loaded.ids()) == ["10317.1", "s2", "s3"]
+    assert list(loaded.ids(axis="observation")) == ["ACGT", "GGTA"]
+    np.testing.assert_array_equal(loaded.matrix_data.toarray(), small_table().matrix_data.toarray())
+
+
+def test_missing_file(tmp_path):
+    assert "not found" in one_line_error(tmp_path / "nope.biom")
+
+
+def test_directory(tmp_path):
+    (tmp_path / "dir.biom").mkdir()
+    assert "directory" in one_line_error(tmp_path / "dir.biom")
+
+
+@pytest.mark.parametrize(
+    "content", [bytes(range(256)), b"", b'{"not": "biom"}'], ids=["binary", "empty", "json"]
+)
+def test_not_biom(tmp_path, content):
+    path = tmp_path / "bad.biom"
+    path.write_bytes(content)
+    assert "not a readable BIOM table" in one_line_error(path)
+
+
+def test_other_hdf5(tmp_path):
+    path = tmp_path / "other.h5"
+    with h5py.File(path, "w") as handle:
+        handle["x"] = np.arange(3)
+    assert "HDF5" in one_line_error(path)
+
+
+def test_truncated_hdf5(tmp_path):
+    path = write_hdf5(small_table(), tmp_path / "t.biom")
+    path.write_bytes(path.read_bytes()[:2000])
+    assert "not a readable BIOM table" in one_line_error(path)
+
+
+def test_empty_table(tmp_path):
+    empty = biom.Table(np.zeros((2, 2)), ["o1", "o2"], ["s1", "s2"])
+    message = one_line_error(write_hdf5(empty, tmp_path / "empty.biom"))
+    assert "empty" in message and "0 non-zero counts" in message
+
+
+def test_duplicate_sample_ids_hdf5(tmp_path):
+    path = write_hdf5(small_table(), tmp_path / "dup.biom")
+    with h5py.File(path, "a") as handle:
+        handle["sample/ids"][2] = b"s2"
+    assert "duplicate sample IDs" in one_line_error(path)
+
+
+@pytest.mark.parametrize("axis,key", [("sample", "columns"), ("observation", "rows")])
+def test_duplicate_ids_json(tmp_path, axis, key):
+    doc = json.loads(small_table().to_json("aam tests"))
+    doc[key][1]["id"] = doc[key][0]["id"]
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps(doc))
+    assert f"duplicate {axis} IDs" in one_line_error(path)
