@@ -1,0 +1,57 @@
+"""Loss terms."""
+
+import math
+
+import pytest
+import torch
+
+from aam.training.losses import (
+    DISTANCE_SCALE,
+    count_loss,
+    embedding_distances,
+    nucleotide_loss,
+    regression_loss,
+    unifrac_loss,
+)
+
+
+def test_unifrac_loss_uses_every_pair_once():
+    emb = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 8.0]])
+    target = torch.tensor([[0.0, 0.1, 0.2], [0.1, 0.0, 0.3], [0.2, 0.3, 0.0]])
+    squash = [math.tanh(d / DISTANCE_SCALE) for d in (5.0, 8.0, 5.0)]  # pairs 01, 02, 12
+    expected = sum((s - t) ** 2 for s, t in zip(squash, (0.1, 0.2, 0.3), strict=True)) / 3
+    assert unifrac_loss(emb, target).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_unifrac_loss_needs_pairs_and_has_finite_gradients_for_identical_samples():
+    with pytest.raises(ValueError, match="at least 2"):
+        unifrac_loss(torch.zeros(1, 4), torch.zeros(1, 1))
+    emb = torch.zeros(3, 4, requires_grad=True)
+    unifrac_loss(emb, torch.ones(3, 3)).backward()
+    assert torch.isfinite(emb.grad).all()
+
+
+def test_embedding_distances_lie_in_unit_interval():
+    d = embedding_distances(torch.randn(5, 8) * 3)
+    assert (d >= 0).all() and (d < 1).all() and torch.allclose(d, d.T)
+
+
+def test_nucleotide_loss_is_zero_without_masked_positions_and_ce_otherwise():
+    assert nucleotide_loss(torch.zeros(0, 8), torch.zeros(0, dtype=torch.long)).item() == 0.0
+    logits = torch.tensor([[2.0, 0.0], [0.0, 2.0]])
+    expected = -math.log(math.exp(2) / (math.exp(2) + 1))
+    assert nucleotide_loss(logits, torch.tensor([0, 1])).item() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("mse", 4.0), ("mae", 2.0), ("huber", 1.5)])
+def test_regression_losses(kind, expected):
+    assert regression_loss(torch.tensor([2.0]), torch.tensor([0.0]), kind).item() == expected
+
+
+def test_count_loss_compares_relative_abundance_of_real_asvs_only():
+    counts = torch.tensor([[3.0, 1.0, 0.0]])
+    mask = torch.tensor([[True, True, False]])
+    perfect = torch.tensor([[0.75, 0.25, 0.9]])  # padding value ignored
+    assert count_loss(perfect, counts, mask).item() == 0.0
+    zero = count_loss(torch.zeros(1, 3), counts, mask).item()
+    assert zero == pytest.approx((0.5625 + 0.0625) / 2)
