@@ -1,0 +1,124 @@
+"""Nucleotide-level encoder: one embedding per (unique) ASV sequence, plus the masked-nucleotide
+head used in pretraining."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from aam.data.tokenize import MASK, OTHER, PAD, A
+from aam.models.config import ModelConfig
+from aam.models.layers import AttentionPooling, TransformerStack
+
+
+def mask_nucleotides(
+    tokens: torch.Tensor, rate: float, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Replace each real base (A, C, G, T, OTHER) by MASK independently with probability ``rate``.
+
+    PAD and START (and MASK) are never chosen. Deterministic for a seeded ``generator``, which
+    must live on ``tokens.device``. Returns (masked copy of tokens, bool mask of the chosen
+    positions); the originals at the chosen positions, ``tokens[mask]``, are the targets for
+    ``nuc_logits``.
+    """
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"mask rate must be in [0, 1], got {rate}")
+    eligible = (tokens >= A) & (tokens <= OTHER)
+    draw = torch.rand(tokens.shape, generator=generator, device=tokens.device)
+    mask = eligible & (draw < rate)
+    return tokens.masked_fill(mask, MASK), mask
+
+
+class ASVEncoder(nn.Module):
+    """Tokens [U, L] (START + bases, right-padded with PAD) -> ASV embeddings [U, D].
+
+    token embedding (+ learned position embedding) -> transformer over positions -> attention
+    pooling over non-PAD positions. Rows that are entirely PAD skip the transformer and get zero
+    embeddings. Columns beyond the longest row are trimmed, so callers may pad to any width up
+    to max_bp + 1.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        d = config.embedding_dim
+        self.max_positions = config.max_positions
+        self.token_embedding = nn.Embedding(config.vocab_size, d)
+        self.position_embedding = (
+            nn.Embedding(config.max_positions, d) if config.nuc_position_embedding else None
+        )
+        self.stack = TransformerStack(config.asv_layers, d, config.attention_heads, config.dropout)
+        self.pooling = AttentionPooling(d)
+        self.nucleotide_head = nn.Linear(d, config.vocab_size)
+        nn.init.normal_(self.token_embedding.weight, std=0.02)
+        if self.position_embedding is not None:
+            nn.init.normal_(self.position_embedding.weight, std=0.02)
+
+    def forward(
+        self, tokens: torch.Tensor, nuc_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """tokens [U, L] int; nuc_mask bool [U, L] or None.
+
+        Returns (embeddings [U, D], nuc_logits). nuc_logits is None without ``nuc_mask``, else
+        [N, V] for the N True positions of nuc_mask in row-major order (targets:
+        ``original_tokens[nuc_mask]``). nuc_mask must be False at PAD positions.
+        """
+        if tokens.dim() != 2:
+            raise ValueError(f"ASV tokens must be [U, L], got shape {tuple(tokens.shape)}")
+        u, width = tokens.shape
+        if width > self.max_positions:
+            raise ValueError(
+                f"ASV tokens have {width} positions but the model takes at most "
+                f"{self.max_positions} (max_bp + 1)"
+            )
+        if nuc_mask is not None and nuc_mask.shape != tokens.shape:
+            raise ValueError(
+                f"nuc_mask shape {tuple(nuc_mask.shape)} != tokens shape {tuple(tokens.shape)}"
+            )
+        d = self.token_embedding.embedding_dim
+        valid = tokens != PAD
+        rows = valid.any(dim=1)
+        cols = valid.any(dim=0)
+        positions = torch.arange(1, width + 1, device=tokens.device)
+        # One host sync for everything data-dependent: non-empty rows, trimmed width, mask check.
+        stats = [rows.sum(), (positions * cols).max() if width else positions.new_zeros(())]
+        if nuc_mask is not None:
+            stats.append((nuc_mask & ~valid).sum())
+        stats = torch.stack(stats).tolist()
+        n_rows, width = stats[0], stats[1]
+        if nuc_mask is not None and stats[2]:
+            raise ValueError("nuc_mask selects PAD positions; mask only real nucleotides")
+
+        if n_rows == 0:
+            emb = self.token_embedding.weight.new_zeros(u, d)
+            logits = None
+            if nuc_mask is not None:
+                logits = self.nucleotide_head.weight.new_zeros(0, self.nucleotide_head.out_features)
+            return emb, logits
+
+        index = None if n_rows == u else rows.nonzero().squeeze(1)
+        x, m = tokens[:, :width], valid[:, :width]
+        if index is not None:
+            x, m = x[index], m[index]
+        h = self.token_embedding(x.long())
+        if self.position_embedding is not None:
+            h = h + self.position_embedding.weight[:width]
+        h = self.stack(h, m)
+        emb = self.pooling(h, m)
+        if index is not None:
+            emb = emb.new_zeros(u, d).index_copy(0, index, emb)
+
+        logits = None
+        if nuc_mask is not None:
+            sel = nuc_mask[:, :width]
+            if index is not None:
+                sel = sel[index]
+            logits = self.nucleotide_head(h[sel])
+        return emb, logits
+
+    @torch.no_grad()
+    def encode(self, tokens: torch.Tensor, chunk_size: int | None = None) -> torch.Tensor:
+        """Embeddings [U, D] without autograd, ``chunk_size`` rows at a time (each chunk trimmed to
+        its own longest row, so sorting by length first saves work)."""
+        if not chunk_size or tokens.shape[0] <= chunk_size:
+            return self(tokens)[0]
+        return torch.cat([self(part)[0] for part in tokens.split(chunk_size)])

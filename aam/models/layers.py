@@ -1,0 +1,160 @@
+"""Building blocks: pre-norm transformer stack on SDPA with key-padding masks, attention pooling.
+
+Masks follow one convention throughout: a boolean tensor, ``True`` = real position.
+
+Attention backend (``attn_implementation``): ``auto`` lets PyTorch choose; ``math``,
+``mem_efficient`` and ``flash`` restrict ``scaled_dot_product_attention`` to that one kernel via
+``torch.nn.attention.sdpa_kernel``. The fused kernels are GPU kernels: on any device that is not
+``cuda`` (ROCm devices are ``cuda`` too), ``mem_efficient`` and ``flash`` fall back to ``math``
+with a warning. NB: PyTorch's flash kernel accepts no attention mask, so on a GPU ``flash`` fails
+("No available kernel") for any batch with padding; use ``auto`` or ``mem_efficient`` there.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.checkpoint import checkpoint
+
+from aam.models.config import ATTN_IMPLEMENTATIONS
+
+_BACKENDS = {
+    "math": SDPBackend.MATH,
+    "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+}
+_FUSED = ("mem_efficient", "flash")
+
+
+def effective_attn_implementation(name: str, device: torch.device | str) -> str:
+    """The implementation actually used on ``device``: fused kernels only on ``cuda`` devices."""
+    if name not in ATTN_IMPLEMENTATIONS:
+        raise ValueError(
+            f"attn_implementation must be one of {list(ATTN_IMPLEMENTATIONS)}, got {name!r}"
+        )
+    if name in _FUSED and torch.device(device).type != "cuda":
+        return "math"
+    return name
+
+
+class MultiHeadSelfAttention(nn.Module):
+    def __init__(self, dim: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim {dim} is not divisible by heads {heads}")
+        self.heads = heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.attn_implementation = "auto"
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, S, D]; attn_mask bool [B, 1, 1, S] (True = key may be attended) or None."""
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        p = self.dropout if self.training else 0.0
+        impl = effective_attn_implementation(self.attn_implementation, x.device)
+        if impl != self.attn_implementation:
+            warnings.warn(
+                f"attn_implementation={self.attn_implementation!r} needs a CUDA/ROCm device; "
+                f"using 'math' on {x.device.type}",
+                stacklevel=2,
+            )
+        if impl == "auto":
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+        else:
+            with sdpa_kernel(_BACKENDS[impl]):
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+        return self.out(y.transpose(1, 2).reshape(b, s, d))
+
+
+class TransformerLayer(nn.Module):
+    """Pre-norm: x + Drop(MHA(LN(x))), then x + Drop(FFN(LN(x))), FFN = Linear-GELU-Drop-Linear."""
+
+    def __init__(self, dim: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = MultiHeadSelfAttention(dim, heads, dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        self.ffn = nn.Sequential(
+            nn.Linear(dim, 4 * dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(4 * dim, dim)
+        )
+        self.drop1 = nn.Dropout(dropout)
+        self.drop2 = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.drop1(self.attn(self.norm1(x), attn_mask))
+        return x + self.drop2(self.ffn(self.norm2(x)))
+
+
+class TransformerStack(nn.Module):
+    """``num_layers`` pre-norm layers and a final LayerNorm; optional per-layer checkpointing."""
+
+    def __init__(self, num_layers: int, dim: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            TransformerLayer(dim, heads, dropout) for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(dim)
+        self.gradient_checkpointing = False
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, S, D]; mask bool [B, S], True = real. Outputs at padded positions are finite but
+        meaningless (callers ignore or zero them); they never influence real positions."""
+        attn_mask = None
+        if mask is not None:
+            # A row without any real position would give softmax over nothing (NaN): let it
+            # attend to everything instead; its outputs are ignored anyway.
+            keys = mask | ~mask.any(dim=-1, keepdim=True)
+            attn_mask = keys[:, None, None, :]
+        for layer in self.layers:
+            if self.gradient_checkpointing and torch.is_grad_enabled():
+                x = checkpoint(layer, x, attn_mask, use_reentrant=False)
+            else:
+                x = layer(x, attn_mask)
+        return self.norm(x)
+
+
+class AttentionPooling(nn.Module):
+    """score = Linear(D->1, no bias)(x) / sqrt(D); softmax over real positions; weighted sum;
+    LayerNorm. An all-padding row pools to zeros (LayerNorm then gives its bias): no NaN."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.score = nn.Linear(dim, 1, bias=False)
+        self.norm = nn.LayerNorm(dim)
+        self.scale = 1.0 / math.sqrt(dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, S, D], mask bool [B, S] (True = real) -> [B, D]."""
+        scores = (self.score(x).squeeze(-1) * self.scale).float()
+        if mask is not None:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        weights = torch.softmax(scores, dim=-1)
+        if mask is not None:
+            weights = weights * mask  # all-padding row: weights 0 instead of uniform
+        pooled = torch.einsum("bs,bsd->bd", weights.to(x.dtype), x)
+        return self.norm(pooled)
+
+
+def set_attn_implementation(module: nn.Module, name: str) -> None:
+    """Select the SDPA backend of every attention layer inside ``module``."""
+    if name not in ATTN_IMPLEMENTATIONS:
+        raise ValueError(
+            f"attn_implementation must be one of {list(ATTN_IMPLEMENTATIONS)}, got {name!r}"
+        )
+    for m in module.modules():
+        if isinstance(m, MultiHeadSelfAttention):
+            m.attn_implementation = name
+
+
+def set_gradient_checkpointing(module: nn.Module, enabled: bool) -> None:
+    """Turn per-layer activation checkpointing on/off for every stack inside ``module``."""
+    for m in module.modules():
+        if isinstance(m, TransformerStack):
+            m.gradient_checkpointing = bool(enabled)

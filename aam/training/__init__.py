@@ -1,0 +1,1 @@
+"""Training support: checkpoints, learning-rate schedules and preemption handling."""

@@ -1,0 +1,162 @@
+"""Crash-safe training checkpoints (DESIGN.md section 4, "Training resume").
+
+``save_checkpoint`` writes a temporary file, fsyncs it, keeps the old file as ``<stem>.prev.pt``
+and renames the new one into place, so a crash leaves a loadable file under one of the two names.
+Checkpoints hold only what ``torch.load(..., weights_only=True)`` accepts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from aam.errors import InputError
+
+log = logging.getLogger(__name__)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+def checkpoint_paths(directory: Path) -> tuple[Path, Path]:
+    """Return the ``(latest.pt, best.pt)`` paths inside a checkpoint directory."""
+    directory = Path(directory)
+    return directory / "latest.pt", directory / "best.pt"
+
+
+def previous_path(path: Path) -> Path:
+    """Return where ``save_checkpoint`` keeps the file it replaced: ``<stem>.prev.pt``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev.pt")
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Atomically write ``state`` to ``path``, keeping the file it replaces as the previous one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.replace(path, previous_path(path))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_directory(path.parent)
+
+
+def _try_load(path: Path, map_location: str | torch.device) -> tuple[dict[str, Any] | None, str]:
+    """Load one checkpoint file; return ``(state, "")`` or ``(None, reason)``."""
+    if not path.exists():
+        return None, "missing"
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # any failure means this file is unusable; report why
+        first_line = next(iter(str(exc).strip().splitlines()), "").split(". ")[0]
+        return None, f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
+    if not isinstance(state, dict):
+        return None, f"holds a {type(state).__name__}, not a checkpoint dict"
+    return state, ""
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any] | None:
+    """Load ``path``, falling back to its previous file if it is missing or corrupt.
+
+    Returns None when neither file exists; raises InputError when both are unusable.
+    """
+    path = Path(path)
+    prev = previous_path(path)
+    if not path.exists() and not prev.exists():
+        return None
+    state, reason = _try_load(path, map_location)
+    if state is not None:
+        return state
+    prev_state, prev_reason = _try_load(prev, map_location)
+    if prev_state is None:
+        raise InputError(
+            f"cannot load checkpoint {path} ({reason}) nor {prev} ({prev_reason}); "
+            f"delete {path.parent} to start over"
+        )
+    log.warning("checkpoint %s unusable (%s); resuming from %s", path, reason, prev)
+    return prev_state
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """Capture the Python, numpy (legacy global), torch CPU and CUDA RNG states."""
+    name, keys, pos, has_gauss, cached_gaussian = np.random.get_state()  # noqa: NPY002
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached_gaussian),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Restore RNG states from ``capture_rng_state``; CUDA only for devices present now."""
+    random.setstate(state["python"])
+    name, keys, pos, has_gauss, cached_gaussian = state["numpy"]
+    np.random.set_state(  # noqa: NPY002
+        (name, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached_gaussian)
+    )
+    torch.set_rng_state(state["torch"].cpu())
+    if torch.cuda.is_available() and "cuda" in state:
+        for device, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state.cpu(), device)
+
+
+def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def check_config_matches(
+    saved: dict[str, Any], current: dict[str, Any], path: Path, shown: int = 5
+) -> None:
+    """Raise InputError listing keys (nested as ``a.b``) whose saved and current values differ."""
+    old, new = _flatten(saved), _flatten(current)
+    differing = [
+        key
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, _MISSING) != new.get(key, _MISSING)
+    ]
+    if not differing:
+        return
+    details = "; ".join(
+        f"{key}: saved {old.get(key, _MISSING)!r}, current {new.get(key, _MISSING)!r}"
+        for key in differing[:shown]
+    )
+    more = f" (+{len(differing) - shown} more)" if len(differing) > shown else ""
+    raise InputError(
+        f"checkpoint {path} was made with a different config: {details}{more}; "
+        "use the config it was trained with, or a checkpoint trained with this config"
+    )

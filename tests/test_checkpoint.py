@@ -1,0 +1,213 @@
+"""aam.training.checkpoint: atomic save, corrupt-file fallback, RNG state, config checks."""
+
+import logging
+import os
+import random
+import signal
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from aam.errors import InputError
+from aam.training.checkpoint import (
+    capture_rng_state,
+    check_config_matches,
+    checkpoint_paths,
+    load_checkpoint,
+    previous_path,
+    restore_rng_state,
+    save_checkpoint,
+)
+from aam.training.preemption import PreemptionFlag
+from aam.training.schedule import warmup_cosine
+
+
+def training_state(steps: int = 3) -> dict:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = warmup_cosine(optimizer, total_steps=10)
+    for _ in range(steps):
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "epoch": 2,
+        "step": steps,
+        "best_metric": 0.25,
+        "rng": capture_rng_state(),
+        "config": {"d_model": 8, "layers": [1, 2]},
+    }
+
+
+def assert_same(a, b) -> None:
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_same(a[key], b[key])
+    elif isinstance(a, list | tuple):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_same(x, y)
+    else:
+        assert a == b
+
+
+def test_checkpoint_paths(tmp_path):
+    assert checkpoint_paths(tmp_path) == (tmp_path / "latest.pt", tmp_path / "best.pt")
+    assert previous_path(tmp_path / "latest.pt") == tmp_path / "latest.prev.pt"
+
+
+def test_round_trip_weights_only(tmp_path):
+    latest, _ = checkpoint_paths(tmp_path / "checkpoints")  # directory is created on save
+    state = training_state()
+    save_checkpoint(latest, state)
+    loaded = load_checkpoint(latest)
+    assert_same(state, loaded)
+    torch.load(latest, weights_only=True)  # the file itself is weights_only-safe
+
+
+def test_missing_returns_none(tmp_path):
+    assert load_checkpoint(tmp_path / "latest.pt") is None
+
+
+def test_keeps_exactly_one_previous_and_no_temp_files(tmp_path):
+    latest = tmp_path / "latest.pt"
+    for step in range(3):
+        save_checkpoint(latest, {"step": step})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.prev.pt", "latest.pt"]
+    assert load_checkpoint(latest)["step"] == 2
+    assert torch.load(previous_path(latest), weights_only=True)["step"] == 1
+
+
+def test_truncated_latest_falls_back_to_previous(tmp_path, caplog):
+    latest = tmp_path / "latest.pt"
+    save_checkpoint(latest, {"step": 1})
+    save_checkpoint(latest, training_state())
+    data = latest.read_bytes()
+    latest.write_bytes(data[: len(data) // 2])
+    with caplog.at_level(logging.WARNING, logger="aam.training.checkpoint"):
+        assert load_checkpoint(latest) == {"step": 1}
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    assert str(latest) in message and "\n" not in message
+
+
+def test_missing_latest_uses_previous(tmp_path):
+    # A crash between the two renames leaves only the previous file.
+    latest = tmp_path / "latest.pt"
+    save_checkpoint(previous_path(latest), {"step": 4})
+    assert load_checkpoint(latest) == {"step": 4}
+
+
+def test_both_corrupt_raises_input_error(tmp_path):
+    latest = tmp_path / "latest.pt"
+    latest.write_bytes(b"garbage")
+    previous_path(latest).write_bytes(b"more garbage")
+    with pytest.raises(InputError) as info:
+        load_checkpoint(latest)
+    message = str(info.value)
+    assert str(latest) in message and str(previous_path(latest)) in message
+    assert "delete" in message and "\n" not in message
+
+
+def test_non_dict_checkpoint_is_unusable(tmp_path):
+    latest = tmp_path / "latest.pt"
+    torch.save([1, 2], latest)
+    with pytest.raises(InputError, match="not a checkpoint dict"):
+        load_checkpoint(latest)
+
+
+def test_interrupted_save_keeps_old_file(tmp_path, monkeypatch):
+    latest = tmp_path / "latest.pt"
+    save_checkpoint(latest, {"step": 1})
+    before = latest.read_bytes()
+
+    def failing_save(obj, f, *args, **kwargs):
+        f.write(b"PK\x03")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_checkpoint(latest, {"step": 2})
+    assert [p.name for p in tmp_path.iterdir()] == ["latest.pt"]
+    assert latest.read_bytes() == before
+
+
+def draws() -> tuple:
+    legacy = (np.random.rand(3).tolist(), np.random.normal())  # noqa: NPY002
+    return random.random(), random.gauss(0, 1), legacy, torch.rand(3).tolist()
+
+
+def test_rng_round_trip_through_checkpoint(tmp_path):
+    random.seed(1)
+    np.random.seed(1)  # noqa: NPY002
+    torch.manual_seed(1)
+    random.gauss(0, 1)  # leave cached Gaussians in both Python and numpy state
+    np.random.normal()  # noqa: NPY002
+    save_checkpoint(tmp_path / "latest.pt", {"rng": capture_rng_state()})
+    expected = draws()
+    draws()
+    restore_rng_state(load_checkpoint(tmp_path / "latest.pt")["rng"])
+    assert draws() == expected
+
+
+def test_config_mismatch_lists_keys(tmp_path):
+    saved = {"d_model": 64, "encoder": {"layers": 4, "heads": 4}, "dropout": 0.1}
+    check_config_matches(saved, dict(saved), tmp_path / "latest.pt")
+    current = {"d_model": 128, "encoder": {"layers": 4, "heads": 8}, "dropout": 0.1, "new": 1}
+    with pytest.raises(InputError) as info:
+        check_config_matches(saved, current, tmp_path / "latest.pt")
+    message = str(info.value)
+    assert "d_model: saved 64, current 128" in message
+    assert "encoder.heads: saved 4, current 8" in message
+    assert "new: saved <missing>, current 1" in message
+    assert "dropout" not in message and str(tmp_path / "latest.pt") in message
+
+
+def test_config_mismatch_truncates_long_lists(tmp_path):
+    with pytest.raises(InputError, match=r"\(\+3 more\)"):
+        check_config_matches({f"k{i}": i for i in range(8)}, {}, tmp_path / "latest.pt")
+
+
+def test_preemption_flag_sets_and_restores():
+    def previous(signum, frame):
+        raise AssertionError("old handler must not run while the flag is active")
+
+    old_usr1 = signal.signal(signal.SIGUSR1, previous)
+    old_term = signal.getsignal(signal.SIGTERM)
+    try:
+        with PreemptionFlag() as flag:
+            assert not flag.requested and flag.signal_name is None
+            os.kill(os.getpid(), signal.SIGUSR1)
+            assert flag.requested and flag.signal_name == "SIGUSR1"
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert flag.signal_name == "SIGTERM"
+        assert signal.getsignal(signal.SIGUSR1) is previous
+        assert signal.getsignal(signal.SIGTERM) is old_term
+    finally:
+        signal.signal(signal.SIGUSR1, old_usr1)
+
+
+def test_preemption_flag_is_noop_outside_main_thread():
+    handlers = []
+
+    def body():
+        with PreemptionFlag() as flag:
+            handlers.append(signal.getsignal(signal.SIGUSR1))
+        assert not flag.requested
+
+    before = signal.getsignal(signal.SIGUSR1)
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert handlers == [before]
