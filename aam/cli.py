@@ -17,6 +17,10 @@ from aam.errors import InputError
 COMMANDS: dict[str, tuple[str, str]] = {
     "unifrac": ("aam.unifrac.cli", "UniFrac distance matrix from a BIOM table and a newick tree"),
     "tree": ("aam.phylogeny", "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)"),
+    "split": ("aam.commands.split", "Seeded train/validation/test split of the samples"),
+    "pretrain": ("aam.commands.pretrain", "Pretrain the base on UniFrac + masked nucleotides"),
+    "train": ("aam.commands.train", "Fine-tune on a metadata target (regression or classes)"),
+    "predict": ("aam.commands.predict", "Predict with a fine-tuned model; metrics if truth known"),
 }
 
 

@@ -1,0 +1,1 @@
+"""`aam` subcommands that drive training: split, pretrain, train, predict."""

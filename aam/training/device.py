@@ -1,0 +1,63 @@
+"""Device, precision and compilation choices, explicit for CUDA, ROCm and CPU."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import torch
+from torch import nn
+
+from aam.errors import InputError
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """``auto`` picks the GPU (CUDA or ROCm, both ``cuda`` in torch) when present, else CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise InputError(f"--device {name}: torch sees no GPU here; use --device cpu or auto")
+        if name == "cuda":
+            name = f"cuda:{local_rank}"
+    elif name != "cpu":
+        raise InputError(f"--device {name}: use auto, cpu, cuda or cuda:N")
+    return torch.device(name)
+
+
+def platform_name() -> str:
+    """``rocm``, ``cuda`` or ``cpu``: which build of torch this is and what it can reach."""
+    if torch.version.hip:
+        return "rocm"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast when asked (``auto``: on GPUs that support it); fp32 otherwise."""
+    use_bf16 = precision == "bf16" or (
+        precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()
+    )
+    if not use_bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
+    """``torch.compile`` the model, except on ROCm where its Triton path fails (skipped, warned)."""
+    if not enabled:
+        return model
+    if torch.version.hip:
+        log.warning("--compile: skipped on ROCm (torch.compile fails there); running eagerly")
+        return model
+    return torch.compile(model)
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak GPU memory allocated by torch, or the process's peak RSS on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

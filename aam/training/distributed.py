@@ -1,0 +1,69 @@
+"""Multi-process training under torchrun: process group set-up and the embedding gather.
+
+Each rank encodes its slice of the global batch; ``gather_with_grad`` returns every rank's
+sample embeddings (its own slice keeps its autograd graph), so the pairwise UniFrac loss covers
+all pairs of the global batch, exactly as in single-process training.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Rank layout of this process (world_size 1 without torchrun)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device_type: str) -> DistContext:
+    """Join the process group torchrun describes (NCCL/RCCL on GPUs, gloo on CPUs)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return DistContext()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return DistContext(
+        rank=dist.get_rank(), world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", "0"))
+    )
+
+
+def gather_with_grad(local: torch.Tensor, ctx: DistContext) -> torch.Tensor:
+    """Concatenate every rank's ``local`` (equal shapes) in rank order; only this rank's slice
+    carries gradient."""
+    if not ctx.enabled:
+        return local
+    parts = [torch.empty_like(local) for _ in range(ctx.world_size)]
+    dist.all_gather(parts, local.detach().contiguous())
+    parts[ctx.rank] = local
+    return torch.cat(parts)
+
+
+def all_reduce_sum(value: torch.Tensor, ctx: DistContext) -> torch.Tensor:
+    """Sum of ``value`` over ranks (a copy; ``value`` itself is unchanged)."""
+    if not ctx.enabled:
+        return value
+    total = value.detach().clone()
+    dist.all_reduce(total)
+    return total
+
+
+def rank_slice(indices, ctx: DistContext):
+    """This rank's contiguous share of a global batch (its length must divide evenly)."""
+    share = len(indices) // ctx.world_size
+    return indices[ctx.rank * share : (ctx.rank + 1) * share]

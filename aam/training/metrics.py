@@ -1,0 +1,60 @@
+"""Evaluation metrics and the per-epoch history table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from aam.atomic import atomic_output
+from aam.training.losses import embedding_distances
+
+
+def regression_metrics(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """MAE, RMSE and R^2 in the target's own units."""
+    err = np.asarray(predicted, dtype=np.float64) - truth
+    total = ((truth - truth.mean()) ** 2).sum()
+    return {
+        "mae": float(np.abs(err).mean()),
+        "rmse": float(np.sqrt((err**2).mean())),
+        "r2": float(1.0 - (err**2).sum() / total) if total > 0 else float("nan"),
+    }
+
+
+def classification_metrics(log_probs: torch.Tensor, truth: np.ndarray) -> dict[str, float]:
+    """Accuracy and macro-averaged F1 over the classes present in truth or prediction."""
+    predicted = log_probs.argmax(-1).numpy()
+    f1s = []
+    for c in np.union1d(predicted, truth):
+        tp = np.sum((predicted == c) & (truth == c))
+        denom = np.sum(predicted == c) + np.sum(truth == c)
+        f1s.append(2 * tp / denom if denom else 0.0)
+    return {"accuracy": float((predicted == truth).mean()), "f1": float(np.mean(f1s))}
+
+
+def unifrac_fit(embeddings: torch.Tensor, truth: torch.Tensor) -> dict[str, float]:
+    """Fit of squashed embedding distances to UniFrac over every pair of the set."""
+    n = embeddings.shape[0]
+    i, j = torch.triu_indices(n, n, offset=1)
+    predicted = embedding_distances(embeddings.double())[i, j]
+    target = truth.double()[i, j]
+    r = torch.corrcoef(torch.stack([predicted, target]))[0, 1]
+    return {
+        "unifrac_loss": float(((predicted - target) ** 2).mean()),
+        "unifrac_mae": float((predicted - target).abs().mean()),
+        "unifrac_r": float(r),
+    }
+
+
+def baseline_metrics(train_truth: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """Regression metrics of the mean predictor (the training mean for every sample)."""
+    return regression_metrics(np.full(len(truth), float(np.mean(train_truth))), truth)
+
+
+def write_history(path: Path, rows: Sequence[dict]) -> None:
+    """Per-epoch metrics as TSV (atomically)."""
+    with atomic_output(path) as tmp:
+        pd.DataFrame(list(rows)).to_csv(tmp, sep="\t", index=False, float_format="%.6g")

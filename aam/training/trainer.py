@@ -1,0 +1,266 @@
+"""The training loop: AdamW, warm-up + cosine, clipping, accumulation, early stopping,
+crash-safe checkpoints and exact resume.
+
+Randomness is a function of (seed, epoch, batch) and (seed, optimizer step, rank): the batch
+order, ASV sub-sampling, nucleotide masks and dropout of a step do not depend on how the run
+got there, so a run resumed from ``latest.pt`` ends with the same weights as one never stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from aam.data.batching import batch_indices
+from aam.errors import InputError
+from aam.training.checkpoint import (
+    capture_rng_state,
+    check_config_matches,
+    checkpoint_paths,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+from aam.training.config import TrainConfig
+from aam.training.device import autocast, peak_memory_mb
+from aam.training.distributed import rank_slice
+from aam.training.objective import Objective, _unwrap
+from aam.training.preemption import PreemptionFlag
+from aam.training.schedule import warmup_cosine
+
+log = logging.getLogger(__name__)
+LOWER_IS_BETTER = {"loss", "mae", "rmse", "unifrac_loss", "nuc_loss", "target_loss"}
+
+
+class Preempted(Exception):
+    """A SLURM signal arrived; ``latest.pt`` was saved and the job should exit to be resumed."""
+
+
+@dataclass
+class TrainResult:
+    """Weights to publish (best epoch, or last if there is no validation set) and history."""
+
+    state_dict: dict[str, torch.Tensor]
+    history: list[dict[str, Any]]
+    best_epoch: int
+    best_metrics: dict[str, float] = field(default_factory=dict)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices only (not on biases, norms or embeddings' 1-D tensors)."""
+    decay, plain = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (decay if param.dim() >= 2 else plain).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0}]
+
+
+def step_seed(seed: int, *parts: int) -> int:
+    """A 63-bit seed derived from ``seed`` and ``parts`` (stable across runs)."""
+    return int(np.random.SeedSequence([seed, *parts]).generate_state(1, np.uint64)[0] >> 1)
+
+
+class Trainer:
+    """Runs ``objective`` on ``model`` over the study's train split, validating each epoch."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        objective: Objective,
+        cfg: TrainConfig,
+        checkpoint_dir: Path,
+        device: torch.device,
+        resume_config: dict[str, Any],
+        progress: bool = False,
+    ) -> None:
+        self.model, self.objective, self.cfg = model, objective, cfg
+        self.device, self.progress = device, progress
+        self.ctx = objective.ctx
+        self.latest, self.best = checkpoint_paths(checkpoint_dir)
+        self.resume_config = resume_config
+        self.train_positions = objective.study.subset("train")
+        self.val_positions = objective.study.subset("val")
+        min_size = 2 if objective.use_unifrac else 1
+        if objective.use_unifrac and cfg.batch_size < 2:
+            raise InputError(f"--batch-size {cfg.batch_size}: the UniFrac loss needs pairs, use 2+")
+        if cfg.batch_size % self.ctx.world_size:
+            raise InputError(
+                f"--batch-size {cfg.batch_size} is the global batch: it must divide evenly over "
+                f"{self.ctx.world_size} processes"
+            )
+        self.min_batch = max(min_size, self.ctx.world_size)
+        n_batches = len(list(self._epoch_batches(0)))
+        self.steps_per_epoch = math.ceil(n_batches / cfg.grad_accum)
+        self.optimizer = torch.optim.AdamW(
+            parameter_groups(_unwrap(model), cfg.weight_decay), lr=cfg.lr
+        )
+        self.scheduler = warmup_cosine(
+            self.optimizer, max(1, self.steps_per_epoch * cfg.epochs), cfg.warmup_fraction
+        )
+
+    def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.cfg.seed, epoch])
+        batches = batch_indices(
+            len(self.train_positions), self.cfg.batch_size, shuffle=True, rng=rng,
+            min_size=self.min_batch,
+        )  # fmt: skip
+        world = self.ctx.world_size
+        out = [b[: len(b) - len(b) % world] for b in batches]  # equal share per rank
+        return [self.train_positions[b] for b in out if len(b)]
+
+    def fit(self) -> TrainResult:
+        """Train to the end (or early stop), resuming from ``latest.pt`` when it exists."""
+        state = self._resume()
+        epoch, start_batch = state["epoch"], state["batch"]
+        history: list[dict] = state["history"]
+        last_save = time.monotonic()
+        with PreemptionFlag() as flag:
+            while epoch < self.cfg.epochs and not self._stop_early(state):
+                started, seen, sums = time.perf_counter(), 0, {}
+                batches = self._epoch_batches(epoch)
+                bar = tqdm(total=len(batches), initial=start_batch, disable=not self.progress,
+                           desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False)  # fmt: skip
+                self.model.train()
+                for b in range(start_batch, len(batches)):
+                    at_step = (b + 1) % self.cfg.grad_accum == 0 or b + 1 == len(batches)
+                    terms = self._train_batch(batches[b], epoch, b, state, at_step)
+                    seen += len(batches[b])
+                    for key, value in terms.items():
+                        sums[key] = sums.get(key, 0.0) + value * len(batches[b])
+                    bar.update(1)
+                    if not at_step:
+                        continue
+                    minutes = (time.monotonic() - last_save) / 60
+                    every = self.cfg.checkpoint_every_minutes
+                    if flag.requested or (every > 0 and minutes >= every):
+                        self._save_latest(state, epoch, b + 1, history)
+                        last_save = time.monotonic()
+                    if flag.requested:
+                        raise Preempted(f"{flag.signal_name}: saved {self.latest}; rerun to resume")
+                bar.close()
+                row = self._end_epoch(epoch, state, sums, seen, time.perf_counter() - started)
+                history.append(row)
+                epoch, start_batch = epoch + 1, 0
+                self._save_latest(state, epoch, 0, history)
+                last_save = time.monotonic()
+        return self._result(state, history)
+
+    def _train_batch(
+        self, positions: np.ndarray, epoch: int, b: int, state: dict, at_step: bool
+    ) -> dict:
+        """Forward and backward of one batch; an optimizer step when ``at_step``."""
+        cfg, ctx = self.cfg, self.ctx
+        step = state["step"]
+        torch.manual_seed(step_seed(cfg.seed, 1, step, ctx.rank))  # dropout of this step
+        local = rank_slice(positions, ctx)
+        batch = self.objective.batch(local, np.random.default_rng([cfg.seed, 2, epoch, b]))
+        if ctx.enabled and batch.distances is not None:  # pairs span the whole global batch
+            d = self.objective.study.distances[np.ix_(positions, positions)]
+            batch.distances = torch.from_numpy(np.ascontiguousarray(d))
+        batch = batch.to(self.device)
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(step_seed(cfg.seed, 3, epoch, b, ctx.rank))
+        with autocast(self.device, cfg.precision):
+            loss, terms = self.objective.step_loss(self.model, batch, generator)
+        (loss / cfg.grad_accum).backward()
+        if at_step:
+            if cfg.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self._trainable(), cfg.max_grad_norm)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scheduler.step()
+            state["step"] = step + 1
+        return terms
+
+    def _trainable(self) -> list[torch.Tensor]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def _end_epoch(self, epoch: int, state: dict, sums: dict, seen: int, seconds: float) -> dict:
+        row: dict[str, Any] = {"epoch": epoch + 1, "step": state["step"]}
+        row["lr"] = self.scheduler.get_last_lr()[0]
+        row.update({f"train_{k}": v / max(seen, 1) for k, v in sums.items()})
+        if len(self.val_positions) and self.ctx.is_main:
+            metrics = self.objective.evaluate(self.model, self.val_positions, self.device)
+            row.update({f"val_{k}": v for k, v in metrics.items()})
+        row["samples_per_s"] = seen * self.ctx.world_size / seconds if seconds > 0 else 0.0
+        row["epoch_seconds"] = seconds
+        row["peak_memory_mb"] = peak_memory_mb(self.device)
+        metric = self._metric_value(row)
+        if metric is not None and self._improved(metric, state["best"]):
+            state.update(best=metric, best_epoch=epoch + 1, bad_epochs=0)
+            if self.ctx.is_main:
+                save_checkpoint(self.best, {"model": _unwrap(self.model).state_dict(), "row": row})
+        else:
+            state["bad_epochs"] += 1
+        log.info(
+            "epoch %d: %s", epoch + 1,
+            ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)),
+        )  # fmt: skip
+        return row
+
+    def _metric_value(self, row: dict) -> float | None:
+        if not len(self.val_positions):
+            return None
+        key = self.cfg.best_metric
+        name = key if key.startswith("val_") else f"val_{key}"
+        if name not in row:
+            options = sorted(k for k in row if k.startswith("val_"))
+            raise InputError(f"--best-metric {key}: not measured here; choose from {options}")
+        return float(row[name])
+
+    def _improved(self, value: float, best: float | None) -> bool:
+        if best is None:
+            return True
+        lower = self.cfg.best_metric.removeprefix("val_") in LOWER_IS_BETTER
+        return value < best if lower else value > best
+
+    def _stop_early(self, state: dict) -> bool:
+        stop = self.cfg.patience > 0 and state["bad_epochs"] >= self.cfg.patience
+        if stop:
+            log.info("early stop: no improvement in %d epochs", self.cfg.patience)
+        return stop
+
+    def _save_latest(self, state: dict, epoch: int, batch: int, history: list) -> None:
+        if not self.ctx.is_main:
+            return
+        save_checkpoint(self.latest, {
+            "model": _unwrap(self.model).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "epoch": epoch, "batch": batch, "step": state["step"],
+            "best": state["best"], "best_epoch": state["best_epoch"],
+            "bad_epochs": state["bad_epochs"], "history": history,
+            "rng": capture_rng_state(), "config": self.resume_config,
+        })  # fmt: skip
+
+    def _resume(self) -> dict:
+        fresh = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": 0,
+                 "bad_epochs": 0, "history": []}  # fmt: skip
+        saved = load_checkpoint(self.latest, map_location=self.device)
+        if saved is None:
+            return fresh
+        check_config_matches(saved["config"], self.resume_config, self.latest)
+        _unwrap(self.model).load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.scheduler.load_state_dict(saved["scheduler"])
+        restore_rng_state(saved["rng"])
+        log.info("resumed from %s at epoch %d, batch %d", self.latest, saved["epoch"] + 1,
+                 saved["batch"])  # fmt: skip
+        return {key: saved[key] for key in fresh}
+
+    def _result(self, state: dict, history: list) -> TrainResult:
+        best = load_checkpoint(self.best, map_location="cpu") if state["best_epoch"] else None
+        if best is None:
+            weights = {k: v.detach().cpu() for k, v in _unwrap(self.model).state_dict().items()}
+            return TrainResult(weights, history, best_epoch=len(history))
+        metrics = {k: v for k, v in best["row"].items() if k.startswith("val_")}
+        return TrainResult(best["model"], history, state["best_epoch"], metrics)
