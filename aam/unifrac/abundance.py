@@ -45,7 +45,7 @@ def node_abundance(
     of reads dropped. Samples without reads are an error naming them.
     """
     counts = sp.csr_matrix(counts, dtype=np.float64)
-    tips = match_tips(observation_ids, tree, prune_missing, table_name, tree_name)
+    tips = match_tips(observation_ids, tree, prune_missing, table_name, tree_name, counts=counts)
     keep = tips >= 0
     if not keep.all():
         counts, tips = counts[keep], tips[keep]
@@ -68,8 +68,13 @@ def match_tips(
     prune_missing: bool,
     table_name: str = "table",
     tree_name: str = "tree",
+    counts: sp.spmatrix | None = None,
 ) -> np.ndarray:
-    """Tip node index of each ASV (-1 for ASVs dropped by ``prune_missing``)."""
+    """Tip node index of each ASV (-1 for ASVs dropped by ``prune_missing``).
+
+    Dropped ASVs are logged, with the fraction of reads they hold when ``counts`` (ASV x
+    sample) is given.
+    """
     tips = np.array([tree.tip_index.get(str(asv), -1) for asv in observation_ids], dtype=np.int64)
     missing = [str(asv) for asv, tip in zip(observation_ids, tips, strict=True) if tip < 0]
     if missing and not prune_missing:
@@ -78,6 +83,15 @@ def match_tips(
             f"(e.g. {_preview(missing, 2)}); use a tree built from this table or pass "
             "--prune-missing to drop them"
         )
+    if missing:
+        share = ""
+        if counts is not None:
+            reads = np.asarray(counts.sum(axis=1), dtype=np.float64).ravel()
+            share = f"; they held {reads[tips < 0].sum() / max(reads.sum(), 1):.2%} of the reads"
+        log.warning(
+            "%s: dropped %d of %d ASVs that are not tips of %s (e.g. %s)%s",
+            table_name, len(missing), len(tips), tree_name, _preview(missing, 2), share,
+        )  # fmt: skip
     return tips
 
 

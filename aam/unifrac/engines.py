@@ -31,7 +31,7 @@ def compute_unifrac(
     tree: skbio.TreeNode,
     metrics: list[str],
     *,
-    alpha: float = 1.0,
+    alpha: float = 0.5,
     engine: str = "builtin",
     device: str = "cpu",
     dtype: type = np.float64,
@@ -46,6 +46,8 @@ def compute_unifrac(
     The tree must be rooted (see ``aam.unifrac.tree.load_tree``). All engines share the same
     input checks: ASVs missing from the tree and samples without reads.
     """
+    if not 0.0 <= alpha <= 1.0:
+        raise InputError(f"--alpha {alpha}: generalized UniFrac needs 0 <= alpha <= 1")
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
@@ -59,13 +61,22 @@ def compute_unifrac(
         kinds = {SUM_FOR_METRIC[m] for m in metrics}
         sums = _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress)
         return {m: distance_matrix(m, abundance, sums, alpha) for m in metrics}
-    tips = match_tips(table.ids("observation"), arrays, prune_missing, table_name, tree_name)
+    tips = match_tips(
+        table.ids("observation"), arrays, prune_missing, table_name, tree_name,
+        counts=table.matrix_data,
+    )  # fmt: skip
     if (tips < 0).any():
         keep = table.ids("observation")[tips >= 0]
         table = table.filter(keep, axis="observation", inplace=False)
     check_samples_have_reads(table.matrix_data, ids, table_name)
     if engine == "skbio":
-        return {m: _skbio(table, tree, m).astype(dtype) for m in metrics}
+        try:
+            return {m: _skbio(table, tree, m).astype(dtype) for m in metrics}
+        except ValueError as err:  # skbio's own checks, e.g. branches without a length
+            raise InputError(
+                f"{tree_name}: scikit-bio rejects this input ({str(err).splitlines()[0]}); "
+                "use --engine builtin"
+            ) from err
     if engine == "unifrac":
         return {m: _striped(table, tree, m, alpha, dtype, threads).astype(dtype) for m in metrics}
     raise InputError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")

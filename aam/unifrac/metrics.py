@@ -58,7 +58,7 @@ def distance_matrix(
         if metric == "weighted_normalized":
             dist = _ratio(dist, pair_total)
     elif metric == "generalized":
-        g = _column_sums(p.power(alpha), lengths)
+        g = _column_sums(p.sign() if alpha == 0 else p.power(alpha), lengths)  # power(0) raises
         pair_total = g[:, None] + g[None, :]
         dist = _ratio(pair_total + sums.gen_num, pair_total + sums.gen_den)
     else:

@@ -31,7 +31,8 @@ def load_tree(path: str | Path, *, midpoint_root: bool = False) -> skbio.TreeNod
     if not path.is_file():
         raise InputError(f"{path}: tree file not found; pass an existing newick file with --tree")
     try:
-        tree = skbio.TreeNode.read(str(path), format="newick")
+        # verify=False: no format sniffing, whose warning would break the one-line error
+        tree = skbio.TreeNode.read(str(path), format="newick", verify=False)
     except Exception as err:  # skbio raises several parser error types
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InputError(f"{path}: not a readable newick tree ({first}); check the file") from err
@@ -57,6 +58,12 @@ def load_tree(path: str | Path, *, midpoint_root: bool = False) -> skbio.TreeNod
                 "pass --midpoint-root to root it at its midpoint, or root it yourself"
             )
         tree = tree.root_at_midpoint()
+        if len(tree.children) > 2:
+            # The midpoint is an existing node (with 3+ neighbours): keep the root there, and
+            # bifurcate it with a zero-length branch (no distance changes) so engines accept it.
+            inner = skbio.TreeNode(length=0.0)
+            inner.extend(tree.children[1:])
+            tree.append(inner)
     return tree
 
 
