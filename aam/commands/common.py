@@ -104,6 +104,9 @@ def train_config(args: argparse.Namespace, **overrides: Any) -> TrainConfig:
     """TrainConfig from the parsed flags (fields the parser does not have keep defaults)."""
     values = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
     values.update(overrides)
+    for name in ("epochs", "batch_size", "grad_accum"):
+        if values.get(name, 1) < 1:
+            raise InputError(f"--{name.replace('_', '-')} {values[name]}: must be at least 1")
     return TrainConfig(**values)
 
 
@@ -155,7 +158,10 @@ def run_training(
     model = maybe_compile(model.to(device), args.compile)
     if objective.ctx.enabled:
         ids = [device.index] if device.type == "cuda" else None
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        # Heads a stage does not use (e.g. the nucleotide head without masking) get no grad.
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=ids, find_unused_parameters=True
+        )
     log.info("%s; device %s", describe(objective.study), device)
     trainer = Trainer(model, objective, cfg, checkpoint_dir, device, resume_config,
                       progress=show_progress(args))  # fmt: skip

@@ -125,7 +125,10 @@ class Trainer:
         last_save = time.monotonic()
         with PreemptionFlag() as flag:
             while epoch < self.cfg.epochs and not self._stop_early(state):
-                started, seen, sums = time.perf_counter(), 0, {}
+                started, timed = time.perf_counter(), 0
+                if start_batch == 0:  # a resumed epoch keeps the sums of its first part
+                    state.update(sums={}, seen=0)
+                sums = state["sums"]
                 batches = self._epoch_batches(epoch)
                 bar = tqdm(total=len(batches), initial=start_batch, disable=not self.progress,
                            desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False)  # fmt: skip
@@ -133,7 +136,8 @@ class Trainer:
                 for b in range(start_batch, len(batches)):
                     at_step = (b + 1) % self.cfg.grad_accum == 0 or b + 1 == len(batches)
                     terms = self._train_batch(batches[b], epoch, b, state, at_step)
-                    seen += len(batches[b])
+                    timed += len(batches[b])
+                    state["seen"] += len(batches[b])
                     for key, value in terms.items():
                         sums[key] = sums.get(key, 0.0) + value * len(batches[b])
                     bar.update(1)
@@ -147,7 +151,7 @@ class Trainer:
                     if flag.requested:
                         raise Preempted(f"{flag.signal_name}: saved {self.latest}; rerun to resume")
                 bar.close()
-                row = self._end_epoch(epoch, state, sums, seen, time.perf_counter() - started)
+                row = self._end_epoch(epoch, state, timed, time.perf_counter() - started)
                 history.append(row)
                 epoch, start_batch = epoch + 1, 0
                 self._save_latest(state, epoch, 0, history)
@@ -184,14 +188,15 @@ class Trainer:
     def _trainable(self) -> list[torch.Tensor]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    def _end_epoch(self, epoch: int, state: dict, sums: dict, seen: int, seconds: float) -> dict:
+    def _end_epoch(self, epoch: int, state: dict, timed: int, seconds: float) -> dict:
+        """Validate, record the epoch's row, keep best.pt; ``timed`` samples took ``seconds``."""
         row: dict[str, Any] = {"epoch": epoch + 1, "step": state["step"]}
         row["lr"] = self.scheduler.get_last_lr()[0]
-        row.update({f"train_{k}": v / max(seen, 1) for k, v in sums.items()})
+        row.update({f"train_{k}": v / max(state["seen"], 1) for k, v in state["sums"].items()})
         if len(self.val_positions) and self.ctx.is_main:
             metrics = self.objective.evaluate(self.model, self.val_positions, self.device)
             row.update({f"val_{k}": v for k, v in metrics.items()})
-        row["samples_per_s"] = seen * self.ctx.world_size / seconds if seconds > 0 else 0.0
+        row["samples_per_s"] = timed / seconds if seconds > 0 else 0.0
         row["epoch_seconds"] = seconds
         row["peak_memory_mb"] = peak_memory_mb(self.device)
         metric = self._metric_value(row)
@@ -239,12 +244,13 @@ class Trainer:
             "epoch": epoch, "batch": batch, "step": state["step"],
             "best": state["best"], "best_epoch": state["best_epoch"],
             "bad_epochs": state["bad_epochs"], "history": history,
+            "sums": state["sums"], "seen": state["seen"],
             "rng": capture_rng_state(), "config": self.resume_config,
         })  # fmt: skip
 
     def _resume(self) -> dict:
         fresh = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": 0,
-                 "bad_epochs": 0, "history": []}  # fmt: skip
+                 "bad_epochs": 0, "history": [], "sums": {}, "seen": 0}  # fmt: skip
         saved = load_checkpoint(self.latest, map_location=self.device)
         if saved is None:
             return fresh

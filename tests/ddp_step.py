@@ -1,0 +1,51 @@
+"""One pretraining step under torchrun (gloo, CPU); rank 0 saves loss and gradients.
+
+Run by tests/test_distributed.py as
+``python -m torch.distributed.run --standalone --nproc_per_node 2 tests/ddp_step.py STUDY OUT``.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from aam.models import ModelConfig, SequenceEncoder
+from aam.training.config import TrainConfig
+from aam.training.distributed import DistContext, init_distributed, rank_slice
+from aam.training.objective import Objective
+from aam.training.study import load_study
+
+GLOBAL_BATCH = np.arange(8)
+MODEL = ModelConfig(
+    embedding_dim=16, attention_heads=2, asv_layers=1, sample_layers=1, encoder_layers=1,
+    max_bp=100, token_limit=64, dropout=0.0,
+)  # fmt: skip
+TRAIN = TrainConfig(batch_size=8, mask_rate=0.0)
+
+
+def step(study_dir: Path, ctx: DistContext) -> tuple[float, dict[str, torch.Tensor]]:
+    """Loss and parameter gradients of one step on GLOBAL_BATCH (this rank's share of it)."""
+    study = load_study(
+        study_dir / "table.biom", max_bp=100, unifrac_path=study_dir / "unifrac.h5",
+        val_fraction=0.0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = SequenceEncoder(MODEL)
+    ddp = torch.nn.parallel.DistributedDataParallel
+    wrapped = ddp(model, find_unused_parameters=True) if ctx.enabled else model
+    objective = Objective(TRAIN, predictor=False, study=study, token_limit=64, ctx=ctx)
+    batch = objective.batch(rank_slice(GLOBAL_BATCH, ctx))
+    block = study.distances[np.ix_(GLOBAL_BATCH, GLOBAL_BATCH)]
+    batch.distances = torch.from_numpy(np.ascontiguousarray(block))
+    loss, terms = objective.step_loss(wrapped, batch, torch.Generator().manual_seed(0))
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return terms["unifrac_loss"], grads
+
+
+if __name__ == "__main__":
+    context = init_distributed("cpu")
+    unifrac_loss, gradients = step(Path(sys.argv[1]), context)
+    if context.is_main:
+        torch.save({"unifrac_loss": unifrac_loss, "grads": gradients}, sys.argv[2])
