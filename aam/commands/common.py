@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 # CLI flag -> ModelConfig field; "layers" sets every stack of the model at once.
 MODEL_FLAGS = {
     "embedding_dim": int, "attention_heads": int, "layers": int, "max_bp": int,
-    "token_limit": int, "dropout": float, "count_embedding": str,
+    "token_limit": int, "dropout": float, "attention_dropout": float, "count_embedding": str,
 }  # fmt: skip
 LAYER_FIELDS = ("asv_layers", "sample_layers", "encoder_layers", "count_layers", "target_layers")
 
@@ -55,7 +55,12 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--layers", type=int, help="transformer layers in every stack")
     model.add_argument("--max-bp", type=int, help="nucleotides read per ASV")
     model.add_argument("--token-limit", type=int, help="most ASVs per sample")
-    model.add_argument("--dropout", type=float)
+    model.add_argument("--dropout", type=float, help="residual and feed-forward dropout")
+    model.add_argument(
+        "--attention-dropout",
+        type=float,
+        help="dropout on attention weights (default 0: keeps fused SDPA kernels)",
+    )
     model.add_argument("--count-embedding", choices=["none", "add", "concat"])
 
     opt = parser.add_argument_group("optimisation (defaults: aam.training.config.TrainConfig)")

@@ -46,7 +46,7 @@ class ASVEncoder(nn.Module):
         self.position_embedding = (
             nn.Embedding(config.max_positions, d) if config.nuc_position_embedding else None
         )
-        self.stack = TransformerStack(config.asv_layers, d, config.attention_heads, config.dropout)
+        self.stack = TransformerStack.from_config(config.asv_layers, config)
         self.pooling = AttentionPooling(d)
         self.nucleotide_head = nn.Linear(d, config.vocab_size)
         nn.init.normal_(self.token_embedding.weight, std=0.02)

@@ -46,7 +46,8 @@ class ModelConfig:
     # shared
     embedding_dim: int = 128
     attention_heads: int = 4
-    dropout: float = 0.1
+    dropout: float = 0.1  # residual and feed-forward dropout
+    attention_dropout: float = 0.0  # on attention probabilities; > 0 disables fused SDPA kernels
     # base: nucleotide (ASV) stack, sample stack, encoder stack
     asv_layers: int = 2
     sample_layers: int = 2
@@ -75,8 +76,7 @@ class ModelConfig:
             self.categorical_cardinalities = tuple(self.categorical_cardinalities)
         for f in dataclasses.fields(self):
             _check_type(f.name, f.type, getattr(self, f.name))
-        if isinstance(self.dropout, int):
-            self.dropout = float(self.dropout)
+        self.dropout, self.attention_dropout = float(self.dropout), float(self.attention_dropout)
         positive = ("embedding_dim", "attention_heads", "max_bp", "token_limit", "out_dim")
         for name in positive:
             if getattr(self, name) < 1:
@@ -92,8 +92,9 @@ class ModelConfig:
                 f"ModelConfig.embedding_dim ({self.embedding_dim}) must be divisible by "
                 f"attention_heads ({self.attention_heads})"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {getattr(self, name)}")
         if self.vocab_size < VOCAB_SIZE:
             raise ValueError(
                 f"ModelConfig.vocab_size must be at least {VOCAB_SIZE}, got {self.vocab_size}"

@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
-from aam.models.config import ATTN_IMPLEMENTATIONS
+from aam.models.config import ATTN_IMPLEMENTATIONS, ModelConfig
 
 _BACKENDS = {
     "math": SDPBackend.MATH,
@@ -74,12 +74,18 @@ class MultiHeadSelfAttention(nn.Module):
 
 
 class TransformerLayer(nn.Module):
-    """Pre-norm: x + Drop(MHA(LN(x))), then x + Drop(FFN(LN(x))), FFN = Linear-GELU-Drop-Linear."""
+    """Pre-norm: x + Drop(MHA(LN(x))), then x + Drop(FFN(LN(x))), FFN = Linear-GELU-Drop-Linear.
 
-    def __init__(self, dim: int, heads: int, dropout: float) -> None:
+    ``attention_dropout`` drops attention probabilities; it is separate from ``dropout`` because
+    any value above 0 forces SDPA onto its unfused path with an S x S random mask per head.
+    """
+
+    def __init__(
+        self, dim: int, heads: int, dropout: float, attention_dropout: float = 0.0
+    ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = MultiHeadSelfAttention(dim, heads, dropout)
+        self.attn = MultiHeadSelfAttention(dim, heads, attention_dropout)
         self.norm2 = nn.LayerNorm(dim)
         self.ffn = nn.Sequential(
             nn.Linear(dim, 4 * dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(4 * dim, dim)
@@ -95,13 +101,23 @@ class TransformerLayer(nn.Module):
 class TransformerStack(nn.Module):
     """``num_layers`` pre-norm layers and a final LayerNorm; optional per-layer checkpointing."""
 
-    def __init__(self, num_layers: int, dim: int, heads: int, dropout: float) -> None:
+    def __init__(
+        self, num_layers: int, dim: int, heads: int, dropout: float, attention_dropout: float = 0.0
+    ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
-            TransformerLayer(dim, heads, dropout) for _ in range(num_layers)
+            TransformerLayer(dim, heads, dropout, attention_dropout) for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(dim)
         self.gradient_checkpointing = False
+
+    @classmethod
+    def from_config(cls, num_layers: int, config: ModelConfig) -> TransformerStack:
+        """A stack with the width, heads and dropouts of ``config``."""
+        return cls(
+            num_layers, config.embedding_dim, config.attention_heads, config.dropout,
+            config.attention_dropout,
+        )  # fmt: skip
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """x [B, S, D]; mask bool [B, S], True = real. Outputs at padded positions are finite but

@@ -35,13 +35,13 @@ class SequencePredictor(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        d, h, p = config.embedding_dim, config.attention_heads, config.dropout
+        d, p = config.embedding_dim, config.dropout
         self.base = SequenceEncoder(config)
         self._base_frozen = False
 
         self.count_stack = self.count_head = None
         if config.count_prediction:
-            self.count_stack = TransformerStack(config.count_layers, d, h, p)
+            self.count_stack = TransformerStack.from_config(config.count_layers, config)
             self.count_head = nn.Linear(d, 1)
 
         cards = config.categorical_cardinalities
@@ -55,7 +55,7 @@ class SequencePredictor(nn.Module):
             in_dim = d + c if config.categorical_fusion == "concat" else c
             self.categorical_fusion = nn.Linear(in_dim, d)
 
-        self.target_stack = TransformerStack(config.target_layers, d, h, p)
+        self.target_stack = TransformerStack.from_config(config.target_layers, config)
         self.target_pooling = AttentionPooling(d)
         self.target_head = nn.Linear(d, config.out_dim)
         nn.init.xavier_uniform_(self.target_head.weight)

@@ -42,9 +42,7 @@ class SampleEncoder(nn.Module):
         )
         if self.position_embedding is not None:
             nn.init.normal_(self.position_embedding.weight, std=0.02)
-        self.stack = TransformerStack(
-            config.sample_layers, d, config.attention_heads, config.dropout
-        )
+        self.stack = TransformerStack.from_config(config.sample_layers, config)
 
     def forward(self, x: torch.Tensor, counts: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         keep = mask.unsqueeze(-1)
@@ -100,9 +98,7 @@ class SequenceEncoder(nn.Module):
         d = config.embedding_dim
         self.asv_encoder = ASVEncoder(config)
         self.sample_encoder = SampleEncoder(config)
-        self.encoder_stack = TransformerStack(
-            config.encoder_layers, d, config.attention_heads, config.dropout
-        )
+        self.encoder_stack = TransformerStack.from_config(config.encoder_layers, config)
         self.pooling = AttentionPooling(d)
         self.set_attn_implementation(config.attn_implementation)
         self.set_gradient_checkpointing(config.gradient_checkpointing)
