@@ -51,17 +51,20 @@ def load_model(path: Path) -> tuple[SequencePredictor, dict]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        reason = " ".join(f"{type(err).__name__}: {err}".split()).split(". ")[0]
         raise InputError(
             f"{path}: unreadable model file ({reason}); retrain or re-copy it"
         ) from err
     if not isinstance(state, dict) or state.get("kind") != "predictor":
         raise InputError(f"{path}: not a fine-tuned model from `aam train`")
+    missing = [key for key in ("config", "model", "target", "categorical") if key not in state]
+    if missing:
+        raise InputError(f"{path}: model file lacks {missing}; retrain with `aam train`")
     try:
         model = SequencePredictor(ModelConfig.from_dict(state["config"]))
         model.load_state_dict(state["model"])
-    except (ValueError, RuntimeError) as err:
-        first = str(err).splitlines()[0]
+    except (ValueError, RuntimeError, TypeError, AttributeError) as err:
+        first = " ".join(str(err).split())[:240]
         raise InputError(
             f"{path}: weights do not fit the model config stored with them ({first}); "
             "the file was written by another aam version or edited; retrain"
@@ -73,6 +76,8 @@ def run(args: argparse.Namespace) -> None:
     """Write predictions.tsv, and metrics.json + predicted_vs_true.png when truth is known."""
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.batch_size < 1:
+        raise InputError(f"--batch-size {args.batch_size}: must be at least 1")
     device = resolve_device(args.device)
     model, state = load_model(args.model)
     target, categorical = state["target"], state["categorical"]

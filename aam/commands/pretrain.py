@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> None:
     model = SequenceEncoder(mcfg)
     objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit, ctx=ctx)
     resume = {"model": architecture(mcfg.to_dict()), "train": cfg.resume_dict(),
-              "train_samples": study.samples.sample_ids}  # fmt: skip
+              "samples": study.fingerprint()}  # fmt: skip
     result = run_training(model, objective, cfg, args, device, resume)
     if ctx.is_main:
         payload = {"kind": "encoder", "config": mcfg.to_dict(), "model": result.state_dict,

@@ -20,8 +20,7 @@ from aam.commands.common import (
 )
 from aam.commands.pretrain import architecture
 from aam.errors import InputError
-from aam.models import ModelConfig, SequencePredictor
-from aam.training.checkpoint import load_checkpoint
+from aam.models import ModelConfig, SequenceEncoder, SequencePredictor
 from aam.training.config import TrainConfig
 from aam.training.losses import REGRESSION_LOSSES
 from aam.training.metrics import baseline_metrics
@@ -93,7 +92,9 @@ def run(args: argparse.Namespace) -> None:
     if cfg.freeze_base:
         objective.build_cache(model.to(device), device)
     resume = {"model": architecture(mcfg.to_dict()), "train": cfg.resume_dict(),
-              "train_samples": study.samples.sample_ids}  # fmt: skip
+              "samples": study.fingerprint(),
+              "target": {"column": args.target_column, "classes": study.classes,
+                         "categorical": categorical}}  # fmt: skip
     result = run_training(model, objective, cfg, args, device, resume)
     if not ctx.is_main:
         return
@@ -123,9 +124,23 @@ def _max_bp(args: argparse.Namespace, encoder: dict | None) -> int:
 
 
 def _load_encoder(path: Path) -> dict:
-    state = load_checkpoint(path)
-    if state is None:
+    """The pretrained encoder checkpoint, checked to rebuild from its own config."""
+    if not path.is_file():
         raise InputError(f"{path}: pretrained encoder not found; run `aam pretrain` first")
-    if state.get("kind") != "encoder":
-        raise InputError(f"{path}: not an encoder from `aam pretrain` (kind {state.get('kind')})")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:
+        reason = " ".join(f"{type(err).__name__}: {err}".split()).split(". ")[0]
+        raise InputError(f"{path}: unreadable encoder file ({reason}); pretrain again") from err
+    kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
+    if kind != "encoder":
+        raise InputError(f"{path}: not an encoder from `aam pretrain` (kind {kind})")
+    try:
+        SequenceEncoder(ModelConfig.from_dict(state["config"])).load_state_dict(state["model"])
+    except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as err:
+        first = " ".join(str(err).split())[:240]
+        raise InputError(
+            f"{path}: weights do not fit the model config stored with them ({first}); "
+            "the file was written by another aam version or edited; pretrain again"
+        ) from err
     return state

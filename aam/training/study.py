@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,12 @@ class Study:
     classes: list[str] = field(default_factory=list)  # class labels of a classifier target
     categories: np.ndarray | None = None  # (N, C) int64, 0 = unknown
     category_levels: dict[str, list[str]] = field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        """sha256 of the sample IDs and their split: a resumed run must see the same data."""
+        labels = self.split.reindex(self.samples.sample_ids).astype(str)
+        text = "\n".join(f"{sid}\t{label}" for sid, label in labels.items())
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def subset(self, name: str) -> np.ndarray:
         """Positions of the samples in split ``name``."""
@@ -74,6 +81,11 @@ def load_study(
     if split_path is not None:
         split = read_split(split_path)
         sources[str(split_path)] = list(split.index)
+        if target is not None and metadata is not None and target in metadata.columns:
+            # `aam split --target-column` leaves out samples without a target value; they are
+            # dropped below anyway, so their absence from the split is no mismatch.
+            unassigned = metadata.index[metadata[target].isna()].difference(split.index)
+            sources[str(split_path)] += list(unassigned)
     ids = reconcile_sample_ids(sources, allow_missing=allow_missing)
 
     targets, classes = None, []

@@ -1,0 +1,571 @@
+"""`aam split/pretrain/train/predict` end to end on demo samples, and their bad-input errors.
+
+Every command runs in-process through ``aam.cli.main`` with a tiny model, so the whole module
+stays well under a minute on two CPU cores. Bad input must give one ``aam <command>: error:``
+line on stderr, exit status 2, and leave no outputs behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import biom
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from biom.util import biom_open
+
+from aam.cli import main
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+TINY = (
+    "--embedding-dim 16 --attention-heads 2 --layers 1 --max-bp 100 --token-limit 64 "
+    "--epochs 1 --batch-size 8 --threads 2 --no-progress"
+).split()
+# Flags for the hand-made tables below (24-bp ASVs, a handful of samples).
+MICRO = (
+    "--embedding-dim 8 --attention-heads 2 --layers 1 --max-bp 24 --token-limit 8 "
+    "--epochs 1 --batch-size 4 --threads 2 --no-progress"
+).split()
+HISTORY_COLUMNS = {
+    *("epoch", "step", "lr", "train_loss", "val_loss"),
+    *("samples_per_s", "epoch_seconds", "peak_memory_mb"),
+}
+
+
+def aam(*args: str | Path) -> int:
+    """Exit status of `aam ARGS` run in-process (argparse errors raise SystemExit)."""
+    try:
+        return main([str(a) for a in args])
+    except SystemExit as stop:
+        return int(stop.code or 0)
+
+
+def error_line(capsys, command: str) -> str:
+    """The single `aam <command>: error:` line of stderr (log lines may precede it)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, err
+    assert errors[0].startswith(f"aam {command}: error: "), err
+    return errors[0]
+
+
+def assert_failed(rc: int, capsys, command: str, out_dir: Path, *expected: str) -> str:
+    """Exit 2, one error line containing ``expected``, nothing written to ``out_dir``."""
+    line = error_line(capsys, command)
+    assert rc == 2, line
+    for text in expected:
+        assert text in line, line
+    if out_dir.exists():
+        assert not list(out_dir.iterdir()), list(out_dir.iterdir())
+    return line
+
+
+def write_table(path: Path, table: biom.Table) -> Path:
+    with biom_open(str(path), "w") as handle:
+        table.to_hdf5(handle, "aam tests")
+    return path
+
+
+def write_metadata(path: Path, frame: pd.DataFrame) -> Path:
+    frame.to_csv(path, sep="\t", index_label="sample_id")
+    return path
+
+
+def micro_table(n_samples: int = 12, empty: tuple[int, ...] = ()) -> biom.Table:
+    """Seeded table of 8 random 24-bp ASVs; samples ``empty`` have no reads at all."""
+    rng = np.random.default_rng(7)
+    asvs = ["".join(rng.choice(list("ACGT"), 24)) for _ in range(8)]
+    counts = rng.integers(0, 20, size=(8, n_samples)).astype(float)
+    counts[0] += 1  # every sample has reads of at least one ASV
+    counts[:, list(empty)] = 0
+    return biom.Table(counts, asvs, [f"s{k:02d}" for k in range(n_samples)])
+
+
+def micro_metadata(n_samples: int = 12) -> pd.DataFrame:
+    ids = [f"s{k:02d}" for k in range(n_samples)]
+    return pd.DataFrame(
+        {"age": np.linspace(20, 70, n_samples), "site": ["gut", "oral"] * (n_samples // 2)},
+        index=pd.Index(ids, name="sample_id"),
+    )
+
+
+@pytest.fixture
+def micro(tmp_path) -> tuple[Path, Path]:
+    """A hand-made 12-sample table and its metadata (age, site)."""
+    table = write_table(tmp_path / "table.biom", micro_table())
+    return table, write_metadata(tmp_path / "metadata.tsv", micro_metadata())
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> dict[str, Path]:
+    """60 demo samples: table, metadata, UniFrac matrix (`aam unifrac`), split (`aam split`)."""
+    root = tmp_path_factory.mktemp("demo60")
+    full = biom.load_table(str(DEMO / "table.biom"))
+    table = full.filter(full.ids()[:60], inplace=False).remove_empty(axis="observation")
+    paths = {"root": root, "table": write_table(root / "table.biom", table)}
+    metadata = pd.read_csv(DEMO / "metadata.tsv", sep="\t", dtype=str, index_col="sample_id")
+    paths["metadata"] = write_metadata(root / "metadata.tsv", metadata.loc[list(table.ids())])
+    paths["unifrac"] = root / "unifrac.h5"
+    inputs = ["--table", paths["table"], "--tree", DEMO / "tree.nwk", "--metric", "unweighted"]
+    rc = aam("unifrac", *inputs, "--output", paths["unifrac"], "--no-progress")
+    assert rc == 0 and paths["unifrac"].is_file()
+    paths["split"] = root / "split.tsv"
+    inputs = ["--table", paths["table"], "--metadata", paths["metadata"], "--target-column", "age"]
+    rc = aam("split", *inputs, "--output", paths["split"], "--seed", "3")
+    assert rc == 0
+    return paths
+
+
+@pytest.fixture(scope="module")
+def pretrained(demo) -> Path:
+    """`aam pretrain` output directory (2 epochs)."""
+    out = demo["root"] / "pretrain"
+    assert pretrain(demo, out, "--epochs", "2") == 0
+    return out
+
+
+def pretrain(demo: dict[str, Path], out: Path, *extra: str | Path) -> int:
+    """`aam pretrain` of the tiny model on the 60 demo samples."""
+    inputs = ["--table", demo["table"], "--unifrac", demo["unifrac"], "--split", demo["split"]]
+    return aam("pretrain", *inputs, "--output-dir", out, *TINY, *extra)
+
+
+def train(demo: dict[str, Path], out: Path, target: str, *extra: str | Path) -> int:
+    """`aam train` of the tiny model on ``target`` of the 60 demo samples."""
+    inputs = ["--table", demo["table"], "--metadata", demo["metadata"], "--split", demo["split"]]
+    return aam("train", *inputs, "--target-column", target, "--output-dir", out, *TINY, *extra)
+
+
+def micro_train(table: Path, metadata: Path, out: Path, *extra: str | Path, target="age") -> int:
+    """`aam train` on a hand-made table (defaults: no split file, no test samples)."""
+    inputs = ["--table", table, "--metadata", metadata, "--target-column", target]
+    return aam("train", *inputs, "--output-dir", out, *MICRO, *extra)
+
+
+@pytest.fixture(scope="module")
+def trained(demo, pretrained) -> Path:
+    """`aam train` on age from the pretrained encoder, with the UniFrac regulariser."""
+    out = demo["root"] / "train"
+    encoder = pretrained / "encoder.pt"
+    rc = train(demo, out, "age", "--unifrac", demo["unifrac"], "--pretrained-encoder", encoder)
+    assert rc == 0
+    return out
+
+
+def read_split(path: Path) -> pd.Series:
+    return pd.read_csv(path, sep="\t", dtype=str).set_index("sample_id")["split"]
+
+
+def read_history(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, sep="\t")
+
+
+def predict(model: Path, demo, out: Path, *extra: str | Path) -> int:
+    inputs = ["--model", model, "--table", demo["table"], "--split", demo["split"]]
+    return aam("predict", *inputs, "--output-dir", out, "--threads", "2", *extra)
+
+
+def test_split_assigns_every_sample_once(demo):
+    split = read_split(demo["split"])
+    table = biom.load_table(str(demo["table"]))
+    assert sorted(split.index) == sorted(table.ids())
+    assert split.value_counts().to_dict() == {"train": 42, "test": 12, "val": 6}
+
+
+def test_pretrain_outputs(demo, pretrained):
+    state = torch.load(pretrained / "encoder.pt", weights_only=True)
+    assert state["kind"] == "encoder"
+    assert state["config"]["embedding_dim"] == 16 and state["config"]["max_bp"] == 100
+    history = read_history(pretrained / "history.tsv")
+    assert list(history["epoch"]) == [1, 2]
+    assert HISTORY_COLUMNS | {"train_unifrac_loss", "train_nuc_loss", "val_unifrac_r"} <= set(
+        history.columns
+    )
+    assert (history["samples_per_s"] > 0).all() and (history["peak_memory_mb"] > 0).all()
+    assert np.isfinite(history["train_loss"]).all()
+    recorded, given = read_split(pretrained / "split.tsv"), read_split(demo["split"])
+    assert recorded.sort_index().equals(given.sort_index())
+    assert (pretrained / "checkpoints" / "latest.pt").is_file()
+
+
+def test_pretrain_rerun_after_finishing_does_not_retrain(demo, pretrained, caplog):
+    before = torch.load(pretrained / "encoder.pt", weights_only=True)["model"]
+    latest = (pretrained / "checkpoints" / "latest.pt").read_bytes()
+    caplog.set_level(logging.INFO)
+    assert pretrain(demo, pretrained, "--epochs", "2") == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("resumed from") for m in messages), messages
+    assert not any(m.startswith("epoch ") for m in messages), messages  # no epoch trained
+    assert (pretrained / "checkpoints" / "latest.pt").read_bytes() == latest  # not re-saved
+    assert list(read_history(pretrained / "history.tsv")["epoch"]) == [1, 2]
+    after = torch.load(pretrained / "encoder.pt", weights_only=True)["model"]
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_pretrain_resume_with_another_config_is_refused(demo, pretrained, capsys):
+    rc = pretrain(demo, pretrained, "--epochs", "2", "--lr", "0.01")
+    line = error_line(capsys, "pretrain")
+    assert rc == 2 and "different config" in line and "lr" in line
+
+
+def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
+    state = torch.load(trained / "model.pt", weights_only=True)
+    assert state["kind"] == "predictor" and state["target"]["column"] == "age"
+    encoder = torch.load(pretrained / "encoder.pt", weights_only=True)
+    for name in ("embedding_dim", "attention_heads", "max_bp", "token_limit"):
+        assert state["config"][name] == encoder["config"][name]
+    history = read_history(trained / "history.tsv")
+    assert len(history) == 1
+    assert HISTORY_COLUMNS | {"train_target_loss", "train_unifrac_loss", "val_mae"} <= set(
+        history.columns
+    )
+    summary = json.loads((trained / "summary.json").read_text())
+    assert summary["best_epoch"] == 1 and "val_mae" in summary["mean_baseline"]
+
+    out = tmp_path / "predict"
+    assert predict(trained / "model.pt", demo, out, "--metadata", demo["metadata"]) == 0
+    table = pd.read_csv(out / "predictions.tsv", sep="\t", dtype={"sample_id": str})
+    split = read_split(demo["split"])
+    assert sorted(table["sample_id"]) == sorted(split.index[split == "test"])
+    assert list(table.columns) == ["sample_id", "prediction", "true"]
+    # Years, not z-scores: the training mean is about 30 years.
+    assert table["prediction"].between(5, 150).all(), table
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n"] == len(table) == 12
+    assert np.isfinite(metrics["model"]["mae"]) and np.isfinite(metrics["mean_baseline"]["mae"])
+    mae = float((table["prediction"] - table["true"]).abs().mean())
+    assert metrics["model"]["mae"] == pytest.approx(mae, rel=1e-4)
+    assert (out / "predicted_vs_true.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_predict_rebuilds_the_model_from_the_checkpoint_alone(demo, trained, tmp_path):
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(trained / "model.pt", alone / "model.pt")
+    assert predict(trained / "model.pt", demo, tmp_path / "first") == 0
+    assert predict(alone / "model.pt", demo, tmp_path / "second") == 0
+    first = (tmp_path / "first" / "predictions.tsv").read_bytes()
+    assert first == (tmp_path / "second" / "predictions.tsv").read_bytes()
+    # Without truth there are no metrics and no plot.
+    assert sorted(p.name for p in (tmp_path / "first").iterdir()) == ["predictions.tsv"]
+
+
+def test_train_frozen_base_keeps_the_encoder_weights(demo, pretrained, tmp_path):
+    out = tmp_path / "frozen"
+    encoder = pretrained / "encoder.pt"
+    flags = ["--unifrac", demo["unifrac"], "--pretrained-encoder", encoder, "--freeze-base"]
+    rc = train(demo, out, "age", *flags)
+    assert rc == 0
+    model = torch.load(out / "model.pt", weights_only=True)["model"]
+    encoder = torch.load(pretrained / "encoder.pt", weights_only=True)["model"]
+    assert all(torch.equal(model[f"base.{k}"], v) for k, v in encoder.items())
+    history = read_history(out / "history.tsv")
+    assert "train_target_loss" in history and "train_unifrac_loss" not in history  # base off
+    assert predict(out / "model.pt", demo, out / "predictions") == 0
+    predicted = pd.read_csv(out / "predictions" / "predictions.tsv", sep="\t")
+    assert len(predicted) == 12 and predicted["prediction"].between(5, 150).all()
+
+
+def test_classifier_probabilities_sum_to_one(demo, tmp_path):
+    out = tmp_path / "classifier"
+    assert train(demo, out, "qiita_study_id", "--classifier") == 0
+    classes = torch.load(out / "model.pt", weights_only=True)["target"]["classes"]
+    assert len(classes) == 8 and "550" in classes
+    pred = out / "predict"
+    assert predict(out / "model.pt", demo, pred, "--metadata", demo["metadata"]) == 0
+    table = pd.read_csv(pred / "predictions.tsv", sep="\t", dtype=str)
+    prob_columns = [f"prob_{c}" for c in classes]
+    assert list(table.columns) == ["sample_id", "prediction", *prob_columns, "true"]
+    probs = table[prob_columns].astype(float).to_numpy()
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-4)
+    assert list(table["prediction"]) == [classes[k] for k in probs.argmax(axis=1)]
+    metrics = json.loads((pred / "metrics.json").read_text())
+    assert metrics["n"] == 12 and 0.0 <= metrics["model"]["accuracy"] <= 1.0
+
+
+def test_categorical_covariate_needs_metadata_at_prediction(demo, tmp_path, capsys):
+    out = tmp_path / "covariate"
+    covariate = ["--categorical-columns", "qiita_study_id", "--categorical-fusion", "add"]
+    rc = train(demo, out, "age", *covariate)
+    assert rc == 0
+    state = torch.load(out / "model.pt", weights_only=True)
+    assert state["config"]["categorical_fusion"] == "add"
+    assert state["categorical"]["columns"] == ["qiita_study_id"]
+    capsys.readouterr()
+    rc = predict(out / "model.pt", demo, out / "bare")
+    assert_failed(rc, capsys, "predict", out / "bare", "qiita_study_id", "--metadata")
+    assert predict(out / "model.pt", demo, out / "with", "--metadata", demo["metadata"]) == 0
+    assert len(pd.read_csv(out / "with" / "predictions.tsv", sep="\t")) == 12
+
+
+def test_pretrain_batch_leaving_a_single_sample_still_trains(demo, tmp_path):
+    # 42 training samples in batches of 41: the lone last sample joins the previous batch.
+    out = tmp_path / "odd"
+    rc = pretrain(demo, out, "--batch-size", "41")
+    assert rc == 0
+    history = read_history(out / "history.tsv")
+    assert history["step"].tolist() == [1] and np.isfinite(history["train_unifrac_loss"]).all()
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("batch_size", ["1", "0"])
+def test_pretrain_batch_too_small_for_pairs(demo, tmp_path, capsys, batch_size):
+    out = tmp_path / "out"
+    rc = pretrain(demo, out, "--batch-size", batch_size)
+    assert_failed(rc, capsys, "pretrain", out, f"--batch-size {batch_size}")
+
+
+def test_train_batch_of_one_without_pairwise_loss(micro, tmp_path):
+    table, metadata = micro
+    assert micro_train(table, metadata, tmp_path / "out", "--batch-size", "1") == 0
+    assert read_history(tmp_path / "out" / "history.tsv")["step"].tolist() == [11]  # 11 samples
+
+
+def test_train_with_unifrac_batch_of_one(micro, demo, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = train(demo, out, "age", "--unifrac", demo["unifrac"], "--batch-size", "1")
+    assert_failed(rc, capsys, "train", out, "--batch-size 1", "pairs")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--epochs", "0"), ("--grad-accum", "0"), ("--batch-size", "-2")]
+)
+def test_train_rejects_non_positive_counts(micro, tmp_path, capsys, flag, value):
+    table, metadata = micro
+    out = tmp_path / "out"
+    rc = micro_train(table, metadata, out, flag, value)
+    assert_failed(rc, capsys, "train", out, f"{flag} {value}")
+
+
+def test_predict_rejects_batch_size_zero(demo, trained, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = predict(trained / "model.pt", demo, out, "--batch-size", "0")
+    assert_failed(rc, capsys, "predict", out, "--batch-size 0")
+
+
+@pytest.mark.parametrize(
+    ("column", "classifier", "expected"),
+    [
+        ("height", False, "no column 'height'"),
+        ("height", True, "no column 'height'"),
+        ("site", False, "non-numeric"),
+    ],
+)
+def test_train_bad_target_column(micro, tmp_path, capsys, column, classifier, expected):
+    table, metadata = micro
+    out = tmp_path / "out"
+    flags = ["--classifier"] if classifier else []
+    rc = micro_train(table, metadata, out, *flags, target=column)
+    assert_failed(rc, capsys, "train", out, str(metadata), expected)
+
+
+def test_train_drops_and_counts_missing_targets(micro, tmp_path, caplog):
+    table, _ = micro
+    frame = micro_metadata()
+    frame.loc[["s03", "s07"], "age"] = np.nan
+    metadata = write_metadata(tmp_path / "nan.tsv", frame)
+    split = tmp_path / "split.tsv"
+    caplog.set_level(logging.INFO)
+    # `aam split --target-column` leaves the two samples out; train accepts that split.
+    inputs = ["--table", table, "--metadata", metadata, "--target-column", "age"]
+    assert aam("split", *inputs, "--output", split, "--test-fraction", "0") == 0
+    assert len(read_split(split)) == 10
+    out = tmp_path / "out"
+    assert micro_train(table, metadata, out, "--split", split) == 0
+    dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(dropped) == 2 and all("dropped 2 samples with no age value" in m for m in dropped)
+    assert all("s03" in m and "s07" in m for m in dropped)
+    assert sorted(read_split(out / "split.tsv").index) == sorted(read_split(split).index)
+
+
+def test_train_all_targets_missing(micro, tmp_path, capsys):
+    table, _ = micro
+    frame = micro_metadata().assign(age=np.nan)
+    metadata = write_metadata(tmp_path / "empty.tsv", frame)
+    out = tmp_path / "out"
+    rc = micro_train(table, metadata, out)
+    assert_failed(rc, capsys, "train", out, "'age'", "empty for every sample")
+
+
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_samples_without_asvs(tmp_path, capsys, trained, command):
+    table = write_table(tmp_path / "table.biom", micro_table(empty=(4, 9)))
+    metadata = write_metadata(tmp_path / "metadata.tsv", micro_metadata())
+    out = tmp_path / "out"
+    if command == "train":
+        rc = micro_train(table, metadata, out)
+    else:
+        rc = aam("predict", "--model", trained / "model.pt", "--table", table, "--output-dir", out)
+    assert_failed(rc, capsys, command, out, "2 samples have no ASVs", "s04")
+
+
+def test_split_samples_without_asvs(tmp_path, capsys):
+    table = write_table(tmp_path / "table.biom", micro_table(empty=(4,)))
+    out = tmp_path / "split.tsv"
+    rc = aam("split", "--table", table, "--output", out)
+    assert_failed(rc, capsys, "split", tmp_path / "none", "1 samples have no ASVs", "s04")
+    assert not out.exists()
+
+
+def _edit_config(config: dict, how: str) -> dict | str:
+    if how == "delete":
+        return "delete"
+    if how == "junk":
+        return "not a config"
+    edits = {
+        "wider": {"embedding_dim": 32},
+        "deeper": {"target_layers": 3},
+        "unknown_key": {"colour": "blue"},
+        "invalid": {"classifier": True},
+    }
+    return {**config, **edits[how]}
+
+
+@pytest.mark.parametrize("how", ["wider", "deeper", "unknown_key", "invalid", "junk", "delete"])
+def test_predict_with_altered_model_config(demo, trained, tmp_path, capsys, how):
+    state = torch.load(trained / "model.pt", weights_only=True)
+    config = _edit_config(state["config"], how)
+    if config == "delete":
+        del state["config"]
+    else:
+        state["config"] = config
+    altered = tmp_path / "model.pt"
+    torch.save(state, altered)
+    out = tmp_path / "out"
+    assert_failed(predict(altered, demo, out), capsys, "predict", out, str(altered))
+
+
+@pytest.mark.parametrize("name", ["encoder.pt", "checkpoints/latest.pt"])
+def test_predict_with_a_file_that_is_not_a_model(demo, pretrained, tmp_path, capsys, name):
+    out = tmp_path / "out"
+    rc = predict(pretrained / name, demo, out)
+    assert_failed(rc, capsys, "predict", out, "not a fine-tuned model")
+
+
+def test_predict_with_unreadable_or_missing_model(demo, tmp_path, capsys):
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_text("not a torch file")
+    out = tmp_path / "out"
+    assert_failed(predict(garbage, demo, out), capsys, "predict", out, "unreadable model file")
+    assert_failed(predict(tmp_path / "nope.pt", demo, out), capsys, "predict", out, "not found")
+
+
+@pytest.mark.parametrize("how", ["wider", "unknown_key", "model_pt", "garbage"])
+def test_train_with_bad_pretrained_encoder(demo, pretrained, trained, tmp_path, capsys, how):
+    path = tmp_path / "encoder.pt"
+    if how == "model_pt":
+        path = trained / "model.pt"
+    elif how == "garbage":
+        path.write_text("not a torch file")
+    else:
+        state = torch.load(pretrained / "encoder.pt", weights_only=True)
+        state["config"] = _edit_config(state["config"], how)
+        torch.save(state, path)
+    out = tmp_path / "out"
+    rc = train(demo, out, "age", "--pretrained-encoder", path)
+    assert_failed(rc, capsys, "train", out, str(path))
+
+
+def test_train_flag_contradicting_the_encoder(demo, pretrained, tmp_path, capsys):
+    out = tmp_path / "out"
+    encoder = pretrained / "encoder.pt"
+    rc = train(demo, out, "age", "--pretrained-encoder", encoder, "--attention-heads", "4")
+    assert_failed(rc, capsys, "train", out, "--attention-heads 4", "attention_heads=2")
+
+
+def test_best_metric_not_measured(micro, tmp_path, capsys):
+    table, metadata = micro
+    out = tmp_path / "out"
+    rc = micro_train(table, metadata, out, "--best-metric", "val_auc")
+    assert_failed(rc, capsys, "train", out, "--best-metric val_auc", "val_mae")
+
+
+def test_train_rerun_with_another_target_does_not_resume(micro, tmp_path, capsys):
+    table, _ = micro
+    metadata = write_metadata(tmp_path / "two.tsv", micro_metadata().assign(bmi=30.0))
+    out = tmp_path / "out"
+    assert micro_train(table, metadata, out) == 0
+    before = (out / "model.pt").read_bytes()
+    rc = micro_train(table, metadata, out, target="bmi")
+    line = error_line(capsys, "train")
+    assert rc == 2 and "different config" in line and "target.column" in line
+    assert (out / "model.pt").read_bytes() == before
+
+
+def test_freeze_base_needs_an_encoder(micro, tmp_path, capsys):
+    table, metadata = micro
+    out = tmp_path / "out"
+    rc = micro_train(table, metadata, out, "--freeze-base")
+    assert_failed(rc, capsys, "train", out, "--freeze-base", "--pretrained-encoder")
+
+
+def test_metadata_missing_samples(micro, tmp_path, capsys):
+    table, _ = micro
+    metadata = write_metadata(tmp_path / "partial.tsv", micro_metadata().drop(["s02", "s05"]))
+    out = tmp_path / "out"
+    expected = [f"{metadata} lacks 2 ID(s)", "(s02, s05)", "--allow-missing-samples"]
+    assert_failed(micro_train(table, metadata, out), capsys, "train", out, *expected)
+
+    assert micro_train(table, metadata, out, "--allow-missing-samples") == 0
+    assert len(read_split(out / "split.tsv")) == 10 and (out / "model.pt").is_file()
+
+    # predict: the same check, and the same way out
+    pred = tmp_path / "pred"
+    inputs = ["--model", out / "model.pt", "--table", table, "--metadata", metadata]
+    predict_args = ["predict", *inputs, "--output-dir", pred]
+    capsys.readouterr()
+    assert_failed(aam(*predict_args), capsys, "predict", pred, "lacks 2 ID(s)")
+    assert aam(*predict_args, "--allow-missing-samples") == 0
+    assert len(pd.read_csv(pred / "predictions.tsv", sep="\t")) == 10
+
+
+def test_split_metadata_missing_samples(micro, tmp_path, capsys):
+    table, _ = micro
+    metadata = write_metadata(tmp_path / "partial.tsv", micro_metadata().drop(["s11"]))
+    out = tmp_path / "split.tsv"
+    rc = aam("split", "--table", table, "--metadata", metadata, "--output", out)
+    expected = [f"{metadata} lacks 1 ID(s)", "(s11)", "--allow-missing-samples"]
+    assert_failed(rc, capsys, "split", tmp_path / "none", *expected)
+    assert not out.exists()
+    flag = "--allow-missing-samples"
+    assert aam("split", "--table", table, "--metadata", metadata, "--output", out, flag) == 0
+    assert len(read_split(out)) == 11
+
+
+def test_predict_empty_subset(micro, tmp_path, capsys):
+    table, metadata = micro
+    trained = tmp_path / "train"
+    assert micro_train(table, metadata, trained) == 0  # --test-fraction 0: no test samples
+    out = tmp_path / "out"
+    inputs = ["--model", trained / "model.pt", "--table", table, "--split", trained / "split.tsv"]
+    rc = aam("predict", *inputs, "--output-dir", out)
+    assert_failed(rc, capsys, "predict", out, "no samples in split 'test'")
+
+
+def test_error_exit_status_of_the_real_command(tmp_path):
+    """One process end to end: status 2 and the error as the last stderr line."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    table = write_table(tmp_path / "table.biom", micro_table())
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "aam", "predict", "--model", str(tmp_path / "missing.pt"),
+         "--table", str(table), "--output-dir", str(out)],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("aam predict: error: ")
+    assert "model not found" in proc.stderr and not out.exists()
