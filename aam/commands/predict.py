@@ -14,7 +14,7 @@ import torch
 from aam.atomic import atomic_output
 from aam.data import load_metadata
 from aam.errors import InputError
-from aam.models import ModelConfig, SequencePredictor
+from aam.models.files import load_model_file
 from aam.training.config import TrainConfig
 from aam.training.device import resolve_device
 from aam.training.metrics import classification_metrics, regression_metrics
@@ -44,34 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # fmt: on
 
 
-def load_model(path: Path) -> tuple[SequencePredictor, dict]:
-    """Rebuild the exact model from the checkpoint alone (config + weights)."""
-    if not path.is_file():
-        raise InputError(f"{path}: model not found; train one with `aam train`")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        reason = " ".join(f"{type(err).__name__}: {err}".split()).split(". ")[0]
-        raise InputError(
-            f"{path}: unreadable model file ({reason}); retrain or re-copy it"
-        ) from err
-    if not isinstance(state, dict) or state.get("kind") != "predictor":
-        raise InputError(f"{path}: not a fine-tuned model from `aam train`")
-    missing = [key for key in ("config", "model", "target", "categorical") if key not in state]
-    if missing:
-        raise InputError(f"{path}: model file lacks {missing}; retrain with `aam train`")
-    try:
-        model = SequencePredictor(ModelConfig.from_dict(state["config"]))
-        model.load_state_dict(state["model"])
-    except (ValueError, RuntimeError, TypeError, AttributeError) as err:
-        first = " ".join(str(err).split())[:240]
-        raise InputError(
-            f"{path}: weights do not fit the model config stored with them ({first}); "
-            "the file was written by another aam version or edited; retrain"
-        ) from err
-    return model, state
-
-
 def run(args: argparse.Namespace) -> None:
     """Write predictions.tsv, and metrics.json + predicted_vs_true.png when truth is known."""
     if args.threads:
@@ -79,7 +51,7 @@ def run(args: argparse.Namespace) -> None:
     if args.batch_size < 1:
         raise InputError(f"--batch-size {args.batch_size}: must be at least 1")
     device = resolve_device(args.device)
-    model, state = load_model(args.model)
+    model, state = load_model_file(args.model, "predictor", ("target", "categorical"))
     target, categorical = state["target"], state["categorical"]
     if categorical["columns"] and args.metadata is None:
         raise InputError(f"{args.model}: the model uses covariates {categorical['columns']}; "

@@ -20,7 +20,8 @@ from aam.commands.common import (
 )
 from aam.commands.pretrain import architecture
 from aam.errors import InputError
-from aam.models import ModelConfig, SequenceEncoder, SequencePredictor
+from aam.models import ModelConfig, SequencePredictor
+from aam.models.files import load_model_file
 from aam.training.config import TrainConfig
 from aam.training.losses import REGRESSION_LOSSES
 from aam.training.metrics import baseline_metrics
@@ -58,7 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Fine-tune a SequencePredictor and write OUTPUT_DIR/model.pt (+ history, split)."""
     device, ctx = setup_run(args)
-    encoder = _load_encoder(args.pretrained_encoder) if args.pretrained_encoder else None
+    encoder = None
+    if args.pretrained_encoder:
+        encoder = load_model_file(args.pretrained_encoder, "encoder")[1]
     categorical = [c for c in args.categorical_columns.split(",") if c]
     cfg = train_config(args)
     if cfg.freeze_base and encoder is None:
@@ -121,26 +124,3 @@ def _max_bp(args: argparse.Namespace, encoder: dict | None) -> int:
     if encoder is not None:
         return encoder["config"]["max_bp"]
     return args.max_bp or ModelConfig().max_bp
-
-
-def _load_encoder(path: Path) -> dict:
-    """The pretrained encoder checkpoint, checked to rebuild from its own config."""
-    if not path.is_file():
-        raise InputError(f"{path}: pretrained encoder not found; run `aam pretrain` first")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        reason = " ".join(f"{type(err).__name__}: {err}".split()).split(". ")[0]
-        raise InputError(f"{path}: unreadable encoder file ({reason}); pretrain again") from err
-    kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
-    if kind != "encoder":
-        raise InputError(f"{path}: not an encoder from `aam pretrain` (kind {kind})")
-    try:
-        SequenceEncoder(ModelConfig.from_dict(state["config"])).load_state_dict(state["model"])
-    except (KeyError, ValueError, RuntimeError, TypeError, AttributeError) as err:
-        first = " ".join(str(err).split())[:240]
-        raise InputError(
-            f"{path}: weights do not fit the model config stored with them ({first}); "
-            "the file was written by another aam version or edited; pretrain again"
-        ) from err
-    return state

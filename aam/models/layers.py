@@ -174,3 +174,23 @@ def set_gradient_checkpointing(module: nn.Module, enabled: bool) -> None:
     for m in module.modules():
         if isinstance(m, TransformerStack):
             m.gradient_checkpointing = bool(enabled)
+
+
+class RuntimeOptions:
+    """Runtime switches of a model that holds ``config``: they change no parameter."""
+
+    config: ModelConfig
+
+    def set_attn_implementation(self, name: str) -> None:
+        """auto | math | mem_efficient | flash (fused kernels only on CUDA/ROCm devices)."""
+        set_attn_implementation(self, name)
+        self.config.attn_implementation = name
+
+    def set_gradient_checkpointing(self, enabled: bool) -> None:
+        set_gradient_checkpointing(self, enabled)
+        self.config.gradient_checkpointing = bool(enabled)
+
+    def apply_runtime_options(self) -> None:
+        """Apply the switches stored in ``config`` (after construction or loading)."""
+        self.set_attn_implementation(self.config.attn_implementation)
+        self.set_gradient_checkpointing(self.config.gradient_checkpointing)

@@ -9,14 +9,13 @@ from torch import nn
 from aam.models.config import ModelConfig
 from aam.models.layers import (
     AttentionPooling,
+    RuntimeOptions,
     TransformerStack,
-    set_attn_implementation,
-    set_gradient_checkpointing,
 )
 from aam.models.sample_encoder import SequenceEncoder
 
 
-class SequencePredictor(nn.Module):
+class SequencePredictor(RuntimeOptions, nn.Module):
     """Base (``self.base``, a ``SequenceEncoder``) -> per-ASV embeddings [B, A, D] -> heads.
 
     Target head: [categorical fusion] -> target transformer -> attention pooling ->
@@ -60,18 +59,7 @@ class SequencePredictor(nn.Module):
         self.target_head = nn.Linear(d, config.out_dim)
         nn.init.xavier_uniform_(self.target_head.weight)
         nn.init.zeros_(self.target_head.bias)
-        self.set_attn_implementation(config.attn_implementation)
-        self.set_gradient_checkpointing(config.gradient_checkpointing)
-
-    # -- runtime options ---------------------------------------------------------------------
-    def set_attn_implementation(self, name: str) -> None:
-        """auto | math | mem_efficient | flash (fused kernels only on CUDA/ROCm devices)."""
-        set_attn_implementation(self, name)
-        self.config.attn_implementation = name
-
-    def set_gradient_checkpointing(self, enabled: bool) -> None:
-        set_gradient_checkpointing(self, enabled)
-        self.config.gradient_checkpointing = bool(enabled)
+        self.apply_runtime_options()
 
     # -- frozen base -------------------------------------------------------------------------
     @property

@@ -16,9 +16,8 @@ from aam.models.asv_encoder import ASVEncoder
 from aam.models.config import ModelConfig
 from aam.models.layers import (
     AttentionPooling,
+    RuntimeOptions,
     TransformerStack,
-    set_attn_implementation,
-    set_gradient_checkpointing,
 )
 
 
@@ -82,7 +81,7 @@ def check_batch(asv_index: torch.Tensor, counts: torch.Tensor, token_limit: int)
         )
 
 
-class SequenceEncoder(nn.Module):
+class SequenceEncoder(RuntimeOptions, nn.Module):
     """The pretrained base: ASV encoder -> sample encoder -> encoder stack -> attention pooling.
 
     ``forward`` returns a dict:
@@ -100,17 +99,7 @@ class SequenceEncoder(nn.Module):
         self.sample_encoder = SampleEncoder(config)
         self.encoder_stack = TransformerStack.from_config(config.encoder_layers, config)
         self.pooling = AttentionPooling(d)
-        self.set_attn_implementation(config.attn_implementation)
-        self.set_gradient_checkpointing(config.gradient_checkpointing)
-
-    def set_attn_implementation(self, name: str) -> None:
-        """auto | math | mem_efficient | flash (fused kernels only on CUDA/ROCm devices)."""
-        set_attn_implementation(self, name)
-        self.config.attn_implementation = name
-
-    def set_gradient_checkpointing(self, enabled: bool) -> None:
-        set_gradient_checkpointing(self, enabled)
-        self.config.gradient_checkpointing = bool(enabled)
+        self.apply_runtime_options()
 
     def encode_asvs(
         self, unique_tokens: torch.Tensor, chunk_size: int | None = None

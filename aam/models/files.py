@@ -1,0 +1,54 @@
+"""Model files: `aam pretrain` writes kind "encoder", `aam train` kind "predictor".
+
+A model file holds ``kind``, ``config`` (``ModelConfig.to_dict()``) and ``model`` (the state
+dict), plus what its stage needs; loading rebuilds the exact model from the file alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from aam.errors import InputError
+from aam.models.config import ModelConfig
+from aam.models.predictor import SequencePredictor
+from aam.models.sample_encoder import SequenceEncoder
+
+KINDS: dict[str, tuple[type[nn.Module], str, str]] = {
+    "encoder": (SequenceEncoder, "an encoder", "aam pretrain"),
+    "predictor": (SequencePredictor, "a fine-tuned model", "aam train"),
+}
+
+
+def load_model_file(
+    path: Path, kind: str, required: tuple[str, ...] = ()
+) -> tuple[nn.Module, dict]:
+    """(model with its weights, the file's whole dict); every problem is one InputError line."""
+    cls, what, command = KINDS[kind]
+    if not path.is_file():
+        raise InputError(f"{path}: model not found; create it with `{command}`")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a damaged file
+        reason = " ".join(f"{type(err).__name__}: {err}".split()).split(". ")[0]
+        raise InputError(
+            f"{path}: unreadable model file ({reason}); run `{command}` again"
+        ) from err
+    found = state.get("kind") if isinstance(state, dict) else type(state).__name__
+    if found != kind:
+        raise InputError(f"{path}: not {what} from `{command}` (kind {found})")
+    missing = [key for key in ("config", "model", *required) if key not in state]
+    if missing:
+        raise InputError(f"{path}: model file lacks {missing}; run `{command}` again")
+    try:
+        model = cls(ModelConfig.from_dict(state["config"]))
+        model.load_state_dict(state["model"])
+    except (ValueError, RuntimeError, TypeError, AttributeError) as err:
+        first = " ".join(str(err).split())[:240]
+        raise InputError(
+            f"{path}: weights do not fit the model config stored with them ({first}); the file "
+            f"was written by another aam version or edited; run `{command}` again"
+        ) from err
+    return model, state
