@@ -11,16 +11,21 @@ import argparse
 import importlib
 import logging
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
 
 from aam.errors import InputError
+from aam.provenance import provenance_record, write_provenance
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "stage": ("aam.staging", "Copy inputs into the work area, verified, with a sha256 manifest"),
     "unifrac": ("aam.unifrac.cli", "UniFrac distance matrix from a BIOM table and a newick tree"),
     "tree": ("aam.phylogeny", "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)"),
     "split": ("aam.commands.split", "Seeded train/validation/test split of the samples"),
     "pretrain": ("aam.commands.pretrain", "Pretrain the base on UniFrac + masked nucleotides"),
     "train": ("aam.commands.train", "Fine-tune on a metadata target (regression or classes)"),
     "predict": ("aam.commands.predict", "Predict with a fine-tuned model; metrics if truth known"),
+    "plot-history": ("aam.commands.plot_history", "Training curves (PNG) from a history.tsv"),
 }
 
 
@@ -39,8 +44,16 @@ def _top_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one `aam` command; bad input exits 2 with a one-line message."""
+    """Run one `aam` command; bad input exits 2 with a one-line message.
+
+    ``aam --provenance PATH <command> ...`` also writes PATH (see ``aam.provenance``) when the
+    command succeeds.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
+    provenance = None
+    if argv[:1] == ["--provenance"] and len(argv) > 1:
+        provenance, argv = Path(argv[1]), argv[2:]
+    started = datetime.now(timezone.utc)
     if not argv or argv[0] in ("-h", "--help"):
         _top_parser().print_help()
         return 0 if argv else 2
@@ -57,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"aam {name}: error: {err}", file=sys.stderr)
         return 2
+    if provenance is not None:
+        record = provenance_record(argv, COMMANDS[name][0], started)
+        write_provenance(provenance, record)
     return 0
 
 

@@ -1,0 +1,1 @@
+"""UniFrac distances: built-in kernels (CPU numba, GPU torch), Striped UniFrac, scikit-bio."""

@@ -1,0 +1,146 @@
+"""The Snakemake workflow on a copy of the repository: a full run of the tiny config, its
+outputs and report, then which rules a dry run schedules after each kind of code edit."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+COPIED = ("aam", "workflow", "config", "profiles", "data")
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
+             "--configfile", "config/test.yaml"]  # fmt: skip
+TRAINING = {"pretrain", "finetune", "predict", "training_curves", "all"}
+
+
+def _snakemake(cwd: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*SNAKEMAKE, *extra], cwd=cwd, capture_output=True, text=True)
+
+
+def scheduled(cwd: Path) -> set[str]:
+    """Rules of the jobs a dry run would execute (parsed from its job-stats table)."""
+    run = _snakemake(cwd, "--dry-run")
+    assert run.returncode == 0, run.stderr[-3000:]
+    if "Nothing to be done" in run.stdout + run.stderr:
+        return set()
+    table = run.stdout.split("Job stats:")[1].split("total")[0]
+    return set(re.findall(r"^(\w+)\s+\d+\s*$", table, flags=re.M))
+
+
+@pytest.fixture(scope="session")
+def completed(tmp_path_factory) -> Path:
+    """A copy of the repository after a full run of the tiny workflow config."""
+    root = tmp_path_factory.mktemp("workflow") / "repo"
+    for name in COPIED:
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    run = _snakemake(root, "--cores", "2")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return root
+
+
+@pytest.fixture
+def copy(completed, tmp_path) -> Path:
+    """A fresh copy of the completed run (timestamps and .snakemake metadata kept)."""
+    target = tmp_path / "repo"
+    shutil.copytree(completed, target, symlinks=True)
+    return target
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_outputs_of_the_whole_dag(completed):
+    run = completed / "results/test/runs/tiny"
+    split = pd.read_csv(completed / "results/test/data/demo/split.tsv", sep="\t", dtype=str)
+    predictions = pd.read_csv(run / "predict/predictions.tsv", sep="\t", dtype={"sample_id": str})
+    assert set(predictions["sample_id"]) == set(split.loc[split["split"] == "test", "sample_id"])
+    metrics = (run / "predict/metrics.json").read_text()
+    assert '"mae"' in metrics and '"mean_baseline"' in metrics
+    assert (run / "predict/predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"
+    assert (run / "finetune/history.png").read_bytes()[:4] == b"\x89PNG"
+    for stage in ("pretrain", "finetune", "predict"):
+        provenance = (run / stage / "provenance.json").read_text()
+        assert '"code_fingerprint"' in provenance and '"torch"' in provenance
+    for rule in ("stage_data", "unifrac", "pretrain", "finetune", "predict"):
+        assert list((completed / "results/test/benchmarks" / rule).glob("*.tsv")), rule
+
+
+def test_report_is_produced(copy):
+    run = _snakemake(copy, "--report", "report.html")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (copy / "report.html").stat().st_size > 10_000
+
+
+def test_nothing_changed_schedules_nothing(copy):
+    assert scheduled(copy) == set()
+
+
+def test_touching_every_source_file_schedules_nothing(copy):
+    for path in (copy / "aam").rglob("*.py"):
+        path.touch()
+    assert scheduled(copy) == set()
+
+
+def test_comment_and_formatting_edits_schedule_nothing(copy):
+    for path in (copy / "aam").rglob("*.py"):
+        text = path.read_text()
+        path.write_text(f"# an added comment\n\n{text}\n\n# a closing comment\n")
+    _edit(copy / "aam/models/layers.py", "1.0 / math.sqrt(dim)", "1.0/math.sqrt( dim )")
+    assert scheduled(copy) == set()
+
+
+def test_model_change_reruns_training_and_prediction_only(copy):
+    _edit(copy / "aam/models/layers.py", "1.0 / math.sqrt(dim)", "0.5 / math.sqrt(dim)")
+    assert scheduled(copy) == TRAINING
+
+
+def test_prediction_code_change_reruns_predict_only(copy):
+    _edit(
+        copy / "aam/commands/predict.py",
+        "ax.scatter(truth, predicted, s=10",
+        "ax.scatter(truth, predicted, s=12",
+    )
+    assert scheduled(copy) == {"predict", "all"}
+
+
+def test_unifrac_engine_change_reruns_unifrac_and_everything_downstream(copy):
+    _edit(copy / "aam/unifrac/cpu_kernel.py", "TILE = 128", "TILE = 64")
+    assert scheduled(copy) == {"unifrac", *TRAINING}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"table": "data/demo/missing.biom"}, "datasets.demo.table: data/demo/missing.biom"),
+        ({"target": "height"}, "has no column(s) ['height']"),
+        ({"metadata": "{other}"}, "share no sample IDs"),
+        ({"bogus_key": 1}, "bogus_key"),
+    ],
+    ids=["missing-file", "absent-target", "no-shared-samples", "unknown-key"],
+)
+def test_bad_config_stops_before_any_job(tmp_path, change, message):
+    other = tmp_path / "other.tsv"
+    other.write_text("sample_id\tage\tqiita_study_id\nx1\t30\t1\nx2\t40\t1\n")
+    dataset = {"table": "data/demo/table.biom", "tree": "data/demo/tree.nwk",
+               "metadata": "data/demo/metadata.tsv", "target": "age"}  # fmt: skip
+    dataset.update({k: str(v).replace("{other}", str(other)) for k, v in change.items()})
+    lines = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:"]
+    lines += [f"    {key}: {value}" for key, value in dataset.items()]
+    lines += ["runs:", "  r:", "    dataset: demo"]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
+         "--configfile", str(config), "--dry-run"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert message in run.stdout + run.stderr, run.stdout[-2000:]
+    assert not (tmp_path / "work").exists()

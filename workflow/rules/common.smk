@@ -1,0 +1,104 @@
+import os
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+REPO = Path(workflow.basedir).parent
+sys.path.insert(0, str(REPO))
+from aam.cli import (
+    COMMANDS,
+)  # noqa: E402  (standard library only: no torch on the login node)
+from aam.data.check import check_dataset  # noqa: E402
+from aam.errors import InputError  # noqa: E402
+from aam.provenance import code_fingerprint  # noqa: E402
+
+validate(config, workflow.source_path("../schemas/config.schema.yaml"))
+
+WORK = Path(config["workdir"])
+IMAGE = config["container"]["image"]
+CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda
+# Every job runs `python -m aam` from this checkout: in a container with the image's python
+# (the image holds dependencies only), locally with the python running Snakemake.
+_exports = [
+    f"PYTHONPATH={REPO}{os.pathsep}${{{{PYTHONPATH:-}}}}"
+]  # {{ }}: shell format
+if not IMAGE:
+    _exports.append(f"PATH={Path(sys.executable).parent}{os.pathsep}$PATH")
+shell.prefix("".join(f"export {e}; " for e in _exports))
+DATASETS = config["datasets"]
+RUNS = config["runs"]
+
+for _run, _spec in RUNS.items():
+    if _spec["dataset"] not in DATASETS:
+        raise WorkflowError(
+            f"runs.{_run}.dataset: {_spec['dataset']!r} is not a key of datasets"
+        )
+    if _spec["encoder_from"] not in (None, *RUNS):
+        raise WorkflowError(
+            f"runs.{_run}.encoder_from: {_spec['encoder_from']!r} is not a run"
+        )
+for _name, _data in DATASETS.items():
+    try:
+        check_dataset(
+            _name,
+            Path(_data["table"]),
+            Path(_data["metadata"]),
+            _data["target"],
+            _data["categorical"],
+            Path(_data["tree"]) if _data["tree"] else None,
+        )
+    except InputError as err:
+        raise WorkflowError(str(err)) from None
+
+
+def code(command):
+    """Fingerprint of the aam code that `aam <command>` runs (rerun trigger via params)."""
+    return code_fingerprint(COMMANDS[command][0])
+
+
+def flags(options):
+    """CLI flags from a config mapping: {"batch_size": 8, "freeze_base": True} ->
+    "--batch-size 8 --freeze-base"."""
+    out = []
+    for key, value in options.items():
+        flag = f"--{key.replace('_', '-')}"
+        if value is True:
+            out.append(flag)
+        elif value not in (False, None):
+            out.append(f"{flag} {value}")
+    return " ".join(out)
+
+
+METRIC = config["unifrac"]["metric"]
+
+
+def dataset_of(wildcards):
+    """The dataset config of a run."""
+    return DATASETS[RUNS[wildcards.run]["dataset"]]
+
+
+def staged(name, wildcards):
+    """A staged file of a run's dataset."""
+    return WORK / "data" / RUNS[wildcards.run]["dataset"] / name
+
+
+def tree_of(dataset):
+    """The staged tree of a dataset, or the one built from its sequences."""
+    name = "tree.nwk" if DATASETS[dataset]["tree"] else "built_tree.nwk"
+    return WORK / "data" / dataset / name
+
+
+def encoder_run(wildcards):
+    """The run whose pretrained encoder a run fine-tunes from."""
+    return RUNS[wildcards.run]["encoder_from"] or wildcards.run
+
+
+def final_outputs():
+    runs = list(RUNS)
+    return [
+        *expand(WORK / "runs/{run}/predict/predictions.tsv", run=runs),
+        *expand(WORK / "runs/{run}/predict/metrics.json", run=runs),
+        *expand(WORK / "runs/{run}/finetune/history.png", run=runs),
+    ]

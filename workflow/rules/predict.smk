@@ -1,0 +1,48 @@
+rule predict:
+    """Predictions on the test split, metrics against the mean predictor, and a plot."""
+    input:
+        model=WORK / "runs/{run}/finetune/model.pt",
+        table=lambda wc: staged("table.biom", wc),
+        metadata=lambda wc: staged("metadata.tsv", wc),
+        split=lambda wc: staged("split.tsv", wc),
+    output:
+        predictions=report(
+            WORK / "runs/{run}/predict/predictions.tsv",
+            caption="../report/predictions.rst",
+            category="Predictions",
+            subcategory="{run}",
+            labels={"run": "{run}", "file": "predictions"},
+        ),
+        metrics=report(
+            WORK / "runs/{run}/predict/metrics.json",
+            caption="../report/metrics.rst",
+            category="Predictions",
+            subcategory="{run}",
+            labels={"run": "{run}", "file": "metrics"},
+        ),
+        plot=report(
+            WORK / "runs/{run}/predict/predicted_vs_true.png",
+            caption="../report/predicted_vs_true.rst",
+            category="Predictions",
+            subcategory="{run}",
+            labels={"run": "{run}", "file": "predicted vs true"},
+        ),
+        provenance=WORK / "runs/{run}/predict/provenance.json",
+    log:
+        WORK / "logs/predict/{run}.log",
+    benchmark:
+        WORK / "benchmarks/predict/{run}.tsv"
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    threads: config["threads"]
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+        code=code("predict"),
+        device=config["device"],
+    shell:
+        "python -m aam --provenance {output.provenance} predict --model {input.model}"
+        " --table {input.table} --metadata {input.metadata} --split {input.split}"
+        " --subset test --device {params.device} --threads {threads}"
+        " --output-dir {params.out_dir} > {log} 2>&1"

@@ -1,0 +1,74 @@
+rule stage_data:
+    """Copy a dataset's inputs into the work area (verified, with a sha256 manifest)."""
+    input:
+        table=lambda wc: DATASETS[wc.dataset]["table"],
+        metadata=lambda wc: DATASETS[wc.dataset]["metadata"],
+    output:
+        table=WORK / "data/{dataset}/table.biom",
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+        manifest=WORK / "data/{dataset}/manifest.sha256",
+        provenance=WORK / "data/{dataset}/provenance.json",
+    log:
+        WORK / "logs/stage_data/{dataset}.log",
+    benchmark:
+        WORK / "benchmarks/stage_data/{dataset}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+        code=code("stage"),
+    shell:
+        "python -m aam --provenance {output.provenance} stage --output-dir {params.out_dir}"
+        " --file table.biom={input.table} --file metadata.tsv={input.metadata} > {log} 2>&1"
+
+
+rule stage_tree:
+    """Copy a dataset's configured tree into the work area."""
+    input:
+        tree=lambda wc: DATASETS[wc.dataset]["tree"],
+    output:
+        tree=WORK / "data/{dataset}/tree.nwk",
+        manifest=WORK / "data/{dataset}/tree.sha256",
+    log:
+        WORK / "logs/stage_tree/{dataset}.log",
+    benchmark:
+        WORK / "benchmarks/stage_tree/{dataset}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+        code=code("stage"),
+    shell:
+        "python -m aam stage --output-dir {params.out_dir} --manifest tree.sha256"
+        " --file tree.nwk={input.tree} > {log} 2>&1"
+
+
+rule split:
+    """Seeded train/validation/test split of the samples that have a target value."""
+    input:
+        table=WORK / "data/{dataset}/table.biom",
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+    output:
+        split=WORK / "data/{dataset}/split.tsv",
+    log:
+        WORK / "logs/split/{dataset}.log",
+    benchmark:
+        WORK / "benchmarks/split/{dataset}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    params:
+        code=code("split"),
+        target=lambda wc: DATASETS[wc.dataset]["target"],
+        options=flags(config["split"]),
+    shell:
+        "python -m aam split --table {input.table} --metadata {input.metadata}"
+        " --target-column {params.target} {params.options} --output {output.split} > {log} 2>&1"

@@ -1,0 +1,114 @@
+rule pretrain:
+    """Self-supervised base: UniFrac distances + masked nucleotides (resumes from checkpoints)."""
+    input:
+        table=lambda wc: staged("table.biom", wc),
+        unifrac=lambda wc: WORK / f"unifrac/{RUNS[wc.run]['dataset']}.{METRIC}.h5",
+        split=lambda wc: staged("split.tsv", wc),
+    output:
+        encoder=WORK / "runs/{run}/pretrain/encoder.pt",
+        history=report(
+            WORK / "runs/{run}/pretrain/history.tsv",
+            caption="../report/history.rst",
+            category="Training",
+            subcategory="{run}",
+            labels={"run": "{run}", "stage": "pretrain", "file": "history"},
+        ),
+        provenance=WORK / "runs/{run}/pretrain/provenance.json",
+    log:
+        WORK / "logs/pretrain/{run}.log",
+    benchmark:
+        WORK / "benchmarks/pretrain/{run}.tsv"
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    threads: config["threads"]
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+        code=code("pretrain"),
+        options=lambda wc: flags(
+            {
+                "device": config["device"],
+                **RUNS[wc.run]["model"],
+                **RUNS[wc.run]["pretrain"],
+            }
+        ),
+    shell:
+        "python -m aam --provenance {output.provenance} pretrain --table {input.table}"
+        " --unifrac {input.unifrac} --split {input.split} --threads {threads} --no-progress"
+        " --output-dir {params.out_dir} {params.options} > {log} 2>&1"
+
+
+rule finetune:
+    """Fine-tune on the dataset's target from a pretrained encoder."""
+    input:
+        table=lambda wc: staged("table.biom", wc),
+        metadata=lambda wc: staged("metadata.tsv", wc),
+        unifrac=lambda wc: WORK / f"unifrac/{RUNS[wc.run]['dataset']}.{METRIC}.h5",
+        split=lambda wc: staged("split.tsv", wc),
+        encoder=lambda wc: WORK / f"runs/{encoder_run(wc)}/pretrain/encoder.pt",
+    output:
+        model=WORK / "runs/{run}/finetune/model.pt",
+        history=report(
+            WORK / "runs/{run}/finetune/history.tsv",
+            caption="../report/history.rst",
+            category="Training",
+            subcategory="{run}",
+            labels={"run": "{run}", "stage": "finetune", "file": "history"},
+        ),
+        provenance=WORK / "runs/{run}/finetune/provenance.json",
+    log:
+        WORK / "logs/finetune/{run}.log",
+    benchmark:
+        WORK / "benchmarks/finetune/{run}.tsv"
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    threads: config["threads"]
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+        code=code("train"),
+        target=lambda wc: dataset_of(wc)["target"],
+        covariates=lambda wc: flags(
+            {"categorical_columns": ",".join(dataset_of(wc)["categorical"]) or None}
+        ),
+        classifier=lambda wc: "--classifier" if dataset_of(wc)["classifier"] else "",
+        options=lambda wc: flags(
+            {
+                "device": config["device"],
+                **RUNS[wc.run]["model"],
+                **RUNS[wc.run]["finetune"],
+            }
+        ),
+    shell:
+        "python -m aam --provenance {output.provenance} train --table {input.table}"
+        " --metadata {input.metadata} --target-column {params.target} {params.covariates}"
+        " {params.classifier} --unifrac {input.unifrac} --split {input.split}"
+        " --pretrained-encoder {input.encoder} --threads {threads} --no-progress"
+        " --output-dir {params.out_dir} {params.options} > {log} 2>&1"
+
+
+rule training_curves:
+    """Training curves for the report."""
+    input:
+        history=WORK / "runs/{run}/{stage}/history.tsv",
+    output:
+        report(
+            WORK / "runs/{run}/{stage}/history.png",
+            caption="../report/curves.rst",
+            category="Training",
+            subcategory="{run}",
+            labels={"run": "{run}", "stage": "{stage}", "file": "curves"},
+        ),
+    log:
+        WORK / "logs/training_curves/{run}.{stage}.log",
+    localrule: True
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    params:
+        code=code("plot-history"),
+    shell:
+        "python -m aam plot-history --history {input.history} --output {output} > {log} 2>&1"

@@ -1,0 +1,19 @@
+rule build_tree:
+    """Phylogeny of the ASV sequences, for datasets configured without a tree."""
+    input:
+        table=WORK / "data/{dataset}/table.biom",
+    output:
+        tree=WORK / "data/{dataset}/built_tree.nwk",
+    log:
+        WORK / "logs/build_tree/{dataset}.log",
+    benchmark:
+        WORK / "benchmarks/build_tree/{dataset}.tsv"
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    threads: config["threads"]
+    params:
+        code=code("tree"),
+    shell:
+        "python -m aam tree --table {input.table} --output {output.tree} --threads {threads} > {log} 2>&1"

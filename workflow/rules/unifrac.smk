@@ -1,0 +1,26 @@
+rule unifrac:
+    """UniFrac distance matrix that pretraining learns from."""
+    input:
+        table=WORK / "data/{dataset}/table.biom",
+        tree=lambda wc: tree_of(wc.dataset),
+    output:
+        matrix=WORK / "unifrac/{dataset}.{metric}.h5",
+        provenance=WORK / "unifrac/{dataset}.{metric}.provenance.json",
+    log:
+        WORK / "logs/unifrac/{dataset}.{metric}.log",
+    benchmark:
+        WORK / "benchmarks/unifrac/{dataset}.{metric}.tsv"
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    threads: config["threads"]
+    params:
+        code=code("unifrac"),
+        engine=config["unifrac"]["engine"],
+        alpha=config["unifrac"]["alpha"],
+        device=config["unifrac"]["device"],
+    shell:
+        "python -m aam --provenance {output.provenance} unifrac --table {input.table} --tree {input.tree}"
+        " --metric {wildcards.metric} --alpha {params.alpha} --engine {params.engine}"
+        " --device {params.device} --threads {threads} --output {output.matrix} > {log} 2>&1"
