@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from datetime import date
@@ -64,7 +65,7 @@ def main() -> None:
               "--no-progress"]  # fmt: skip
     encoder = str(wd / "pretrain" / "encoder.pt")
     target = ["--metadata", str(args.data / "metadata.tsv"), "--target-column", "age",
-              "--pretrained-encoder", encoder]  # fmt: skip
+              "--pretrained-encoder", encoder, "--allow-missing-samples"]  # fmt: skip
     stages = [
         ("pretrain", "pretrain", ["pretrain", "--unifrac", unifrac]),
         ("fine-tune, --freeze-base", "frozen", ["train", *target, "--freeze-base"]),
@@ -72,6 +73,7 @@ def main() -> None:
     ]
     rows = []
     for stage, name, (command, *extra) in stages:
+        shutil.rmtree(wd / name, ignore_errors=True)  # measure fresh runs, not resumes
         rss = run([command, *common, "--output-dir", str(wd / name), *extra])
         rows.append((stage, throughput(wd / name), rss))
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; "
