@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"aam {name}: error: {err}", file=sys.stderr)
         return 2
-    if provenance is not None:
+    if provenance is not None and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0
         record = provenance_record(argv, COMMANDS[name][0], started)
         write_provenance(provenance, record)
     return 0

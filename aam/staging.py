@@ -1,15 +1,20 @@
-"""`aam stage`: copy inputs into the work area with sha256 verification and a manifest.
+"""Staging: `aam stage` copies inputs into the work area (VAST) with a sha256 manifest;
+``localized`` copies a GPU job's inputs to node-local scratch (NVMe) and verifies them.
 
 The manifest (``manifest.sha256``, ``sha256sum`` format: ``<hex>  <name>``) lets a later job
-verify its node-local copy (``sha256sum -c``) before reading it.
+verify its node-local copy before reading it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import logging
+import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from aam.atomic import atomic_output
@@ -62,3 +67,76 @@ def run(args: argparse.Namespace) -> None:
     with atomic_output(args.output_dir / args.manifest) as tmp:
         tmp.write_text("\n".join(lines) + "\n")
     log.info("staged %d files into %s", len(pairs), args.output_dir)
+
+
+def scratch_root(requested: str | None) -> Path | None:
+    """Node-local scratch for this job: ``requested`` (env vars expanded, e.g.
+    /scratch/$USER/job_$SLURM_JOB_ID), else $TMPDIR, else None (read inputs in place)."""
+    for candidate in (requested, os.environ.get("TMPDIR")):
+        if candidate:
+            path = Path(os.path.expandvars(os.path.expanduser(candidate)))
+            if "$" not in str(path):
+                return path
+            log.warning("scratch %s has unset variables; trying the next choice", candidate)
+    return None
+
+
+def _manifest_digest(path: Path) -> str | None:
+    """The digest recorded for ``path`` in a ``manifest.sha256`` beside it, if any."""
+    manifest = path.parent / "manifest.sha256"
+    if not manifest.is_file():
+        return None
+    for line in manifest.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if name == path.name:
+            return digest
+    return None
+
+
+@contextlib.contextmanager
+def localized(paths: dict[str, Path | None], scratch: str | None) -> Iterator[dict[str, Path]]:
+    """Copy input files to node-local scratch, verify them, yield their local paths, and
+    delete the copies on exit. Files are verified against the work area's manifest when it
+    lists them, else against the source. Without scratch the original paths are yielded."""
+    root = scratch_root(scratch)
+    present = {key: Path(p) for key, p in paths.items() if p is not None}
+    if root is None:
+        yield present
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="aam-stage-", dir=_mkdir(root)))
+    try:
+        local = {}
+        for key, source in present.items():
+            target = workdir / key / source.name
+            digest = stage_file(source, target)
+            expected = _manifest_digest(source)
+            if expected is not None and expected != digest:
+                raise InputError(
+                    f"{source}: does not match {source.parent / 'manifest.sha256'}; the work "
+                    "area copy changed since staging: rerun the stage_data rule"
+                )
+            local[key] = target
+        log.info("staged %d inputs to %s", len(local), workdir)
+        yield local
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def inputs_on_scratch(args: argparse.Namespace, *names: str) -> Iterator[None]:
+    """While inputs are read, point ``args.<name>`` at verified node-local copies
+    (``args.scratch``, see ``localized``); the attributes are restored afterwards."""
+    original = {name: getattr(args, name) for name in names}
+    with localized(original, args.scratch) as local:
+        for name in names:
+            setattr(args, name, local.get(name))
+        try:
+            yield
+        finally:
+            for name, value in original.items():
+                setattr(args, name, value)

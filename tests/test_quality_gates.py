@@ -1,5 +1,6 @@
 """Lint gates: ruff, snakefmt, `snakemake --lint`, and a dry run of every profile."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,8 @@ BIN = Path(sys.executable).parent
 PROFILES = sorted(p.name for p in (REPO / "profiles").iterdir() if p.is_dir())
 
 
-def _run(*cmd: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+def _run(*cmd: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
 
 
 @pytest.mark.parametrize(
@@ -34,9 +35,23 @@ def test_snakemake_lint_has_no_findings():
     assert run.returncode == 0 and "Congratulations" in run.stdout + run.stderr, run.stdout
 
 
+SITE_ENV = {"AAM_SLURM_ACCOUNT": "project_0", "AAM_SLURM_PARTITION": "gpu"}
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_dry_runs(profile, tmp_path):
+    env = {**os.environ, **SITE_ENV, "AAM_WORKDIR": str(tmp_path)}
     run = _run(sys.executable, "-m", "snakemake", "all", "--profile", f"profiles/{profile}",
-               "--dry-run", "--config", f"workdir={tmp_path}")  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
+               "--dry-run", env=env)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "pretrain" in run.stdout and "predict" in run.stdout
+    assert str(REPO / "results") not in run.stdout or profile == "local"
+
+
+@pytest.mark.parametrize("profile", ["cosmos", "lumi"])
+def test_site_profiles_name_unset_environment_variables(profile):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAM_")}
+    run = _run(sys.executable, "-m", "snakemake", "all", "--profile", f"profiles/{profile}",
+               "--dry-run", env=env)  # fmt: skip
+    assert run.returncode != 0
+    assert "AAM_SLURM_ACCOUNT" in run.stdout + run.stderr

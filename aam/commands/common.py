@@ -46,6 +46,11 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     io.add_argument("--split", type=Path, help="sample_id -> train/val/test TSV (`aam split`)")
     io.add_argument("--val-fraction", type=float, default=0.1, help="without --split")
     io.add_argument("--rarefy-depth", type=int, help="rarefy to this many reads first")
+    io.add_argument(
+        "--scratch",
+        help="node-local dir to copy inputs to first (env vars expand, "
+        "e.g. '/scratch/$USER/job_$SLURM_JOB_ID'; default $TMPDIR if set)",
+    )
     io.add_argument("--allow-missing-samples", action="store_true",
                     help="use the samples shared by all inputs instead of failing")  # fmt: skip
 

@@ -15,6 +15,7 @@ from aam.atomic import atomic_output
 from aam.data import load_metadata
 from aam.errors import InputError
 from aam.models.files import load_model_file
+from aam.staging import inputs_on_scratch
 from aam.training.config import TrainConfig
 from aam.training.device import resolve_device
 from aam.training.metrics import classification_metrics, regression_metrics
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", type=Path, help="predict only one split of this split.tsv")
     parser.add_argument("--subset", default="test", choices=["train", "val", "test"])
     parser.add_argument("--rarefy-depth", type=int)
+    parser.add_argument("--scratch", help="node-local dir to copy inputs to first (as in train)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int)
@@ -56,12 +58,13 @@ def run(args: argparse.Namespace) -> None:
     if categorical["columns"] and args.metadata is None:
         raise InputError(f"{args.model}: the model uses covariates {categorical['columns']}; "
                          "pass --metadata")  # fmt: skip
-    study = load_study(
-        args.table, max_bp=model.config.max_bp, metadata_path=args.metadata,
-        categorical=categorical["columns"], category_levels=categorical["levels"],
-        split_path=args.split, val_fraction=0.0, rarefy_depth=args.rarefy_depth,
-        allow_missing=args.allow_missing_samples,
-    )  # fmt: skip
+    with inputs_on_scratch(args, "table", "metadata", "split"):
+        study = load_study(
+            args.table, max_bp=model.config.max_bp, metadata_path=args.metadata,
+            categorical=categorical["columns"], category_levels=categorical["levels"],
+            split_path=args.split, val_fraction=0.0, rarefy_depth=args.rarefy_depth,
+            allow_missing=args.allow_missing_samples,
+        )  # fmt: skip
     positions = study.subset(args.subset) if args.split else np.arange(len(study.samples))
     if not len(positions):
         raise InputError(f"{args.split}: no samples in split {args.subset!r}")

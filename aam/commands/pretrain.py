@@ -17,6 +17,7 @@ from aam.commands.common import (
     write_outputs,
 )
 from aam.models import SequenceEncoder
+from aam.staging import inputs_on_scratch
 from aam.training.objective import Objective
 from aam.training.study import load_study
 
@@ -41,11 +42,12 @@ def run(args: argparse.Namespace) -> None:
     """Pretrain a SequenceEncoder and write OUTPUT_DIR/encoder.pt (+ history, split)."""
     device, ctx = setup_run(args)
     mcfg, cfg = model_config(args), train_config(args)
-    study = load_study(
-        args.table, max_bp=mcfg.max_bp, unifrac_path=args.unifrac, split_path=args.split,
-        val_fraction=args.val_fraction, seed=cfg.seed, rarefy_depth=args.rarefy_depth,
-        allow_missing=args.allow_missing_samples,
-    )  # fmt: skip
+    with inputs_on_scratch(args, "table", "unifrac", "split"):
+        study = load_study(
+            args.table, max_bp=mcfg.max_bp, unifrac_path=args.unifrac, split_path=args.split,
+            val_fraction=args.val_fraction, seed=cfg.seed, rarefy_depth=args.rarefy_depth,
+            allow_missing=args.allow_missing_samples,
+        )  # fmt: skip
     torch.manual_seed(cfg.seed)
     model = SequenceEncoder(mcfg)
     objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit, ctx=ctx)

@@ -22,6 +22,7 @@ from aam.commands.pretrain import architecture
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor
 from aam.models.files import load_model_file
+from aam.staging import inputs_on_scratch
 from aam.training.config import TrainConfig
 from aam.training.losses import REGRESSION_LOSSES
 from aam.training.metrics import baseline_metrics
@@ -66,13 +67,14 @@ def run(args: argparse.Namespace) -> None:
     cfg = train_config(args)
     if cfg.freeze_base and encoder is None:
         raise InputError("--freeze-base: needs --pretrained-encoder (a random base is useless)")
-    study = load_study(
-        args.table, max_bp=_max_bp(args, encoder),
-        unifrac_path=args.unifrac, metadata_path=args.metadata, target=args.target_column,
-        classifier=args.classifier, categorical=categorical, split_path=args.split,
-        val_fraction=args.val_fraction, test_fraction=args.test_fraction, seed=cfg.seed,
-        rarefy_depth=args.rarefy_depth, allow_missing=args.allow_missing_samples,
-    )  # fmt: skip
+    with inputs_on_scratch(args, "table", "metadata", "unifrac", "split"):
+        study = load_study(
+            args.table, max_bp=_max_bp(args, encoder),
+            unifrac_path=args.unifrac, metadata_path=args.metadata, target=args.target_column,
+            classifier=args.classifier, categorical=categorical, split_path=args.split,
+            val_fraction=args.val_fraction, test_fraction=args.test_fraction, seed=cfg.seed,
+            rarefy_depth=args.rarefy_depth, allow_missing=args.allow_missing_samples,
+        )  # fmt: skip
     cards = [len(study.category_levels[c]) + 1 for c in categorical]
     mcfg = model_config(
         args, base=encoder["config"] if encoder else None,

@@ -15,6 +15,24 @@ from aam.errors import InputError  # noqa: E402
 from aam.provenance import code_fingerprint  # noqa: E402
 
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
+_unset = [name for name in config["required_env"] if not os.environ.get(name)]
+if _unset:
+    raise WorkflowError(
+        f"environment variable(s) {', '.join(_unset)} not set; this site's profile needs them "
+        "(see the README section of your site)"
+    )
+
+
+def _expand(value):
+    """$VARS of the environment in every string of the config."""
+    if isinstance(value, dict):
+        return {key: _expand(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_expand(item) for item in value]
+    return os.path.expandvars(value) if isinstance(value, str) else value
+
+
+config.update(_expand({k: v for k, v in config.items() if k != "scratch"}))
 
 WORK = Path(config["workdir"])
 IMAGE = config["container"]["image"]
@@ -72,6 +90,13 @@ def flags(options):
 
 
 METRIC = config["unifrac"]["metric"]
+
+
+def launcher(gpus):
+    """`python` for one process; torchrun (one process per GPU of the node) for several."""
+    if int(gpus) > 1:
+        return f"python -m torch.distributed.run --standalone --nproc_per_node {gpus}"
+    return "python"
 
 
 def dataset_of(wildcards):

@@ -40,9 +40,10 @@ rule predict:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("predict"),
+        scratch=flags({"scratch": config["scratch"]}),
         device=config["device"],
     shell:
         "python -m aam --provenance {output.provenance} predict --model {input.model}"
         " --table {input.table} --metadata {input.metadata} --split {input.split}"
-        " --subset test --device {params.device} --threads {threads}"
+        " --subset test --device {params.device} --threads {threads} {params.scratch}"
         " --output-dir {params.out_dir} > {log} 2>&1"

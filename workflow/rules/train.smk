@@ -26,6 +26,8 @@ rule pretrain:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("pretrain"),
+        launcher=lambda wc, resources: launcher(resources.get("gpu", 0)),
+        scratch=flags({"scratch": config["scratch"]}),
         options=lambda wc: flags(
             {
                 "device": config["device"],
@@ -34,8 +36,8 @@ rule pretrain:
             }
         ),
     shell:
-        "python -m aam --provenance {output.provenance} pretrain --table {input.table}"
-        " --unifrac {input.unifrac} --split {input.split} --threads {threads} --no-progress"
+        "{params.launcher} -m aam --provenance {output.provenance} pretrain --table {input.table}"
+        " --unifrac {input.unifrac} --split {input.split} --threads {threads} --no-progress {params.scratch}"
         " --output-dir {params.out_dir} {params.options} > {log} 2>&1"
 
 
@@ -69,6 +71,7 @@ rule finetune:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("train"),
+        scratch=flags({"scratch": config["scratch"]}),
         target=lambda wc: dataset_of(wc)["target"],
         covariates=lambda wc: flags(
             {"categorical_columns": ",".join(dataset_of(wc)["categorical"]) or None}
@@ -85,7 +88,7 @@ rule finetune:
         "python -m aam --provenance {output.provenance} train --table {input.table}"
         " --metadata {input.metadata} --target-column {params.target} {params.covariates}"
         " {params.classifier} --unifrac {input.unifrac} --split {input.split}"
-        " --pretrained-encoder {input.encoder} --threads {threads} --no-progress"
+        " --pretrained-encoder {input.encoder} --threads {threads} --no-progress {params.scratch}"
         " --output-dir {params.out_dir} {params.options} > {log} 2>&1"
 
 

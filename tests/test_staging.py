@@ -1,0 +1,62 @@
+"""Node-local staging of a job's inputs: copied, verified against the manifest, cleaned up."""
+
+import argparse
+
+import pytest
+
+from aam.cli import main
+from aam.errors import InputError
+from aam.staging import inputs_on_scratch, localized, scratch_root
+
+
+@pytest.fixture
+def work_area(tmp_path, demo_dir):
+    """The demo table staged into a work area with its manifest (as the stage_data rule does)."""
+    work = tmp_path / "work"
+    source = demo_dir / "table.biom"
+    assert main(["stage", "--output-dir", str(work), "--file", f"table.biom={source}"]) == 0
+    return work
+
+
+def test_inputs_are_copied_verified_and_removed(work_area, tmp_path):
+    scratch = tmp_path / "nvme"
+    table = work_area / "table.biom"
+    with localized({"table": table, "absent": None}, str(scratch)) as local:
+        assert set(local) == {"table"}
+        assert local["table"].is_relative_to(scratch)
+        assert local["table"].read_bytes() == table.read_bytes()
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_work_area_file_that_no_longer_matches_its_manifest_is_refused(work_area, tmp_path):
+    table = work_area / "table.biom"
+    table.write_bytes(table.read_bytes() + b"x")
+    with pytest.raises(InputError, match="manifest.sha256"):
+        with localized({"table": table}, str(tmp_path / "nvme")):
+            pass
+    assert list((tmp_path / "nvme").iterdir()) == []
+
+
+def test_scratch_choice(monkeypatch, tmp_path):
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    assert scratch_root(f"{tmp_path}/job_$SLURM_JOB_ID") == tmp_path / "job_42"
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert scratch_root(f"{tmp_path}/job_$SLURM_JOB_ID") == tmp_path / "tmp"  # falls back
+    monkeypatch.delenv("TMPDIR")
+    assert scratch_root(None) is None
+
+
+def test_without_scratch_inputs_are_read_in_place(work_area, monkeypatch):
+    monkeypatch.delenv("TMPDIR", raising=False)
+    args = argparse.Namespace(table=work_area / "table.biom", scratch=None)
+    with inputs_on_scratch(args, "table"):
+        assert args.table == work_area / "table.biom"
+
+
+def test_args_point_at_scratch_copies_only_while_reading(work_area, tmp_path):
+    args = argparse.Namespace(table=work_area / "table.biom", split=None, scratch=str(tmp_path))
+    with inputs_on_scratch(args, "table", "split"):
+        assert args.table.parent.parent.parent == tmp_path and args.split is None
+        assert args.table.is_file()
+    assert args.table == work_area / "table.biom"
