@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("aam.commands.train", "Fine-tune on a metadata target (regression or classes)"),
     "predict": ("aam.commands.predict", "Predict with a fine-tuned model; metrics if truth known"),
     "plot-history": ("aam.commands.plot_history", "Training curves (PNG) from a history.tsv"),
+    "lint-def": ("aam.containers", "Check Singularity .def files (header, sections, no aam)"),
 }
 
 

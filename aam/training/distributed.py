@@ -67,3 +67,12 @@ def rank_slice(indices, ctx: DistContext):
     """This rank's contiguous share of a global batch (its length must divide evenly)."""
     share = len(indices) // ctx.world_size
     return indices[ctx.rank * share : (ctx.rank + 1) * share]
+
+
+def broadcast_from_main(value, ctx: DistContext):
+    """Rank 0's ``value`` (any picklable object) on every rank."""
+    if not ctx.enabled:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]

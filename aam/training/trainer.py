@@ -32,7 +32,7 @@ from aam.training.checkpoint import (
 )
 from aam.training.config import TrainConfig
 from aam.training.device import autocast, peak_memory_mb
-from aam.training.distributed import rank_slice
+from aam.training.distributed import broadcast_from_main, rank_slice
 from aam.training.objective import Objective, _unwrap
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
@@ -199,14 +199,15 @@ class Trainer:
         row["samples_per_s"] = timed / seconds if seconds > 0 else 0.0
         row["epoch_seconds"] = seconds
         row["peak_memory_mb"] = peak_memory_mb(self.device)
-        metric = self._metric_value(row)
+        metric = self._metric_value(row) if self.ctx.is_main else None
+        metric = broadcast_from_main(metric, self.ctx)  # every rank takes the same decisions
         if metric is not None and self._improved(metric, state["best"]):
             state.update(best=metric, best_epoch=epoch + 1, bad_epochs=0)
             if self.ctx.is_main:
                 save_checkpoint(self.best, {"model": _unwrap(self.model).state_dict(), "row": row})
         else:
             state["bad_epochs"] += 1
-        log.info(
+        (log.info if self.ctx.is_main else log.debug)(
             "epoch %d: %s", epoch + 1,
             ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)),
         )  # fmt: skip

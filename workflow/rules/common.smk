@@ -10,6 +10,7 @@ sys.path.insert(0, str(REPO))
 from aam.cli import (
     COMMANDS,
 )  # noqa: E402  (standard library only: no torch on the login node)
+from aam.containers import built_image, lint_def  # noqa: E402
 from aam.data.check import check_dataset  # noqa: E402
 from aam.errors import InputError  # noqa: E402
 from aam.provenance import code_fingerprint  # noqa: E402
@@ -35,7 +36,29 @@ def _expand(value):
 config.update(_expand({k: v for k, v in config.items() if k != "scratch"}))
 
 WORK = Path(config["workdir"])
-IMAGE = config["container"]["image"]
+# The image every stage runs in: pinned by the profile, or built from containers/<platform>.def
+# (rules/container.smk), or none (local runs).
+IMAGE = config["container"]["image"] or built_image(config["container"], REPO)
+IMAGE = str(IMAGE) if IMAGE else None
+
+BUILT_IMAGE = None
+IMAGE_INPUT = []
+
+if config["container"]["platform"]:  # rules/container.smk builds the image
+    CONTAINER_DEF = REPO / "containers" / f"{config['container']['platform']}.def"
+    try:
+        _def_problems = lint_def(CONTAINER_DEF)
+    except InputError as err:
+        raise WorkflowError(f"container.platform: {err}") from None
+    if _def_problems:
+        raise WorkflowError(
+            "container definition has problems (aam lint-def):\n"
+            + "\n".join(_def_problems)
+        )
+    BUILT_IMAGE = str(built_image(config["container"], REPO))
+    if not config["container"]["image"]:
+        IMAGE_INPUT = ancient(BUILT_IMAGE)
+
 CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda
 # Every job runs `python -m aam` from this checkout: in a container with the image's python
 # (the image holds dependencies only), locally with the python running Snakemake.

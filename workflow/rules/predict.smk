@@ -5,6 +5,7 @@ rule predict:
         table=lambda wc: staged("table.biom", wc),
         metadata=lambda wc: staged("metadata.tsv", wc),
         split=lambda wc: staged("split.tsv", wc),
+        image=IMAGE_INPUT,
     output:
         predictions=report(
             WORK / "runs/{run}/predict/predictions.tsv",

@@ -3,6 +3,7 @@ rule stage_data:
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
         metadata=lambda wc: DATASETS[wc.dataset]["metadata"],
+        image=IMAGE_INPUT,
     output:
         table=WORK / "data/{dataset}/table.biom",
         metadata=WORK / "data/{dataset}/metadata.tsv",
@@ -29,6 +30,7 @@ rule stage_tree:
     """Copy a dataset's configured tree into the work area."""
     input:
         tree=lambda wc: DATASETS[wc.dataset]["tree"],
+        image=IMAGE_INPUT,
     output:
         tree=WORK / "data/{dataset}/tree.nwk",
         manifest=WORK / "data/{dataset}/tree.sha256",
@@ -54,6 +56,7 @@ rule split:
     input:
         table=WORK / "data/{dataset}/table.biom",
         metadata=WORK / "data/{dataset}/metadata.tsv",
+        image=IMAGE_INPUT,
     output:
         split=WORK / "data/{dataset}/split.tsv",
     log:

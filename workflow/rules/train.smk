@@ -4,6 +4,7 @@ rule pretrain:
         table=lambda wc: staged("table.biom", wc),
         unifrac=lambda wc: WORK / f"unifrac/{RUNS[wc.run]['dataset']}.{METRIC}.h5",
         split=lambda wc: staged("split.tsv", wc),
+        image=IMAGE_INPUT,
     output:
         encoder=WORK / "runs/{run}/pretrain/encoder.pt",
         history=report(
@@ -49,6 +50,7 @@ rule finetune:
         unifrac=lambda wc: WORK / f"unifrac/{RUNS[wc.run]['dataset']}.{METRIC}.h5",
         split=lambda wc: staged("split.tsv", wc),
         encoder=lambda wc: WORK / f"runs/{encoder_run(wc)}/pretrain/encoder.pt",
+        image=IMAGE_INPUT,
     output:
         model=WORK / "runs/{run}/finetune/model.pt",
         history=report(
@@ -96,6 +98,7 @@ rule training_curves:
     """Training curves for the report."""
     input:
         history=WORK / "runs/{run}/{stage}/history.tsv",
+        image=IMAGE_INPUT,
     output:
         report(
             WORK / "runs/{run}/{stage}/history.png",

@@ -2,6 +2,7 @@ rule build_tree:
     """Phylogeny of the ASV sequences, for datasets configured without a tree."""
     input:
         table=WORK / "data/{dataset}/table.biom",
+        image=IMAGE_INPUT,
     output:
         tree=WORK / "data/{dataset}/built_tree.nwk",
     log:

@@ -3,6 +3,7 @@ rule unifrac:
     input:
         table=WORK / "data/{dataset}/table.biom",
         tree=lambda wc: tree_of(wc.dataset),
+        image=IMAGE_INPUT,
     output:
         matrix=WORK / "unifrac/{dataset}.{metric}.h5",
         provenance=WORK / "unifrac/{dataset}.{metric}.provenance.json",

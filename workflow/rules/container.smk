@@ -1,0 +1,45 @@
+# Content-addressed cluster images: containers/<platform>.def -> <container.dir>/aam-<platform>-<hash>.sif
+# (<hash>: sha256 of the .def, aam.containers.image_name). Active when the config sets
+# `container.platform` (cosmos, lumi). Editing the .def gives a new image path, so the image is
+# rebuilt and every stage that runs in it reruns; touching or copying the .sif reruns nothing.
+#
+# Rules that run in the image add IMAGE_INPUT as an input, so that they wait for the build
+# (`container:` makes no DAG edge):
+#     input:
+#         ...,
+#         image=IMAGE_INPUT,
+# IMAGE_INPUT is ancient(<built image>) when the workflow builds the image, else [] (no
+# platform, or a prebuilt `container.image` pinned by the profile). Their `container:` must then
+# name the same file: BUILT_IMAGE here, or, set in common.smk before its shell.prefix,
+#     IMAGE = config["container"]["image"] or built_image(config["container"], REPO)
+# (aam.containers.built_image; standard library only).
+# Include after common.smk (REPO, WORK, validated config) and before the rules that use it.
+if config["container"]["platform"]:
+
+    rule build_container:
+        """The platform's image from containers/<platform>.def (a CPU job with fakeroot).
+
+        `singularity`: Cosmos has Singularity Pro (`module load singularitypro`); on Apptainer
+        systems `singularity` is the compatibility name of `apptainer`. The layer cache and the
+        build's temporary files go to container.dir and the job's $TMPDIR, not $HOME.
+        """
+        input:
+            definition=CONTAINER_DEF,
+        output:
+            image=BUILT_IMAGE,
+        log:
+            WORK / f"logs/build_container/{Path(BUILT_IMAGE).stem}.log",
+        benchmark:
+            WORK / f"benchmarks/build_container/{Path(BUILT_IMAGE).stem}.tsv"
+        localrule: False
+        threads: config["threads"]
+        resources:
+            runtime=360,
+            mem_mb=32000,
+        params:
+            cache=Path(config["container"]["dir"]) / "cache",
+        shell:
+            "export SINGULARITY_CACHEDIR=${{SINGULARITY_CACHEDIR:-{params.cache}}}"
+            " SINGULARITY_TMPDIR=${{SINGULARITY_TMPDIR:-${{TMPDIR:-/tmp}}}};"
+            " mkdir -p $SINGULARITY_CACHEDIR;"
+            " singularity build --fakeroot {output.image} {input.definition} > {log} 2>&1"
