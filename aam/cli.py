@@ -19,6 +19,7 @@ from aam.errors import InputError
 from aam.provenance import provenance_record, write_provenance
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("aam.doctor", "Attention backends and torch stack check, with a recommendation"),
     "stage": ("aam.staging", "Copy inputs into the work area, verified, with a sha256 manifest"),
     "unifrac": ("aam.unifrac.cli", "UniFrac distance matrix from a BIOM table and a newick tree"),
     "tree": ("aam.phylogeny", "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)"),
