@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("aam.commands.predict", "Predict with a fine-tuned model; metrics if truth known"),
     "plot-history": ("aam.commands.plot_history", "Training curves (PNG) from a history.tsv"),
     "lint-def": ("aam.containers", "Check Singularity .def files (header, sections, no aam)"),
+    "validate": ("aam.validation.cli", "Golden-file numeric check: generate, or compare on a device"),
 }
 
 
