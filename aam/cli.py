@@ -29,7 +29,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("aam.commands.predict", "Predict with a fine-tuned model; metrics if truth known"),
     "plot-history": ("aam.commands.plot_history", "Training curves (PNG) from a history.tsv"),
     "lint-def": ("aam.containers", "Check Singularity .def files (header, sections, no aam)"),
-    "validate": ("aam.validation.cli", "Golden-file numeric check: generate, or compare on a device"),
+    "profile": ("aam.profiling.cli", "Kernel table, peak memory and samples/s of a few steps"),
+    "profiling-report": ("aam.profiling.report", "HTML profiling report (kernels, memory, rules)"),
+    "validate": ("aam.validation.cli", "Golden numeric check: generate, or compare on any device"),
 }
 
 

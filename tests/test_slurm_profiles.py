@@ -25,7 +25,7 @@ from slurm_cluster import slurm_cluster  # noqa: E402, F401
 from aam.training.checkpoint import load_checkpoint  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("aam", "workflow", "config", "profiles", "data")
+COPIED = ("aam", "workflow", "config", "profiles", "data", "tests/golden")
 SITE_ENV = {"cosmos": {"AAM_SLURM_PARTITION": "cluster"}, "lumi": {}}
 
 
@@ -84,8 +84,10 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, tmp_path, p
     assert (work / "runs/tiny/predict/predictions.tsv").is_file()
     assert (work / "runs/tiny/predict/metrics.json").is_file()
     jobs = _jobs_by_rule(work)
-    assert set(jobs) == {"unifrac", "pretrain", "finetune", "predict"}, jobs  # + localrules
-    for rule in ("unifrac", "pretrain", "finetune", "predict"):
+    gpu_and_cpu_jobs = {"unifrac", "pretrain", "finetune", "predict", "validate"}
+    assert set(jobs) == gpu_and_cpu_jobs, jobs  # the rest are localrules
+    assert (work / "validation/golden.json").is_file()
+    for rule in sorted(gpu_and_cpu_jobs):
         want = _expected(profile, rule)
         job = slurm_cluster.scontrol_job(jobs[rule][0])
         assert job["Partition"] == want["partition"], (rule, job)

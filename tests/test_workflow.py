@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("aam", "workflow", "config", "profiles", "data")
+COPIED = ("aam", "workflow", "config", "profiles", "data", "tests/golden")
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
              "--configfile", "config/test.yaml"]  # fmt: skip
 TRAINING = {"pretrain", "finetune", "predict", "training_curves", "all"}
@@ -96,9 +96,9 @@ def test_comment_and_formatting_edits_schedule_nothing(copy):
     assert scheduled(copy) == set()
 
 
-def test_model_change_reruns_training_and_prediction_only(copy):
+def test_model_change_reruns_training_prediction_and_validation_only(copy):
     _edit(copy / "aam/models/layers.py", "1.0 / math.sqrt(dim)", "0.5 / math.sqrt(dim)")
-    assert scheduled(copy) == TRAINING
+    assert scheduled(copy) == {*TRAINING, "validate"}
 
 
 def test_prediction_code_change_reruns_predict_only(copy):

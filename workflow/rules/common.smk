@@ -45,7 +45,9 @@ BUILT_IMAGE = None
 IMAGE_INPUT = []
 
 if config["container"]["platform"]:  # rules/container.smk builds the image
-    CONTAINER_DEF = REPO / "containers" / f"{config['container']['platform']}.def"
+    CONTAINER_DEF = Path(
+        os.path.relpath(REPO / "containers" / f"{config['container']['platform']}.def")
+    )
     try:
         _def_problems = lint_def(CONTAINER_DEF)
     except InputError as err:
@@ -149,4 +151,5 @@ def final_outputs():
         *expand(WORK / "runs/{run}/predict/predictions.tsv", run=runs),
         *expand(WORK / "runs/{run}/predict/metrics.json", run=runs),
         *expand(WORK / "runs/{run}/finetune/history.png", run=runs),
+        WORK / "validation/golden.json",
     ]

@@ -1,0 +1,10 @@
+"""Profiling of a training segment: one kernel-stats table (rocprofv3, rocprof v1 or
+torch.profiler), a batch-size x attention-backend sweep (peak memory, samples/s), and an HTML
+report that joins them with Snakemake ``benchmark:`` TSVs.
+
+Modules: ``kernels`` (parsers, categories), ``probe`` (the measured training steps and the
+rocprof command lines), ``cli`` (`aam profile`), ``report`` (HTML; `aam profiling-report`).
+"""
+
+KERNEL_COLUMNS = ("name", "calls", "total_ns", "mean_ns", "pct", "category")
+KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE = "kernel_stats.csv", "memory.json", "throughput.json"

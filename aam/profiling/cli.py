@@ -1,0 +1,145 @@
+"""`aam profile`: kernel table + memory/throughput sweep of a few training steps (the HTML
+page, `aam profiling-report`, is ``aam.profiling.report``: its own entry module, so its code
+fingerprint does not include the model).
+
+`aam profile` on a ROCm build with ``rocprofv3`` (or legacy ``rocprof``) on PATH re-runs
+itself under the tracer with ``--steps-only`` (just the training steps, so tracing covers
+nothing else), reads the tracer's kernel stats into the common schema, then runs the
+memory/throughput sweep untraced. Elsewhere (or with ``--profiler torch``) torch.profiler
+measures the kernels in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from aam.errors import InputError
+
+log = logging.getLogger(__name__)
+MODEL_FLAGS = ("embedding_dim", "attention_heads", "layers", "max_bp", "token_limit")
+PROFILERS = ("auto", "torch", "rocprofv3", "rocprof")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam profile`."""
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
+    parser.add_argument("--unifrac", required=True, type=Path, help="`aam unifrac` matrix")
+    parser.add_argument("--output-dir", required=True, type=Path)
+    parser.add_argument("--steps", type=int, default=3, help="measured training steps")
+    parser.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        default=[8],
+        help="sweep; the first one is used for the kernel table",
+    )
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        choices=["auto", "math", "mem_efficient", "flash"],
+        help="attention backends to compare (default: all on the device)",
+    )
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="fp32")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--threads", type=int, help="CPU threads for torch")
+    parser.add_argument(
+        "--profiler",
+        choices=PROFILERS,
+        default="auto",
+        help="auto: rocprofv3 (then rocprof) on ROCm when on PATH, else torch",
+    )
+    parser.add_argument(
+        "--steps-only",
+        action="store_true",
+        help="internal: only run the steps (the process rocprof traces)",
+    )
+    model = parser.add_argument_group("model (defaults: aam.models.ModelConfig)")
+    model.add_argument("--embedding-dim", type=int)
+    model.add_argument("--attention-heads", type=int)
+    model.add_argument("--layers", type=int, help="transformer layers in every stack")
+    model.add_argument("--max-bp", type=int)
+    model.add_argument("--token-limit", type=int)
+
+
+def run(args: argparse.Namespace) -> None:
+    """`aam profile`: kernel table (rocprof or torch.profiler) + memory/throughput sweep."""
+    run_profile(args)
+
+
+def choose_profiler(
+    requested: str, hip: str | None, which: Callable[[str], str | None] | None = None
+) -> str:
+    """``torch``, ``rocprofv3`` or ``rocprof`` for ``--profiler requested``."""
+    which = which or shutil.which
+    if requested == "auto":
+        if not hip:
+            return "torch"
+        return next((tool for tool in ("rocprofv3", "rocprof") if which(tool)), "torch")
+    if requested != "torch" and not which(requested):
+        raise InputError(f"--profiler {requested}: not on PATH; use --profiler torch")
+    return requested
+
+
+def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[str]:
+    """The command rocprof traces: this profile's steps only, first batch size and backend."""
+    argv = [python, "-m", "aam", "profile", "--steps-only", "--profiler", "torch",
+            "--table", str(args.table), "--unifrac", str(args.unifrac),
+            "--output-dir", str(args.output_dir), "--steps", str(args.steps),
+            "--batch-sizes", str(args.batch_sizes[0]), "--device", args.device,
+            "--precision", args.precision, "--seed", str(args.seed)]  # fmt: skip
+    if args.backends:
+        argv += ["--backends", args.backends[0]]
+    if args.threads:
+        argv += ["--threads", str(args.threads)]
+    for flag in MODEL_FLAGS:
+        if getattr(args, flag) is not None:
+            argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    return argv
+
+
+def run_profile(args: argparse.Namespace) -> None:
+    """`aam profile`: kernel table (rocprof or torch.profiler) + memory/throughput sweep."""
+    import torch
+
+    from aam.profiling import kernels as kern
+    from aam.profiling import probe
+
+    for path in (args.table, args.unifrac):
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+    if args.steps < 1 or min(args.batch_sizes) < 2:
+        raise InputError("--steps must be 1+ and every --batch-sizes 2+ (UniFrac needs pairs)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = {flag: getattr(args, flag) for flag in MODEL_FLAGS}
+    common = dict(device=args.device, precision=args.precision, seed=args.seed, **model)
+    if args.steps_only:
+        backend = args.backends[0] if args.backends else "auto"
+        probe.run_steps_only(args.table, args.unifrac, steps=args.steps,
+                             batch_size=args.batch_sizes[0], backend=backend, **common)  # fmt: skip
+        return
+    tool = choose_profiler(args.profiler, torch.version.hip)
+    table = None
+    if tool != "torch":
+        trace_dir = args.output_dir / "rocprof"
+        build = probe.rocprofv3_command if tool == "rocprofv3" else probe.rocprof_v1_command
+        command = build(trace_dir, child_argv(args))
+        log.info("running %s", " ".join(command))
+        if subprocess.run(command).returncode != 0:
+            raise InputError(f"{tool} failed: {' '.join(command)}")
+        table = kern.read_rocprof_dir(trace_dir)
+    result = probe.profile_training(
+        args.table, args.unifrac, steps=args.steps, batch_sizes=args.batch_sizes,
+        backends=args.backends, kernels=table is None, **common,
+    )  # fmt: skip
+    if table is not None:
+        result.kernels = table
+    for path in probe.write_results(result, args.output_dir):
+        log.info("wrote %s", path)

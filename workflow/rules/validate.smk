@@ -1,0 +1,29 @@
+rule validate:
+    """Golden-file check of the model on this site's device against CPU-made golden files."""
+    input:
+        golden=os.path.relpath(REPO / "tests/golden/golden.pt"),  # relative: a moved checkout reruns nothing
+        image=IMAGE_INPUT,
+    output:
+        report=report(
+            WORK / "validation/golden.json",
+            caption="../report/validation.rst",
+            category="Validation",
+            labels={"file": "golden compare"},
+        ),
+        provenance=WORK / "validation/provenance.json",
+    log:
+        WORK / "logs/validate/validate.log",
+    benchmark:
+        WORK / "benchmarks/validate/validate.tsv"
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    params:
+        code=code("validate"),
+        golden_dir=lambda wc, input: Path(input.golden).parent,
+        device=config["device"],
+    shell:
+        "python -m aam --provenance {output.provenance} validate compare"
+        " --golden {params.golden_dir} --device {params.device} --output {output.report}"
+        " > {log} 2>&1"
