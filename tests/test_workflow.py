@@ -12,13 +12,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 COPIED = ("aam", "workflow", "config", "profiles", "data", "tests/golden")
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
-             "--configfile", "config/test.yaml"]  # fmt: skip
+OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
 TRAINING = {"pretrain", "finetune", "predict", "training_curves", "all"}
 
 
-def _snakemake(cwd: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*SNAKEMAKE, *extra], cwd=cwd, capture_output=True, text=True)
+def _snakemake(cwd: Path, *extra: str, targets=("all",)) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", *targets, *OPTIONS, *extra]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
 
 
 def scheduled(cwd: Path) -> set[str]:
@@ -76,6 +76,16 @@ def test_report_is_produced(copy):
     run = _snakemake(copy, "--report", "report.html")
     assert run.returncode == 0, run.stderr[-3000:]
     assert (copy / "report.html").stat().st_size > 10_000
+
+
+def test_validate_and_profiling_report_targets(copy):
+    run = _snakemake(copy, "--cores", "2", targets=("validate", "profiling_report"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    golden = (copy / "results/test/validation/golden.json").read_text()
+    assert '"status": "pass"' in golden or '"pass"' in golden
+    html = (copy / "results/test/profiling/report.html").read_text()
+    assert html.count("<img") >= 2 and "Top 10 kernels" in html
+    assert "Recommended batch size" in html and "pretrain/tiny" in html
 
 
 def test_nothing_changed_schedules_nothing(copy):

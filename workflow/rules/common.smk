@@ -145,6 +145,20 @@ def encoder_run(wildcards):
     return RUNS[wildcards.run]["encoder_from"] or wildcards.run
 
 
+def benchmark_files(run):
+    """Snakemake benchmark TSVs of every stage of a run (inputs of the profiling report)."""
+    dataset = RUNS[run]["dataset"]
+    return [
+        WORK / f"benchmarks/unifrac/{dataset}.{METRIC}.tsv",
+        *(
+            WORK / f"benchmarks/{rule}/{run}.tsv"
+            for rule in ("pretrain", "finetune", "predict")
+        ),
+        WORK / f"benchmarks/profile/{run}.tsv",
+        WORK / "benchmarks/validate/validate.tsv",
+    ]
+
+
 def final_outputs():
     runs = list(RUNS)
     return [

@@ -1,0 +1,46 @@
+PROFILE_RUN = config["profiling"]["run"] or next(iter(RUNS))
+PROFILED_MODEL = ("embedding_dim", "attention_heads", "layers", "max_bp", "token_limit")
+
+
+rule profile:
+    """A short training segment: kernel table (rocprofv3 on ROCm, torch.profiler elsewhere),
+    peak memory and samples/s over batch sizes and attention backends."""
+    input:
+        table=lambda wc: staged("table.biom", wc),
+        unifrac=lambda wc: WORK / f"unifrac/{RUNS[wc.run]['dataset']}.{METRIC}.h5",
+        image=IMAGE_INPUT,
+    output:
+        kernels=WORK / "profiling/{run}/kernel_stats.csv",
+        memory=WORK / "profiling/{run}/memory.json",
+        throughput=WORK / "profiling/{run}/throughput.json",
+        provenance=WORK / "profiling/{run}/provenance.json",
+    log:
+        WORK / "logs/profile/{run}.log",
+    benchmark:
+        WORK / "benchmarks/profile/{run}.tsv"
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    threads: config["threads"]
+    resources:
+        gpu=0,  # the cluster profiles set it
+    params:
+        code=code("profile"),
+        out_dir=lambda wc, output: Path(output.kernels).parent,
+        options=lambda wc: flags(
+            {
+                "device": config["device"],
+                "steps": config["profiling"]["steps"],
+                "batch_sizes": " ".join(map(str, config["profiling"]["batch_sizes"])),
+                **{
+                    k: v
+                    for k, v in RUNS[wc.run]["model"].items()
+                    if k in PROFILED_MODEL
+                },
+            }
+        ),
+    shell:
+        "python -m aam --provenance {output.provenance} profile --table {input.table}"
+        " --unifrac {input.unifrac} --threads {threads} --output-dir {params.out_dir}"
+        " {params.options} > {log} 2>&1"

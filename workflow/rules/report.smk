@@ -1,0 +1,27 @@
+rule profiling_report:
+    """One HTML page: top kernels, time by category, memory and samples/s per batch size with a
+    recommended batch size, attention backends, and every rule's wall time and peak RSS.
+    """
+    input:
+        profile=WORK / f"profiling/{PROFILE_RUN}/kernel_stats.csv",
+        benchmarks=benchmark_files(PROFILE_RUN),
+    output:
+        report(
+            WORK / "profiling/report.html",
+            caption="../report/profiling.rst",
+            category="Profiling",
+            labels={"file": "profiling report"},
+        ),
+    log:
+        WORK / "logs/profiling_report/report.log",
+    localrule: True
+    conda:
+        CONDA_ENV
+    container:
+        IMAGE
+    params:
+        code=code("profiling-report"),
+        profile_dir=lambda wc, input: Path(input.profile).parent,
+    shell:
+        "python -m aam profiling-report --profile-dir {params.profile_dir}"
+        " --benchmarks {input.benchmarks} --output {output} > {log} 2>&1"
