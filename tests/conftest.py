@@ -4,6 +4,7 @@ from pathlib import Path
 
 import biom
 import pytest
+from slurm_cluster import slurm_cluster  # noqa: F401  (one session-wide SLURM cluster)
 
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.io import write_distance_matrix

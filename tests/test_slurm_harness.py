@@ -1,7 +1,5 @@
 """The local SLURM cluster works with the real Snakemake slurm executor (a GPU job on small-g)."""
 
-# ruff: noqa: F811  (the imported fixture `slurm_cluster` is a test argument)
-
 import os
 import subprocess
 import sys
@@ -11,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import slurm_cluster as harness  # noqa: E402
-from slurm_cluster import PARTITIONS, slurm_cluster  # noqa: E402, F401
+from slurm_cluster import PARTITIONS  # noqa: E402
 
 SNAKEFILE = textwrap.dedent(
     """

@@ -6,7 +6,6 @@ Test overlay (what this machine cannot have): config/test.yaml instead of the si
 (tiny model, no container: there is no Singularity here), squeue for job status (no slurmdbd),
 short status intervals, and a site-sized node declared in slurm.conf.
 """
-# ruff: noqa: F811
 
 import os
 import re
@@ -18,9 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).parent))
-from slurm_cluster import slurm_cluster  # noqa: E402, F401
 
 from aam.training.checkpoint import load_checkpoint  # noqa: E402
 
