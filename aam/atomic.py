@@ -3,10 +3,46 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from aam.errors import InputError
+
+
+def check_output_path(path: str | os.PathLike[str], what: str = "output") -> Path:
+    """Fail before any work if ``path`` cannot be written: it is a directory, or its directory
+    cannot be created or written to. Creates the parent directory."""
+    target = Path(path)
+    if target.is_dir():
+        raise InputError(f"{target}: {what} path is a directory; give a file name")
+    check_output_dir(target.parent, what)
+    return target
+
+
+def check_output_dir(path: str | os.PathLike[str], what: str = "output") -> Path:
+    """Create ``path`` (a directory) if needed and fail before any work if it is not writable."""
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(
+            f"{directory}: {what} directory is an existing file; choose another location"
+        ) from None
+    except OSError as err:
+        raise InputError(
+            f"{directory}: cannot create the {what} directory ({err.strerror}); "
+            "choose a writable location"
+        ) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{directory}: {what} directory is not writable; choose a writable location"
+        )
+    return directory
 
 
 @contextlib.contextmanager
@@ -16,8 +52,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     The temporary file is fsynced before the rename and removed if the body raises, so a
     failed or interrupted run never leaves a partial file under the final name.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = check_output_path(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -31,3 +66,22 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, +-inf) replaced by None (JSON ``null``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def write_json(path: str | os.PathLike[str], data: Any, **dumps_options: Any) -> None:
+    """Write ``data`` atomically as strict JSON: non-finite floats become ``null``, never
+    the bare ``NaN``/``Infinity`` that other JSON readers reject."""
+    text = json.dumps(json_safe(data), indent=2, allow_nan=False, **dumps_options)
+    with atomic_output(path) as tmp:
+        tmp.write_text(text + "\n")

@@ -15,7 +15,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from aam.errors import InputError
+from aam.errors import EXIT_INPUT, EXIT_NON_FINITE, InputError, NonFiniteError
 from aam.provenance import provenance_record, write_provenance
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -49,6 +49,17 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _os_error_line(err: OSError) -> str:
+    """One line for a file-system error on a user-given path: the path, the reason, the fix."""
+    fix = {
+        "PermissionError": "check the permissions or choose another location",
+        "IsADirectoryError": "give a file name, not a directory",
+        "NotADirectoryError": "a parent of the path is a file; fix the path",
+        "FileNotFoundError": "check the path",
+    }.get(type(err).__name__, "check the path and the file system (space, quota, mounts)")
+    return f"{err.filename}: {err.strerror or err}; {fix}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one `aam` command; bad input exits 2 with a one-line message.
 
@@ -75,7 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         module.run(args)
     except InputError as err:
         print(f"aam {name}: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_INPUT
+    except NonFiniteError as err:
+        print(f"aam {name}: error: {err}", file=sys.stderr)
+        return EXIT_NON_FINITE
+    except OSError as err:
+        if err.filename is None:  # not about a path the user gave: a bug, keep the traceback
+            raise
+        print(f"aam {name}: error: {_os_error_line(err)}", file=sys.stderr)
+        return EXIT_INPUT
     if provenance is not None and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0
         record = provenance_record(argv, COMMANDS[name][0], started)
         write_provenance(provenance, record)
