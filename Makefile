@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist workers for `make test` (tests that share a SLURM cluster or a DAG run stay on
+# one worker: xdist_group marks, --dist loadgroup in pyproject.toml).
+TEST_WORKERS ?= 2
 
 .PHONY: demo test lint venv clean
 
@@ -23,7 +26,7 @@ demo: $(STAMP)
 	@echo "report: results/workflow/report.html"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check aam tests benchmarks

@@ -1,9 +1,15 @@
-"""Shared fixtures: the bundled demo data (real oral microbiome samples)."""
+"""Shared fixtures: the bundled demo data (real oral microbiome samples), one SLURM cluster,
+and a guard that fails the suite if the tests changed the checkout they run from."""
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import biom
+import checkout
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from slurm_cluster import slurm_cluster  # noqa: F401  (one session-wide SLURM cluster)
 
 from aam.unifrac.engines import compute_unifrac
@@ -12,6 +18,42 @@ from aam.unifrac.tree import load_tree
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "demo"
+BEFORE = pytest.StashKey[checkout.Snapshot]()
+
+# Hypothesis writes nothing into the checkout (no .hypothesis/): no example database (failing
+# examples are printed), and its caches go to a temporary directory.
+settings.register_profile("aam", database=None, print_blob=True)
+settings.load_profile("aam")
+HYPOTHESIS_HOME = Path(tempfile.mkdtemp(prefix="aam-hypothesis-"))
+set_hypothesis_home_dir(HYPOTHESIS_HOME)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller, not an xdist worker
+        session.config.stash[BEFORE] = checkout.snapshot()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(HYPOTHESIS_HOME, ignore_errors=True)
+    before = session.config.stash.get(BEFORE, None)
+    if before is None:
+        return
+    changed = checkout.changes(before, checkout.snapshot())
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = "\n  ".join(changed[:20])
+        message = (
+            f"the tests changed the checkout {checkout.REPO} ({len(changed)} paths):\n  {lines}"
+        )
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def checkout_copy(tmp_path_factory) -> Path:
+    """A copy of the checkout's workflow parts, for dry runs and lint (tests must not write)."""
+    return checkout.copy_checkout(tmp_path_factory.mktemp("checkout") / "repo")
 
 
 @pytest.fixture(scope="session")

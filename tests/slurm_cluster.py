@@ -207,6 +207,9 @@ def render_slurm_conf(
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",
         "SchedulerType=sched/backfill",
+        # Test cluster only: look at pending jobs every 1-2 s, not every 30-60 s (the defaults),
+        # so a job waiting for a whole-node (EXCLUSIVE) partition starts as soon as it can.
+        "SchedulerParameters=bf_interval=1,sched_interval=2",
         "SwitchType=switch/none",
         "MpiDefault=none",
         "MailProg=/bin/true",

@@ -4,13 +4,13 @@ image names, and the workflow's build_container rule (dry runs and a stub `singu
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from checkout import copy_checkout
 
 from aam.cli import main
 from aam.containers import (
@@ -448,9 +448,7 @@ cp "$4" "$3"
 
 @pytest.fixture
 def workflow_copy(tmp_path) -> Path:
-    root = tmp_path / "repo"
-    for name in ("aam", "workflow", "config", "data", "containers"):
-        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    root = copy_checkout(tmp_path / "repo", ("aam", "workflow", "config", "data", "containers"))
     (root / "workflow/Snakefile.images").write_text(SNAKEFILE)
     stub = tmp_path / "bin/singularity"
     stub.parent.mkdir()

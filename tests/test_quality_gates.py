@@ -1,4 +1,5 @@
-"""Lint gates: ruff, snakefmt, `snakemake --lint`, and a dry run of every profile."""
+"""Lint gates: ruff, snakefmt, `snakemake --lint`, and a dry run of every profile. The linters
+read the checkout and write nothing (ruff --no-cache); Snakemake runs on a copy."""
 
 import os
 import subprocess
@@ -12,15 +13,15 @@ BIN = Path(sys.executable).parent
 PROFILES = sorted(p.name for p in (REPO / "profiles").iterdir() if p.is_dir())
 
 
-def _run(*cmd: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
+def _run(*cmd: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
 
 
 @pytest.mark.parametrize(
     "cmd",
     [
-        ("ruff", "check", "aam", "tests", "benchmarks"),
-        ("ruff", "format", "--check", "aam", "tests", "benchmarks"),
+        ("ruff", "check", "--no-cache", "aam", "tests", "benchmarks"),
+        ("ruff", "format", "--check", "--no-cache", "aam", "tests", "benchmarks"),
         ("snakefmt", "--check", "workflow"),
     ],
     ids=["ruff", "ruff-format", "snakefmt"],
@@ -30,8 +31,9 @@ def test_linters_pass(cmd):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
-def test_snakemake_lint_has_no_findings():
-    run = _run(sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--lint")
+def test_snakemake_lint_has_no_findings(checkout_copy):
+    run = _run(sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--lint",
+               cwd=checkout_copy)  # fmt: skip
     assert run.returncode == 0 and "Congratulations" in run.stdout + run.stderr, run.stdout
 
 
@@ -39,7 +41,7 @@ SITE_ENV = {"AAM_SLURM_ACCOUNT": "project_0", "AAM_SLURM_PARTITION": "gpu"}
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_every_profile_dry_runs(profile, tmp_path):
+def test_every_profile_dry_runs(profile, tmp_path, checkout_copy):
     # No Singularity here: Snakemake only asks `apptainer --version` while planning a dry run.
     shim = tmp_path / "bin" / "apptainer"
     shim.parent.mkdir()
@@ -48,7 +50,8 @@ def test_every_profile_dry_runs(profile, tmp_path):
     path = f"{shim.parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, **SITE_ENV, "AAM_WORKDIR": str(tmp_path), "PATH": path}
     run = _run(sys.executable, "-m", "snakemake", "all", "--profile", f"profiles/{profile}",
-               "--dry-run", env=env)  # fmt: skip
+               "--dry-run", "--config", f"workdir={tmp_path / 'work'}", cwd=checkout_copy,
+               env=env)  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "pretrain" in run.stdout and "predict" in run.stdout
     if profile != "local":  # stages run in the content-addressed image the workflow builds
@@ -57,9 +60,9 @@ def test_every_profile_dry_runs(profile, tmp_path):
 
 
 @pytest.mark.parametrize("profile", ["cosmos", "lumi"])
-def test_site_profiles_name_unset_environment_variables(profile):
+def test_site_profiles_name_unset_environment_variables(profile, checkout_copy):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAM_")}
     run = _run(sys.executable, "-m", "snakemake", "all", "--profile", f"profiles/{profile}",
-               "--dry-run", env=env)  # fmt: skip
+               "--dry-run", cwd=checkout_copy, env=env)  # fmt: skip
     assert run.returncode != 0
     assert "AAM_SLURM_ACCOUNT" in run.stdout + run.stderr

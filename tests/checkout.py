@@ -1,0 +1,47 @@
+"""The checkout under test: copies of it for workflow runs, and a snapshot of its files so the
+suite can prove it left a user's checkout (their `results/`, `.snakemake/`, edits) untouched."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# What a workflow run needs: the package, the workflow, configs, profiles, data, golden files.
+WORKFLOW_PARTS = ("aam", "workflow", "config", "profiles", "data", "containers", "tests/golden")
+# Not the user's state: tool installs and interpreter caches (pytest's own cache is disabled in
+# pyproject.toml, hypothesis keeps no database, ruff runs with --no-cache).
+IGNORED_DIRS = {".git", ".venv", "__pycache__"}
+
+Snapshot = dict[str, tuple[int, int]]
+
+
+def copy_checkout(target: Path, parts: tuple[str, ...] = WORKFLOW_PARTS) -> Path:
+    """Copy ``parts`` of the checkout to ``target`` (no caches, no results); return ``target``."""
+    for name in parts:
+        shutil.copytree(REPO / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def snapshot(root: Path = REPO) -> Snapshot:
+    """(mtime_ns, size) of every file under ``root`` and (0, 0) for every directory (their
+    mtimes change when Python writes a ``__pycache__``), except ``IGNORED_DIRS``."""
+    found: Snapshot = {}
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = [d for d in subdirs if d not in IGNORED_DIRS and not d.endswith(".egg-info")]
+        for name in subdirs:
+            found[os.path.relpath(os.path.join(directory, name), root)] = (0, 0)
+        for name in files:
+            path = os.path.join(directory, name)
+            info = os.lstat(path)
+            found[os.path.relpath(path, root)] = (info.st_mtime_ns, info.st_size)
+    return found
+
+
+def changes(before: Snapshot, after: Snapshot) -> list[str]:
+    """Paths created, removed or modified between two snapshots, sorted."""
+    created = [f"created {p}" for p in after.keys() - before.keys()]
+    removed = [f"removed {p}" for p in before.keys() - after.keys()]
+    modified = [f"modified {p}" for p in before.keys() & after.keys() if before[p] != after[p]]
+    return sorted(created + removed + modified, key=lambda line: line.split(" ", 1)[1])
