@@ -8,7 +8,6 @@ measures its peak memory, checks torch.compile, and ends with one recommendation
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from aam.atomic import atomic_output
+from aam.atomic import check_output_path, write_json
 from aam.training.device import resolve_device
 
 BACKENDS = {"math": SDPBackend.MATH, "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -133,6 +132,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Print the diagnosis (and write it as JSON)."""
+    if args.output:
+        check_output_path(args.output, "report")
     report = diagnose(resolve_device(args.device))
     print(f"torch {report['torch']}  rocm {report['rocm']}  cuda {report['cuda']}  "
           f"device {report['device_name']} {report['arch'] or ''}")  # fmt: skip
@@ -144,5 +145,4 @@ def run(args: argparse.Namespace) -> None:
     print(f"torch.compile: {report['compile']}")
     print(f"recommendation: {report['recommendation']}")
     if args.output:
-        with atomic_output(args.output) as tmp:
-            tmp.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.output, report)

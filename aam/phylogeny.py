@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aam.atomic import atomic_output
+from aam.data.outputs import check_output_file
 from aam.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 # IUPAC nucleotide codes (plus U); any case. Gaps are not allowed: ASVs are unaligned.
 _NUCLEOTIDES = re.compile(r"[ACGTURYSWKMBDHVN]+", re.IGNORECASE)
 _MIN_SEQUENCES = 3  # FastTree's 2-tip tree cannot be midpoint-rooted into a bifurcation.
+NEWICK_SUFFIXES = (".nwk", ".newick", ".tre", ".tree")
+FASTA_SUFFIXES = (".fasta", ".fa", ".fna", ".aln")
 _INSTALL_HINT = (
     "install it with `apt-get install {pkg}` on Debian/Ubuntu, "
     "or `conda install -c bioconda mafft fasttree`"
@@ -44,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         required=True,
         type=Path,
-        help="newick tree to write; tip names are the sequences",
+        help=f"newick tree to write ({', '.join(NEWICK_SUFFIXES)}); tip names are the sequences",
     )
     parser.add_argument(
         "--threads", type=_positive_int, default=1, help="threads for MAFFT (default: 1)"
@@ -54,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="PATH",
-        help="also write the MAFFT alignment (FASTA, headers are the sequences)",
+        help=f"also write the MAFFT alignment (FASTA: {', '.join(FASTA_SUFFIXES)}); headers are "
+        "the sequences",
     )
 
 
@@ -209,6 +213,10 @@ def build_tree(sequences: Sequence[str], workdir: Path, threads: int = 1):
 
 
 def run(args: argparse.Namespace) -> None:
+    """Build the tree; output names and locations are checked before any work."""
+    check_output_file(args.output, NEWICK_SUFFIXES, "tree")
+    if args.keep_alignment is not None:
+        check_output_file(args.keep_alignment, FASTA_SUFFIXES, "alignment")
     total = time.perf_counter()
     start = time.perf_counter()
     sequences = read_sequences(args.table)

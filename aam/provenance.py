@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import os
 import platform
 import socket
@@ -141,7 +140,6 @@ def provenance_record(argv: list[str], entry: str, started: datetime) -> dict:
 
 def write_provenance(path: Path, record: dict) -> None:
     """Write ``record`` as JSON atomically."""
-    from aam.atomic import atomic_output
+    from aam.atomic import write_json
 
-    with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
+    write_json(path, record)

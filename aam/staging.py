@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from aam.atomic import atomic_output
+from aam.atomic import atomic_output, check_output_dir, check_output_path
 from aam.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Stage every --file and write the manifest (default OUTPUT_DIR/manifest.sha256)."""
+    """Stage every --file and write the manifest (default OUTPUT_DIR/manifest.sha256); the
+    output locations are checked before any copying."""
+    check_output_dir(args.output_dir, "staging")
+    check_output_path(args.output_dir / args.manifest, "manifest")
     pairs = []
     for item in args.file:
         name, sep, path = item.partition("=")
         if not sep or not name or "/" in name:
             raise InputError(f"--file {item}: expected NAME=PATH with a plain file NAME")
+        check_output_path(args.output_dir / name, "staged file")
         pairs.append((name, Path(path)))
     lines = [f"{stage_file(path, args.output_dir / name)}  {name}" for name, path in pairs]
     with atomic_output(args.output_dir / args.manifest) as tmp:

@@ -17,7 +17,9 @@ from aam.training.checkpoint import (
     checkpoint_paths,
     load_checkpoint,
     previous_path,
+    remove_stale_temporaries,
     restore_rng_state,
+    resume_checkpoint,
     save_checkpoint,
 )
 from aam.training.preemption import PreemptionFlag
@@ -118,6 +120,41 @@ def test_both_corrupt_raises_input_error(tmp_path):
     message = str(info.value)
     assert str(latest) in message and str(previous_path(latest)) in message
     assert "delete" in message and "\n" not in message
+
+
+def test_fallback_keeps_the_good_previous_file_through_the_next_save(tmp_path, caplog):
+    latest = tmp_path / "latest.pt"
+    save_checkpoint(latest, {"step": 1})
+    save_checkpoint(latest, {"step": 2})
+    corrupt = latest.read_bytes()[:40]
+    latest.write_bytes(corrupt)
+    with caplog.at_level(logging.WARNING, logger="aam.training.checkpoint"):
+        state, used = resume_checkpoint(latest)
+    assert state == {"step": 1} and used == previous_path(latest)
+    assert not latest.exists()
+    assert (tmp_path / "latest.pt.corrupt").read_bytes() == corrupt
+    assert any("latest.pt.corrupt" in r.getMessage() for r in caplog.records)
+    save_checkpoint(latest, {"step": 3})  # nothing unusable is rotated onto latest.prev.pt
+    assert load_checkpoint(latest) == {"step": 3}
+    assert torch.load(previous_path(latest), weights_only=True) == {"step": 1}
+
+
+def test_resume_without_fallback_reports_latest_and_moves_nothing(tmp_path):
+    latest = tmp_path / "latest.pt"
+    assert resume_checkpoint(latest) == (None, latest)
+    save_checkpoint(latest, {"step": 1})
+    assert resume_checkpoint(latest) == ({"step": 1}, latest)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.pt"]
+
+
+def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
+    stale = [tmp_path / ".latest.pt.4242.tmp", tmp_path / ".best.pt.k2j_x9a1.tmp"]
+    kept = [tmp_path / "latest.pt", tmp_path / ".other.pt.1.tmp", tmp_path / "latest.pt.tmp"]
+    for path in stale + kept:
+        path.write_bytes(b"x")
+    assert sorted(remove_stale_temporaries(tmp_path, ("latest.pt", "best.pt"))) == sorted(stale)
+    assert sorted(tmp_path.iterdir()) == sorted(kept)
+    assert remove_stale_temporaries(tmp_path / "missing", ("latest.pt",)) == []
 
 
 def test_non_dict_checkpoint_is_unusable(tmp_path):

@@ -7,12 +7,15 @@ line on stderr, exit status 2, and leave no outputs behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import biom
@@ -496,7 +499,8 @@ def test_best_metric_not_measured(micro, tmp_path, capsys):
 
 def test_train_rerun_with_another_target_does_not_resume(micro, tmp_path, capsys):
     table, _ = micro
-    metadata = write_metadata(tmp_path / "two.tsv", micro_metadata().assign(bmi=30.0))
+    bmi = np.linspace(18.0, 35.0, 12)
+    metadata = write_metadata(tmp_path / "two.tsv", micro_metadata().assign(bmi=bmi))
     out = tmp_path / "out"
     assert micro_train(table, metadata, out) == 0
     before = (out / "model.pt").read_bytes()
@@ -569,3 +573,105 @@ def test_error_exit_status_of_the_real_command(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("aam predict: error: ")
     assert "model not found" in proc.stderr and not out.exists()
+
+
+# --------------------------------------------------------------------------- checkpoints, outputs
+
+
+def test_resume_falls_back_to_the_previous_checkpoint_and_keeps_it(micro, tmp_path, caplog):
+    table, metadata = micro
+    out = tmp_path / "out"
+    assert micro_train(table, metadata, out, "--epochs", "2") == 0
+    latest, previous = out / "checkpoints" / "latest.pt", out / "checkpoints" / "latest.prev.pt"
+    corrupt = latest.read_bytes()[:100]
+    latest.write_bytes(corrupt)
+    caplog.set_level(logging.INFO)
+    assert micro_train(table, metadata, out, "--epochs", "2") == 0  # epoch 2 again, from prev
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(re.search(r"resumed from .*latest\.prev\.pt at epoch 2", m) for m in messages)
+    assert torch.load(previous, weights_only=True)["epoch"] == 1  # the good file survived a save
+    assert torch.load(latest, weights_only=True)["epoch"] == 2
+    assert (latest.parent / "latest.pt.corrupt").read_bytes() == corrupt
+
+
+def test_a_start_removes_temporary_files_of_killed_runs(micro, tmp_path):
+    table, metadata = micro
+    out = tmp_path / "out"
+    checkpoints = out / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    stale = [checkpoints / ".latest.pt.4242.tmp", checkpoints / ".best.pt.4242.tmp",
+             out / ".model.pt.k2j_x9a1.tmp", out / ".history.tsv.abcdefgh.tmp"]  # fmt: skip
+    unrelated = [out / ".notes.txt.abcdefgh.tmp", out / "model.pt.tmp"]
+    for path in stale + unrelated:
+        path.write_bytes(b"partial")
+    assert micro_train(table, metadata, out) == 0
+    assert not [p for p in stale if p.exists()]
+    assert all(p.read_bytes() == b"partial" for p in unrelated)
+
+
+def test_output_dir_that_is_a_file_fails_before_training(micro, tmp_path, capsys):
+    table, metadata = micro
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    checkpoints = tmp_path / "checkpoints"
+    rc = micro_train(table, metadata, blocker, "--checkpoint-dir", checkpoints)
+    assert_failed(rc, capsys, "train", checkpoints, str(blocker), "existing file")
+    rc = micro_train(table, metadata, blocker / "out", "--checkpoint-dir", checkpoints)
+    assert_failed(rc, capsys, "train", checkpoints, str(blocker / "out"), "Not a directory")
+    assert not checkpoints.exists()  # no epoch was trained
+
+
+@contextlib.contextmanager
+def read_only_dir(path: Path) -> Iterator[Path]:
+    """``path`` as a directory nobody may write to: mode 0500 for a normal user; for root (who
+    writes through any mode) a read-only tmpfs mounted there, as a read-only file system."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o500)
+        try:
+            yield path
+        finally:
+            path.chmod(0o700)
+        return
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+def test_read_only_output_dir_fails_before_training(micro, tmp_path, capsys):
+    table, metadata = micro
+    with read_only_dir(tmp_path / "read-only") as out:
+        rc = micro_train(table, metadata, out)
+        assert_failed(rc, capsys, "train", out, str(out), "not writable")
+
+
+def test_predict_with_a_truncated_model_file(micro, tmp_path, capsys):
+    table, metadata = micro
+    assert micro_train(table, metadata, tmp_path / "train") == 0
+    truncated = tmp_path / "truncated.pt"
+    data = (tmp_path / "train" / "model.pt").read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out"
+    rc = aam("predict", "--model", truncated, "--table", table, "--output-dir", out)
+    assert_failed(rc, capsys, "predict", out, str(truncated), "unreadable model file")
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe\x00garbage\x00", b"a,b\n1,2\n"])
+def test_plot_history_of_a_damaged_history(tmp_path, capsys, content):
+    history = tmp_path / "history.tsv"
+    history.write_bytes(content)
+    out = tmp_path / "plots" / "history.png"
+    rc = aam("plot-history", "--history", history, "--output", out)
+    assert_failed(rc, capsys, "plot-history", out.parent, str(history))
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe\x00garbage\x00"])
+def test_train_with_a_damaged_split_file(micro, tmp_path, capsys, content):
+    table, metadata = micro
+    split = tmp_path / "split.tsv"
+    split.write_bytes(content)
+    out = tmp_path / "out"
+    rc = micro_train(table, metadata, out, "--split", split)
+    assert_failed(rc, capsys, "train", out, str(split), "not a split table")

@@ -142,3 +142,19 @@ def test_all_rows_wider_than_header(tmp_path):
 def test_rows_narrower_than_header(tmp_path):
     df = load_metadata(write(tmp_path, "id\tage\tsite\na\t1\n"))
     assert df.loc["a", "age"] == 1 and pd.isna(df.loc["a", "site"])
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\x0c", "\x85", "\x1e"])
+def test_unicode_line_separators_keep_every_row(tmp_path, separator):
+    # Before: str.splitlines() split the comment in two, the header was looked for one line
+    # too late, and pandas then skipped sample a.
+    text = f"# exported{separator}# by hand\nid\tage\na\t1\nb\t2\n"
+    path = tmp_path / "m.tsv"
+    path.write_text(text, encoding="utf-8", newline="")
+    assert list(load_metadata(path).index) == ["a", "b"]
+
+
+@pytest.mark.parametrize("text", ["id\tage\n", "id\tage\n\n\n"])
+def test_header_without_rows(tmp_path, text):
+    message = one_line_error(load_metadata, write(tmp_path, text, "h.tsv"))
+    assert message.endswith("h.tsv: metadata has no sample rows; add one row per sample")

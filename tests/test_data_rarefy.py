@@ -73,3 +73,24 @@ def test_no_sample_reaches_depth():
 def test_depth_must_be_positive(depth):
     with pytest.raises(InputError, match="--rarefy-depth must be a positive"):
         rarefy(small_table(), depth, seed=0)
+
+
+def one_line_error(func, *args, **kwargs) -> str:
+    with pytest.raises(InputError) as info:
+        func(*args, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_fractional_counts_cannot_be_rarefied():
+    # Before: biom truncated them to whole reads, silently (here: an empty table).
+    table = biom.Table(np.array([[1.5, 0], [2.7, 3]]), ["o1", "o2"], ["s1", "s2"])
+    message = one_line_error(rarefy, table, 4, seed=1)
+    assert message.startswith("--rarefy-depth 4: rarefaction draws whole reads, but 2 counts")
+    assert "(e.g. 1.5)" in message and "drop --rarefy-depth" in message
+
+
+def test_counts_beyond_int64_cannot_be_rarefied():
+    table = biom.Table(np.array([[2.0**62, 1], [2.0**62, 3]]), ["o1", "o2"], ["s1", "s2"])
+    assert "a sample has 9.22e+18 reads" in one_line_error(rarefy, table, 4, seed=1)

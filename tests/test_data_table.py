@@ -106,3 +106,39 @@ def test_duplicate_ids_json(tmp_path, axis, key):
     path = tmp_path / "dup.json"
     path.write_text(json.dumps(doc))
     assert f"duplicate {axis} IDs" in one_line_error(path)
+
+
+@pytest.mark.parametrize(  # BIOM JSON cannot hold NaN or infinity
+    "bad,writer",
+    [(np.nan, write_hdf5), (np.inf, write_hdf5), (-np.inf, write_hdf5), (-2.0, write_hdf5),
+     (-2.0, write_json)],
+)  # fmt: skip
+def test_counts_must_be_finite_and_non_negative(tmp_path, bad, writer):
+    data = np.array([[5, 0, 1], [0, bad, 2]])
+    path = writer(biom.Table(data, ["ACGT", "GGTA"], ["10317.1", "s2", "s3"]), tmp_path / "t.biom")
+    message = one_line_error(path)
+    assert message == (
+        f"{path}: 1 count(s) are NaN, infinite or negative (e.g. {bad} for ASV GGTA in sample "
+        "s2); counts must be finite and >= 0: fix them or rebuild the table from the read counts"
+    )
+
+
+def test_bad_counts_are_counted(tmp_path):
+    data = np.array([[-1, 0, np.nan], [0, -3, 2]])
+    path = write_hdf5(biom.Table(data, ["ACGT", "GGTA"], ["a", "b", "c"]), tmp_path / "t.biom")
+    assert "3 count(s) are NaN, infinite or negative (e.g. -1.0 for ASV ACGT in sample a)" in (
+        one_line_error(path)
+    )
+
+
+def test_counts_whose_sum_overflows(tmp_path):
+    data = np.array([[1e308, 1], [1e308, 2]])
+    path = write_hdf5(biom.Table(data, ["ACGT", "GGTA"], ["deep", "s2"]), tmp_path / "t.biom")
+    message = one_line_error(path)
+    assert "the counts sum past the float64 range (largest sample: deep)" in message
+
+
+def test_fractional_counts_are_fine(tmp_path):
+    data = np.array([[0.5, 0, 1e-3], [0, 2.25, 1e300]])
+    path = write_hdf5(biom.Table(data, ["ACGT", "GGTA"], ["a", "b", "c"]), tmp_path / "t.biom")
+    np.testing.assert_array_equal(load_table(path).matrix_data.toarray(), data)

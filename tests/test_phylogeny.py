@@ -211,3 +211,29 @@ def test_tool_failure_is_one_line_with_last_stderr_line(tmp_path):
 def test_threads_must_be_positive():
     with pytest.raises(SystemExit):
         _parse(["--table", "t.biom", "--output", "o.nwk", "--threads", "0"])
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "what"),
+    [("--output", "tree.csv", "tree"), ("--keep-alignment", "aligned.txt", "alignment")],
+)
+def test_unknown_output_extension_is_refused_before_any_work(
+    tmp_path, capsys, monkeypatch, option, name, what
+):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # the tools are never looked for
+    argv = ["tree", "--table", str(tmp_path / "absent.biom"), "--output", str(tmp_path / "t.nwk")]
+    status = main([*argv, option, str(tmp_path / name)])
+    assert status == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"{tmp_path / name}: unsupported {what} file name (extension" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_parent_is_a_file(tmp_path, capsys):
+    (tmp_path / "results").write_text("a file\n")
+    out = tmp_path / "results" / "tree.nwk"
+    assert main(["tree", "--table", str(tmp_path / "absent.biom"), "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"{tmp_path / 'results'}: tree directory is an existing file; "
+                        "choose another location")  # fmt: skip

@@ -60,3 +60,25 @@ def test_args_point_at_scratch_copies_only_while_reading(work_area, tmp_path):
         assert args.table.parent.parent.parent == tmp_path and args.split is None
         assert args.table.is_file()
     assert args.table == work_area / "table.biom"
+
+
+@pytest.mark.parametrize(
+    ("output_dir", "extra", "message"),
+    [
+        ("a_file", [], "a_file: staging directory is an existing file; choose another location"),
+        ("work", ["--manifest", "sub"], "sub: manifest path is a directory; give a file name"),
+        ("work", [], "table.biom: staged file path is a directory; give a file name"),
+    ],
+)
+def test_output_locations_are_checked_before_copying(
+    tmp_path, demo_dir, capsys, output_dir, extra, message
+):
+    (tmp_path / "a_file").write_text("not a directory\n")
+    (tmp_path / "work" / "sub").mkdir(parents=True)
+    (tmp_path / "work" / "table.biom").mkdir()
+    argv = ["stage", "--output-dir", str(tmp_path / output_dir), *extra]
+    files = ["--file", f"metadata.tsv={demo_dir / 'metadata.tsv'}"]
+    assert main([*argv, *files, "--file", f"table.biom={demo_dir / 'table.biom'}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.strip().endswith(message), err
+    assert not (tmp_path / "work" / "metadata.tsv").exists()  # nothing copied

@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 from biom.util import biom_open
 
+from aam.cli import main
 from aam.data.split import write_split
 from aam.errors import InputError
 from aam.training.study import load_study
+from aam.unifrac.io import write_distance_matrix
 
 ASVS = ["ACGTACGTAC", "CCGGTTAAGG", "TTTTAAAACC", "GAGAGACTCT"]
 
@@ -78,3 +80,49 @@ def test_split_without_target_keeps_the_strict_check(tmp_path):
     split = _split(tmp_path, ["s0", "s2", "s3", "s5"])
     with pytest.raises(InputError, match="lacks 2 ID"):
         load_study(table, max_bp=10, metadata_path=metadata, split_path=split)
+
+
+def test_truncated_unifrac_matrix_is_one_line(tmp_path):
+    table, _ = _inputs(tmp_path, AGES, SITES)
+    unifrac = tmp_path / "unifrac.h5"
+    ids = [f"s{k}" for k in range(len(AGES))]
+    write_distance_matrix(unifrac, ids, np.ones((len(ids), len(ids))) - np.eye(len(ids)))
+    unifrac.write_bytes(unifrac.read_bytes()[: unifrac.stat().st_size // 2])
+    with pytest.raises(InputError) as info:
+        load_study(table, max_bp=10, unifrac_path=unifrac)
+    assert str(info.value).startswith(f"{unifrac}: corrupt or truncated HDF5 file")
+    assert "\n" not in str(info.value)
+
+
+# --- `aam split`: the output is checked before the inputs are read ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("split.csv", "split.csv: unsupported split file name (extension '.csv'); "
+                      "name it one of *.tsv, *.txt"),
+        ("is_a_dir", "is_a_dir: unsupported split file name (no extension)"),
+        ("a_file/split.tsv", "a_file: split directory is an existing file; "
+                             "choose another location"),
+    ],
+)  # fmt: skip
+def test_split_output_is_checked_first(tmp_path, capsys, name, message):
+    (tmp_path / "a_file").write_text("not a directory\n")
+    (tmp_path / "is_a_dir").mkdir()
+    argv = ["split", "--table", str(tmp_path / "absent.biom"), "--output", str(tmp_path / name)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "is_a_dir"]
+
+
+def test_split_output_that_is_a_directory(tmp_path, capsys):
+    (tmp_path / "split.tsv").mkdir()
+    argv = ["split", "--table", str(tmp_path / "absent.biom"), "--output"]
+    assert main([*argv, str(tmp_path / "split.tsv")]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("split.tsv: split path is a directory; give a file name")
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -146,6 +147,15 @@ BAD_INPUTS = {
     "empty_newick": (GOOD_TABLE, None, "", "tree", "not a readable newick tree"),
     "garbage_newick": (GOOD_TABLE, None, b"\x89PNG\r\n\x1a\n\x00garbage", "tree",
                        "not a readable newick tree"),
+    # Before: NaN counts gave NaN distances, negative ones plausible numbers, lengthless trees
+    # an all-zero matrix; all with exit 0.
+    "nan_count": ({**GOOD_TABLE, "C": [0, float("nan"), 1]}, None, TREE, "table",
+                  "1 count(s) are NaN, infinite or negative (e.g. nan for ASV C in sample s2)"),
+    "negative_count": ({**GOOD_TABLE, "B": [2, -1, 0], "D": [-3, 0, 2]}, None, TREE, "table",
+                       "2 count(s) are NaN, infinite or negative (e.g. -1.0 for ASV B in sample "
+                       "s2)"),
+    "no_lengths": (GOOD_TABLE, None, "((A,B),(C,D));", "tree",
+                   "6 branch(es) lack a finite length >= 0 (e.g. no length above tip A)"),
 }  # fmt: skip
 
 
@@ -172,6 +182,69 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, case):
     assert phrase in line
     assert list(out.iterdir()) == []  # no output, no leftover temporary file
     assert sorted(p.name for p in inputs.iterdir()) == ["table.biom", "tree.nwk"]
+
+
+def test_tree_without_lengths_skbio_engine(tmp_path, small_inputs, capsys):
+    table_path, tree_path = small_inputs
+    tree_path.write_text("((A,B),(C,D));")
+    out = tmp_path / "u.h5"
+    code = unifrac(
+        "--table", table_path, "--tree", tree_path, "--metric", "unweighted", "--output", out,
+        "--engine", "skbio",
+    )  # fmt: skip
+    assert code == 2
+    assert f"{tree_path}: 6 branch(es) lack a finite length >= 0" in error_line(capsys)
+    assert not out.exists()
+
+
+@pytest.fixture
+def inputs_never_read(monkeypatch):
+    """Output checks must come first: reading the table fails the test."""
+
+    def fail(path):
+        raise AssertionError(f"read {path} before checking the output")
+
+    monkeypatch.setattr("aam.unifrac.cli.load_table", fail)
+
+
+@pytest.mark.parametrize("name", ["u.csv", "u.npy", "u", "u.{metric}.H5"])
+def test_unknown_output_extension(tmp_path, small_inputs, capsys, inputs_never_read, name):
+    table_path, tree_path = small_inputs
+    out = tmp_path / "out"
+    code = unifrac(
+        "--table", table_path, "--tree", tree_path, "--metric", "unweighted",
+        "--output", out / name,
+    )  # fmt: skip
+    assert code == 2
+    line = error_line(capsys)
+    assert "unsupported distance matrix file name" in line
+    assert "name it one of *.h5, *.hdf5, *.tsv, *.txt" in line
+    assert not out.exists()
+
+
+def test_output_is_a_directory(tmp_path, small_inputs, capsys, inputs_never_read):
+    table_path, tree_path = small_inputs
+    (tmp_path / "u.h5").mkdir()
+    args = ["--table", table_path, "--tree", tree_path, "--metric", "unweighted"]
+    start = time.perf_counter()
+    assert unifrac(*args, "--output", tmp_path / "u.h5") == 2
+    assert time.perf_counter() - start < 1.0
+    assert error_line(capsys).endswith(
+        "u.h5: distance matrix path is a directory; give a file name"
+    )
+    assert list((tmp_path / "u.h5").iterdir()) == []
+
+
+def test_output_parent_is_a_file(tmp_path, small_inputs, capsys, inputs_never_read):
+    table_path, tree_path = small_inputs
+    (tmp_path / "results").write_text("a file, not a directory\n")
+    args = ["--table", table_path, "--tree", tree_path, "--metric", "unweighted"]
+    start = time.perf_counter()
+    assert unifrac(*args, "--output", tmp_path / "results" / "u.{metric}.tsv") == 2
+    assert time.perf_counter() - start < 1.0
+    line = error_line(capsys)
+    assert f"{tmp_path / 'results'}: distance matrix directory is an existing file" in line
+    assert "Traceback" not in line
 
 
 def test_missing_input_files(tmp_path, capsys):

@@ -211,9 +211,65 @@ def test_unnamed_tip(tmp_path):
     assert "1 tips have no name" in one_line_error(load_tree, path)
 
 
-def test_negative_length(tmp_path):
-    path = write(tmp_path, "((A:1,B:-2):1,(C:1,D:1):2);")
-    assert "negative branch lengths" in one_line_error(load_tree, path)
+BAD_LENGTHS = {
+    "negative": ("((A:1,B:-2):1,(C:1,D:1):2);", "1 branch(es)", "length -2.0 above tip B"),
+    "missing": ("((A,B),(C,D));", "6 branch(es)", "no length above tip A"),
+    "nan": ("((A:1,B:1):nan,(C:1,D:1):2);", "1 branch(es)", "length nan above an internal node"),
+    "inf": ("((A:1,B:1)x:inf,(C:1,D:1):2);", "1 branch(es)", "length inf above internal node x"),
+    "root": ("((A:1,B:1):1,(C:1,D:1):2):-1;", "1 branch(es)", "length -1.0 above the root"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LENGTHS))
+def test_bad_branch_lengths(tmp_path, case):
+    text, count, example = BAD_LENGTHS[case]
+    path = write(tmp_path, text)
+    message = one_line_error(load_tree, path)
+    assert message.startswith(f"{path}: {count} lack a finite length >= 0 (e.g. {example})")
+    assert "rebuild the tree with branch lengths" in message
+
+
+def test_zero_lengths_and_no_root_length_are_fine(tmp_path):
+    tree = load_tree(write(tmp_path, "((A:0,B:1):0,(C:1,D:1):2);"))
+    assert tree.length is None
+
+
+@pytest.mark.parametrize("engine", ["builtin", "skbio"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -1.0])
+def test_bad_counts_are_refused(engine, bad):
+    tab = table({"A": [1, 0, 3], "B": [2, bad, 0], "C": [0, 4, 1]})
+    message = one_line_error(
+        compute_unifrac, tab, newick(TREE), ["unweighted"], engine=engine, table_name="t.biom"
+    )
+    assert message.startswith(f"t.biom: 1 count(s) are NaN, infinite or negative (e.g. {bad} ")
+    assert "for ASV B in sample s2" in message
+
+
+def test_fractional_counts_are_fine():
+    fractional = table({"A": [0.5, 0, 1.5], "B": [1, 0.25, 0], "C": [0, 2, 0.5]})
+    doubled = table({"A": [1, 0, 3], "B": [2, 0.5, 0], "C": [0, 4, 1]})
+    ours = compute_unifrac(fractional, newick(TREE), list(CLASSIC))
+    for metric in ("unweighted", "weighted_normalized"):  # scale-free metrics
+        expected = compute_unifrac(doubled, newick(TREE), [metric])[metric]
+        np.testing.assert_allclose(ours[metric], expected, atol=1e-15)
+
+
+def test_counts_too_small_to_normalize_are_no_reads():
+    tab = table({"A": [1, 5e-324], "B": [2, 0]})
+    assert "1 samples have no reads (e.g. s2)" in one_line_error(
+        compute_unifrac, tab, newick(TREE), ["unweighted"]
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_branch_lengths_too_long_for_the_dtype(dtype):
+    huge = float(np.finfo(dtype).max) / 3
+    tab = table({"A": [1, 2], "B": [3, 0]})
+    message = one_line_error(
+        compute_unifrac, tab, newick(f"(A:{huge!r},B:1);"), ["unweighted"], dtype=dtype,
+        tree_name="t.nwk",
+    )  # fmt: skip
+    assert message.startswith("t.nwk: the branch lengths sum to") and "rescale" in message
 
 
 @pytest.mark.parametrize(

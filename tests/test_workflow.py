@@ -1,5 +1,8 @@
 """The Snakemake workflow on a copy of the repository: a full run of the tiny config, its
-outputs and report, then which rules a dry run schedules after each kind of code edit."""
+outputs and report, then which rules a dry run schedules after each kind of code edit.
+
+The run's target column has a hostile name (spaces, quotes, `$(...)`, backticks, `;`), as a
+metadata file from someone else may have: it must work end to end and execute nothing."""
 
 import re
 import shutil
@@ -9,9 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
+from checkout import copy_checkout
 
-REPO = Path(__file__).resolve().parents[1]
-COPIED = ("aam", "workflow", "config", "profiles", "data", "tests/golden")
+pytestmark = pytest.mark.xdist_group("workflow")  # one worker runs the shared DAG once
 OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
 TRAINING = {"pretrain", "finetune", "predict", "training_curves", "all"}
 
@@ -31,14 +35,23 @@ def scheduled(cwd: Path) -> set[str]:
     return set(re.findall(r"^(\w+)\s+\d+\s*$", table, flags=re.M))
 
 
+def _rename_target(root: Path, column: str) -> None:
+    """Rename the demo's target column (metadata header and test config) to ``column``."""
+    _edit(root / "data/demo/metadata.tsv", "sample_id\tage\t", f"sample_id\t{column}\t")
+    config = yaml.safe_load((root / "config/test.yaml").read_text())
+    config["datasets"]["demo"]["target"] = column
+    (root / "config/test.yaml").write_text(yaml.safe_dump(config))
+
+
 @pytest.fixture(scope="session")
 def completed(tmp_path_factory) -> Path:
     """A copy of the repository after a full run of the tiny workflow config."""
-    root = tmp_path_factory.mktemp("workflow") / "repo"
-    for name in COPIED:
-        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    root = copy_checkout(tmp_path_factory.mktemp("workflow") / "repo")
+    marker = root.parent / "executed"
+    _rename_target(root, f"host age $(touch {marker}) `touch {marker}`; 'q\"")
     run = _snakemake(root, "--cores", "2")
     assert run.returncode == 0, run.stderr[-3000:]
+    assert not marker.exists(), "a metadata column name was executed by the shell"
     return root
 
 
@@ -135,7 +148,7 @@ def test_unifrac_engine_change_reruns_unifrac_and_everything_downstream(copy):
     ],
     ids=["missing-file", "absent-target", "no-shared-samples", "unknown-key"],
 )
-def test_bad_config_stops_before_any_job(tmp_path, change, message):
+def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, message):
     other = tmp_path / "other.tsv"
     other.write_text("sample_id\tage\tqiita_study_id\nx1\t30\t1\nx2\t40\t1\n")
     dataset = {"table": "data/demo/table.biom", "tree": "data/demo/tree.nwk",
@@ -149,7 +162,7 @@ def test_bad_config_stops_before_any_job(tmp_path, change, message):
     run = subprocess.run(
         [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
          "--configfile", str(config), "--dry-run"],
-        cwd=REPO, capture_output=True, text=True,
+        cwd=checkout_copy, capture_output=True, text=True,
     )  # fmt: skip
     assert run.returncode != 0
     assert message in run.stdout + run.stderr, run.stdout[-2000:]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from dataclasses import fields
@@ -12,11 +11,12 @@ from typing import Any
 
 import torch
 
-from aam.atomic import atomic_output
+from aam.atomic import atomic_output, check_output_dir, check_output_path, write_json
 from aam.data.split import write_split
 from aam.errors import InputError
 from aam.models import ModelConfig
 from aam.models.config import BASE_FIELDS
+from aam.training.checkpoint import remove_stale_temporaries
 from aam.training.config import PRECISIONS, TrainConfig
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, init_distributed
@@ -32,6 +32,7 @@ MODEL_FLAGS = {
     "token_limit": int, "dropout": float, "attention_dropout": float, "count_embedding": str,
 }  # fmt: skip
 LAYER_FIELDS = ("asv_layers", "sample_layers", "encoder_layers", "count_layers", "target_layers")
+RUN_FILES = ("history.tsv", "split.tsv", "summary.json")  # written next to the model file
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -156,6 +157,24 @@ def setup_run(args: argparse.Namespace) -> tuple[torch.device, DistContext]:
     return device, ctx
 
 
+def checkpoint_dir(args: argparse.Namespace) -> Path:
+    """--checkpoint-dir, by default OUTPUT_DIR/checkpoints."""
+    return args.checkpoint_dir or args.output_dir / "checkpoints"
+
+
+def prepare_outputs(args: argparse.Namespace, ctx: DistContext, name: str) -> None:
+    """Before any work: fail if the output or checkpoint directory cannot be written, and
+    remove the temporary files a killed run left next to ``name`` and the run files."""
+    check_output_dir(args.output_dir, "output")
+    checkpoints = checkpoint_dir(args)
+    if checkpoints.exists():
+        check_output_dir(checkpoints, "checkpoint")
+    else:  # created at the first save: an empty OUTPUT_DIR stays empty if the inputs are bad
+        check_output_path(checkpoints, "checkpoint")
+    if ctx.is_main:
+        remove_stale_temporaries(args.output_dir, (name, *RUN_FILES))
+
+
 def show_progress(args: argparse.Namespace) -> bool:
     return sys.stderr.isatty() if args.progress is None else args.progress
 
@@ -164,7 +183,6 @@ def run_training(
     model: torch.nn.Module, objective, cfg: TrainConfig, args, device, resume_config: dict
 ) -> TrainResult:
     """Train (resuming if possible); exit status 75 after a SLURM signal so the job reruns."""
-    checkpoint_dir = args.checkpoint_dir or args.output_dir / "checkpoints"
     model = maybe_compile(model.to(device), args.compile)
     if objective.ctx.enabled:
         ids = [device.index] if device.type == "cuda" else None
@@ -173,7 +191,7 @@ def run_training(
             model, device_ids=ids, find_unused_parameters=True
         )
     log.info("%s; device %s", describe(objective.study), device)
-    trainer = Trainer(model, objective, cfg, checkpoint_dir, device, resume_config,
+    trainer = Trainer(model, objective, cfg, checkpoint_dir(args), device, resume_config,
                       progress=show_progress(args))  # fmt: skip
     try:
         return trainer.fit()
@@ -183,16 +201,20 @@ def run_training(
 
 
 def write_outputs(
-    out_dir: Path, name: str, payload: dict, result: TrainResult, study: Study
+    out_dir: Path,
+    name: str,
+    payload: dict,
+    result: TrainResult,
+    study: Study,
+    summary: dict | None = None,
 ) -> Path:
-    """Final model file, history and split, each written once and atomically."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Final model file, history, split and summary.json (best epoch, its metrics and
+    ``summary``), each written once and atomically."""
     write_history(out_dir / "history.tsv", result.history)
     write_split(out_dir / "split.tsv", study.split)
     path = out_dir / name
     with atomic_output(path) as tmp:
         torch.save(payload, tmp)
-    summary = {"best_epoch": result.best_epoch, **result.best_metrics}
-    with atomic_output(out_dir / "summary.json") as tmp:
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    best = {"best_epoch": result.best_epoch, **result.best_metrics}
+    write_json(out_dir / "summary.json", {**best, **(summary or {})})
     return path

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from aam.atomic import atomic_output
+from aam.atomic import atomic_output, check_output_path
 from aam.errors import InputError
 
 SERIES = (("loss", "loss"), ("unifrac_loss", "UniFrac fit (MSE)"), ("mae", "MAE"),
@@ -24,7 +24,8 @@ def run(args: argparse.Namespace) -> None:
     """One panel per measured series; train and validation curves per epoch."""
     if not args.history.is_file():
         raise InputError(f"{args.history}: history not found; train first")
-    history = pd.read_csv(args.history, sep="\t")
+    check_output_path(args.output, "plot")
+    history = read_history(args.history)
     panels = [(key, title) for key, title in SERIES
               if f"train_{key}" in history or f"val_{key}" in history]  # fmt: skip
     if history.empty or not panels:
@@ -46,3 +47,15 @@ def run(args: argparse.Namespace) -> None:
     with atomic_output(args.output) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
+
+
+def read_history(path: Path) -> pd.DataFrame:
+    """The history table; InputError when it is not a tab-separated table with an epoch column."""
+    try:
+        history = pd.read_csv(path, sep="\t")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        reason = " ".join(str(err).split())[:120]
+        raise InputError(f"{path}: not a history table ({reason}); train again") from None
+    if "epoch" not in history.columns:
+        raise InputError(f"{path}: no epoch column; give the history.tsv of a training run")
+    return history

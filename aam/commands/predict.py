@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from aam.atomic import atomic_output
+from aam.atomic import atomic_output, check_output_dir, write_json
 from aam.data import load_metadata
-from aam.errors import InputError
+from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.staging import inputs_on_scratch
 from aam.training.config import TrainConfig
@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> None:
     if categorical["columns"] and args.metadata is None:
         raise InputError(f"{args.model}: the model uses covariates {categorical['columns']}; "
                          "pass --metadata")  # fmt: skip
+    out_dir = check_output_dir(args.output_dir, "output")
     with inputs_on_scratch(args, "table", "metadata", "split"):
         study = load_study(
             args.table, max_bp=model.config.max_bp, metadata_path=args.metadata,
@@ -74,17 +75,30 @@ def run(args: argparse.Namespace) -> None:
                           scale=scale)  # fmt: skip
     model.to(device)
     predicted = objective.predictions(model, positions, device)
+    _check_finite(predicted, args.model)
     ids = [study.samples.sample_ids[p] for p in positions]
-    args.output_dir.mkdir(parents=True, exist_ok=True)
     table = _prediction_table(ids, predicted, target["classes"])
     truth = _truth(args.metadata, target, ids) if args.metadata else None
+    metrics = None
     if truth is not None:
         table["true"] = truth
-    with atomic_output(args.output_dir / "predictions.tsv") as tmp:
+        metrics = _metrics(predicted, truth, target, args.metadata)
+    with atomic_output(out_dir / "predictions.tsv") as tmp:
         table.to_csv(tmp, sep="\t", index=False, float_format="%.6g")
-    if truth is not None:
-        _write_metrics(args.output_dir, table, predicted, truth, target)
-    log.info("wrote %d predictions to %s", len(ids), args.output_dir / "predictions.tsv")
+    if metrics is not None:
+        _write_metrics(out_dir, metrics, predicted, truth, target)
+    log.info("wrote %d predictions to %s", len(ids), out_dir / "predictions.tsv")
+
+
+def _check_finite(predicted: np.ndarray, model_path: Path) -> None:
+    """NonFiniteError (nothing written) when any prediction is NaN or infinite."""
+    bad = ~np.isfinite(predicted).reshape(len(predicted), -1).all(axis=1)
+    if bad.any():
+        raise NonFiniteError(
+            f"{model_path}: {int(bad.sum())} of {len(bad)} predictions are NaN or infinite; "
+            "the model's weights or this table's inputs overflow: retrain the model (e.g. "
+            "with a lower --lr) or check the table"
+        )
 
 
 def _prediction_table(ids: list[str], predicted: np.ndarray, classes: list[str]) -> pd.DataFrame:
@@ -106,19 +120,29 @@ def _truth(metadata_path: Path, target: dict, ids: list[str]) -> pd.Series | Non
     values = metadata[target["column"]].reindex(ids)
     if not target["classes"]:
         values = pd.to_numeric(values, errors="coerce")
+        infinite = values.index[np.isinf(values.to_numpy(dtype=np.float64))]
+        if len(infinite):
+            raise InputError(
+                f"{metadata_path}: column {target['column']!r} is infinite for "
+                f"{', '.join(map(str, infinite[:5]))}; give finite values or leave them empty"
+            )
     return values.reset_index(drop=True)
 
 
-def _write_metrics(out_dir: Path, table, predicted, truth: pd.Series, target: dict) -> None:
+def _metrics(predicted, truth: pd.Series, target: dict, metadata_path: Path) -> dict | None:
+    """metrics.json content (None when no sample has a known truth); NonFiniteError when a
+    metric is not finite."""
     known = truth.notna().to_numpy()
-    if target["classes"]:
-        lookup = {c: k for k, c in enumerate(target["classes"])}
-        y = truth[known].astype(str).map(lookup)
-        ok = y.notna().to_numpy()
-        model_metrics = classification_metrics(
-            torch.from_numpy(predicted[known][ok]), y[ok].to_numpy(dtype=np.int64)
-        )
-        metrics = {"n": int(ok.sum()), "model": model_metrics}
+    lookup = {c: k for k, c in enumerate(target["classes"])}
+    if lookup:
+        known = known & truth.astype(str).map(lookup).notna().to_numpy()
+    if not known.any():
+        log.info("%s: no sample has a known %s: no metrics", metadata_path, target["column"])
+        return None
+    if lookup:
+        y = truth[known].astype(str).map(lookup).to_numpy(dtype=np.int64)
+        model_metrics = classification_metrics(torch.from_numpy(predicted[known]), y)
+        metrics = {"n": int(known.sum()), "model": model_metrics}
     else:
         y = truth[known].to_numpy(dtype=np.float64)
         baseline = regression_metrics(np.full(len(y), target["mean"]), y)
@@ -126,9 +150,31 @@ def _write_metrics(out_dir: Path, table, predicted, truth: pd.Series, target: di
                    "model": regression_metrics(predicted[known], y),
                    "mean_baseline": baseline,
                    "baseline_note": "predicts the training-set mean for every sample"}  # fmt: skip
+    for part in ("model", "mean_baseline"):
+        _check_metrics(metrics.get(part, {}), part, metadata_path, target["column"])
+    return metrics
+
+
+def _check_metrics(metrics: dict, part: str, metadata_path: Path, column: str) -> None:
+    """NonFiniteError for a non-finite metric. An undefined R^2 (every true value equal) is
+    allowed: metrics.json records it as null."""
+    bad = [k for k, v in metrics.items() if not math.isfinite(v) and k != "r2"]
+    if bad:
+        raise NonFiniteError(
+            f"{metadata_path}: {part} {', '.join(bad)} not finite (the {column!r} values or "
+            "their errors overflow); rescale the column or check its values"
+        )
+
+
+def _write_metrics(
+    out_dir: Path, metrics: dict, predicted: np.ndarray, truth: pd.Series, target: dict
+) -> None:
+    """metrics.json, and predicted_vs_true.png for a regression target."""
+    write_json(out_dir / "metrics.json", metrics)
+    if not target["classes"]:
+        known = truth.notna().to_numpy()
+        y = truth[known].to_numpy(dtype=np.float64)
         _plot(out_dir / "predicted_vs_true.png", y, predicted[known], target["column"])
-    with atomic_output(out_dir / "metrics.json") as tmp:
-        tmp.write_text(json.dumps(metrics, indent=2) + "\n")
 
 
 def _plot(path: Path, truth: np.ndarray, predicted: np.ndarray, column: str) -> None:

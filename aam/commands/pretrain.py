@@ -11,6 +11,7 @@ import torch
 from aam.commands.common import (
     add_common_arguments,
     model_config,
+    prepare_outputs,
     run_training,
     setup_run,
     train_config,
@@ -41,6 +42,7 @@ def architecture(config: dict) -> dict:
 def run(args: argparse.Namespace) -> None:
     """Pretrain a SequenceEncoder and write OUTPUT_DIR/encoder.pt (+ history, split)."""
     device, ctx = setup_run(args)
+    prepare_outputs(args, ctx, "encoder.pt")
     mcfg, cfg = model_config(args), train_config(args)
     with inputs_on_scratch(args, "table", "unifrac", "split"):
         study = load_study(

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
 import torch
 
-from aam.atomic import atomic_output
 from aam.commands.common import (
     add_common_arguments,
     model_config,
+    prepare_outputs,
     run_training,
     setup_run,
     train_config,
@@ -26,7 +25,7 @@ from aam.staging import inputs_on_scratch
 from aam.training.config import TrainConfig
 from aam.training.losses import REGRESSION_LOSSES
 from aam.training.metrics import baseline_metrics
-from aam.training.objective import Objective, TargetScale
+from aam.training.objective import Objective, TargetScale, fit_target_scale
 from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
@@ -60,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Fine-tune a SequencePredictor and write OUTPUT_DIR/model.pt (+ history, split)."""
     device, ctx = setup_run(args)
+    prepare_outputs(args, ctx, "model.pt")
     encoder = None
     if args.pretrained_encoder:
         encoder = load_model_file(args.pretrained_encoder, "encoder")[1]
@@ -90,8 +90,7 @@ def run(args: argparse.Namespace) -> None:
     train = study.subset("train")
     scale = TargetScale()
     if not study.classes:
-        y = study.targets[train]
-        scale = TargetScale(mean=float(y.mean()), std=float(y.std()) or 1.0)
+        scale = fit_target_scale(study.targets, train, args.metadata, args.target_column)
     objective = Objective(cfg, predictor=True, study=study, token_limit=mcfg.token_limit,
                           ctx=ctx, scale=scale)  # fmt: skip
     if cfg.freeze_base:
@@ -110,14 +109,12 @@ def run(args: argparse.Namespace) -> None:
         "target": target, "categorical": {"columns": categorical, "levels": study.category_levels},
         "train_config": cfg.to_dict(),
     }  # fmt: skip
-    path = write_outputs(args.output_dir, "model.pt", payload, result, study)
+    summary = {}
     if not study.classes and len(study.subset("val")):
         val = study.targets[study.subset("val")]
         baseline = {"val_" + k: v for k, v in baseline_metrics(study.targets[train], val).items()}
-        summary = json.loads((args.output_dir / "summary.json").read_text())
         summary["mean_baseline"] = baseline
-        with atomic_output(args.output_dir / "summary.json") as tmp:
-            tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    path = write_outputs(args.output_dir, "model.pt", payload, result, study, summary)
     log.info("wrote %s (best epoch %d)", path, result.best_epoch)
 
 

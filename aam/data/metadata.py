@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,10 @@ ID_HEADERS = (
     "sample_name",
 )
 _ID_HEADERS_LOWER = {h.lower() for h in ID_HEADERS}
+# The line breaks of pandas' parser: str.splitlines() also breaks at \x0c, \u2028, ..., which
+# would shift the header line and make pandas skip sample rows.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_NO_ROWS = "metadata has no sample rows; add one row per sample"
 
 
 def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -43,7 +48,7 @@ def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
     except (OSError, UnicodeDecodeError) as err:
         reason = " ".join(str(err).split())
         raise InputError(f"{path}: cannot read metadata ({reason}); save it as UTF-8 TSV") from err
-    lines = text.splitlines()
+    lines = _LINE_BREAK.split(text)
     header_at = next((n for n, line in enumerate(lines) if _is_header(line)), None)
     if header_at is None:
         raise InputError(f"{path}: metadata has no header line; add a header row to the TSV")
@@ -67,6 +72,8 @@ def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
             keep_default_na=False,
             skip_blank_lines=False,
         )
+    except pd.errors.EmptyDataError as err:
+        raise InputError(f"{path}: {_NO_ROWS}") from err
     except ValueError as err:  # pandas' ParserError names the line
         reason = " ".join(str(err).split())
         raise InputError(f"{path}: malformed TSV ({reason}); fix that row's tabs") from err
@@ -84,7 +91,7 @@ def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
     raw = raw.drop(directives.index)
     raw = raw[(raw != "").any(axis=1)]
     if raw.empty:
-        raise InputError(f"{path}: metadata has no sample rows; add one row per sample")
+        raise InputError(f"{path}: {_NO_ROWS}")
     _check_ids(path, raw[id_column])
     categorical = _declared_categorical(directives, header[0])
     frame = raw.drop(columns=id_column).replace("", np.nan)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 
 import biom
+import numpy as np
 
 from aam.data.reconcile import preview
 from aam.errors import InputError
 
 log = logging.getLogger(__name__)
+_MAX_READS = 2**62  # biom draws reads with int64 arithmetic
 
 
 def rarefy(table: biom.Table, depth: int, seed: int) -> tuple[biom.Table, list[str]]:
@@ -20,6 +22,7 @@ def rarefy(table: biom.Table, depth: int, seed: int) -> tuple[biom.Table, list[s
     """
     if depth <= 0:
         raise InputError(f"--rarefy-depth must be a positive number of reads, got {depth}")
+    _check_read_counts(table, depth)
     sample_ids = table.ids(axis="sample")
     depths = table.sum(axis="sample")
     dropped = [str(i) for i in sample_ids[depths < depth]]
@@ -38,3 +41,21 @@ def rarefy(table: biom.Table, depth: int, seed: int) -> tuple[biom.Table, list[s
         )
     # biom drops samples below depth and observations left empty.
     return table.subsample(int(depth), axis="sample", seed=seed), dropped
+
+
+def _check_read_counts(table: biom.Table, depth: int) -> None:
+    """Rarefaction draws whole reads: counts must be whole numbers that int64 can sum."""
+    counts = table.matrix_data.data
+    fractional = np.flatnonzero(counts != np.round(counts))
+    if len(fractional):
+        raise InputError(
+            f"--rarefy-depth {depth}: rarefaction draws whole reads, but {len(fractional)} "
+            f"counts are fractional (e.g. {float(counts[fractional[0]])}); drop --rarefy-depth "
+            "or use a table of read counts"
+        )
+    deepest = float(table.sum(axis="sample").max())
+    if deepest >= _MAX_READS:
+        raise InputError(
+            f"--rarefy-depth {depth}: a sample has {deepest:.3g} reads, more than rarefaction "
+            "can draw from (2**62); drop --rarefy-depth or use a table of read counts"
+        )

@@ -12,10 +12,17 @@ log = logging.getLogger(__name__)
 ALLOW_MISSING_FLAG = "--allow-missing-samples"
 
 
+def printable(item: object) -> str:
+    """``str(item)`` for messages, or its repr when it is empty, has surrounding whitespace or
+    holds a line break, tab or other unprintable character (the message stays one line)."""
+    text = str(item)
+    return text if text.isprintable() and text and text == text.strip() else repr(text)
+
+
 def preview(items: Iterable[object], limit: int = 5) -> str:
     """Comma-separated first ``limit`` items, with a count of the rest."""
     items = list(items)
-    shown = ", ".join(str(item) for item in items[:limit])
+    shown = ", ".join(printable(item) for item in items[:limit])
     return shown + (f", ... (+{len(items) - limit} more)" if len(items) > limit else "")
 
 

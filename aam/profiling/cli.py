@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from aam.atomic import check_output_dir
 from aam.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ def run_profile(args: argparse.Namespace) -> None:
             raise InputError(f"{path}: no such file")
     if args.steps < 1 or min(args.batch_sizes) < 2:
         raise InputError("--steps must be 1+ and every --batch-sizes 2+ (UniFrac needs pairs)")
+    check_output_dir(args.output_dir, "output")
     if args.threads:
         torch.set_num_threads(args.threads)
     model = {flag: getattr(args, flag) for flag in MODEL_FLAGS}

@@ -9,7 +9,6 @@ attention backends for peak memory and samples/s. A training step mirrors
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import resource
@@ -23,7 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from aam.atomic import atomic_output
+from aam.atomic import atomic_output, write_json
 from aam.errors import InputError
 from aam.models import ModelConfig, SequenceEncoder, effective_attn_implementation
 from aam.models.layers import set_attn_implementation
@@ -289,8 +288,7 @@ def write_results(result: ProfileResult, output_dir: str | Path) -> list[Path]:
             result.kernels.to_csv(tmp, index=False)
         written.append(out / KERNEL_FILE)
     for name, payload in ((MEMORY_FILE, result.memory), (THROUGHPUT_FILE, result.throughput)):
-        with atomic_output(out / name) as tmp:
-            tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        write_json(out / name, payload, default=str)
         written.append(out / name)
     return written
 

@@ -2,7 +2,9 @@
 
 ``save_checkpoint`` writes a temporary file, fsyncs it, keeps the old file as ``<stem>.prev.pt``
 and renames the new one into place, so a crash leaves a loadable file under one of the two names.
-Checkpoints hold only what ``torch.load(..., weights_only=True)`` accepts.
+``resume_checkpoint`` moves a file that failed to load aside (``<name>.corrupt``), so the next
+save cannot rotate it over the good previous file. Checkpoints hold only what
+``torch.load(..., weights_only=True)`` accepts.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -81,26 +84,61 @@ def _try_load(path: Path, map_location: str | torch.device) -> tuple[dict[str, A
     return state, ""
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any] | None:
-    """Load ``path``, falling back to its previous file if it is missing or corrupt.
+def _load_with_fallback(
+    path: Path, map_location: str | torch.device
+) -> tuple[dict[str, Any] | None, Path, str]:
+    """``(state, file used, why path itself was unusable or "")``; state None if neither exists.
 
-    Returns None when neither file exists; raises InputError when both are unusable.
+    Raises InputError when both ``path`` and its previous file exist and are unusable.
     """
-    path = Path(path)
     prev = previous_path(path)
     if not path.exists() and not prev.exists():
-        return None
+        return None, path, ""
     state, reason = _try_load(path, map_location)
     if state is not None:
-        return state
+        return state, path, ""
     prev_state, prev_reason = _try_load(prev, map_location)
     if prev_state is None:
         raise InputError(
             f"cannot load checkpoint {path} ({reason}) nor {prev} ({prev_reason}); "
             f"delete {path.parent} to start over"
         )
-    log.warning("checkpoint %s unusable (%s); resuming from %s", path, reason, prev)
-    return prev_state
+    log.warning("checkpoint %s unusable (%s); using %s", path, reason, prev)
+    return prev_state, prev, reason
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any] | None:
+    """Load ``path``, falling back to its previous file if it is missing or corrupt.
+
+    Returns None when neither file exists; raises InputError when both are unusable.
+    """
+    return _load_with_fallback(Path(path), map_location)[0]
+
+
+def resume_checkpoint(
+    path: Path, map_location: str | torch.device = "cpu", tidy: bool = True
+) -> tuple[dict[str, Any] | None, Path]:
+    """``load_checkpoint`` for resuming: also returns the file actually used. With ``tidy``, a
+    ``path`` that exists but failed to load is renamed ``<name>.corrupt``, so the next save does
+    not rotate it onto the good previous file it fell back to."""
+    path = Path(path)
+    state, used, reason = _load_with_fallback(path, map_location)
+    if tidy and used != path and path.exists():
+        aside = path.with_name(f"{path.name}.corrupt")
+        os.replace(path, aside)
+        log.warning("moved unusable %s (%s) aside to %s", path, reason, aside.name)
+    return state, used
+
+
+def remove_stale_temporaries(directory: Path, names: Iterable[str]) -> list[Path]:
+    """Delete ``.<name>.*.tmp`` files in ``directory`` (left by killed runs while writing
+    ``name``); return them. Nothing else is touched."""
+    directory = Path(directory)
+    stale = [tmp for name in names for tmp in directory.glob(f".{name}.*.tmp") if tmp.is_file()]
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+        log.info("removed %s left by an interrupted run", tmp)
+    return stale
 
 
 def capture_rng_state() -> dict[str, Any]:

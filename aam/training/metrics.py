@@ -14,14 +14,16 @@ from aam.training.losses import embedding_distances
 
 
 def regression_metrics(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    """MAE, RMSE and R^2 in the target's own units."""
-    err = np.asarray(predicted, dtype=np.float64) - truth
-    total = ((truth - truth.mean()) ** 2).sum()
-    return {
-        "mae": float(np.abs(err).mean()),
-        "rmse": float(np.sqrt((err**2).mean())),
-        "r2": float(1.0 - (err**2).sum() / total) if total > 0 else float("nan"),
-    }
+    """MAE, RMSE and R^2 in the target's own units (R^2 NaN when every true value is equal;
+    values that overflow are inf or NaN, without warnings: callers check)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        err = np.asarray(predicted, dtype=np.float64) - truth
+        total = ((truth - truth.mean()) ** 2).sum()
+        return {
+            "mae": float(np.abs(err).mean()),
+            "rmse": float(np.sqrt((err**2).mean())),
+            "r2": float(1.0 - (err**2).sum() / total) if total > 0 else float("nan"),
+        }
 
 
 def classification_metrics(log_probs: torch.Tensor, truth: np.ndarray) -> dict[str, float]:

@@ -7,13 +7,16 @@ Pretraining (``SequenceEncoder``): pairwise UniFrac fit + masked nucleotides. Fi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
 from aam.data.batching import Batch, batch_indices, make_batch
+from aam.errors import InputError
 from aam.models import mask_nucleotides
 from aam.training import losses
 from aam.training.config import TrainConfig
@@ -36,6 +39,30 @@ class TargetScale:
 
     def original(self, z: np.ndarray) -> np.ndarray:
         return z * self.std + self.mean
+
+
+def fit_target_scale(
+    targets: np.ndarray, train: np.ndarray, source: str | Path, column: str
+) -> TargetScale:
+    """Mean and std of the ``train`` targets; InputError (naming ``source`` and ``column``) when
+    they cannot z-score every target in float32: a constant column, or values near the float
+    limits whose mean, std or z-scores overflow."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = targets[train]
+        scale = TargetScale(mean=float(np.mean(y)), std=float(np.std(y)))
+    if scale.std == 0:
+        raise InputError(
+            f"{source}: column {column!r} has one value ({scale.mean:g}) for every training "
+            "sample; there is nothing to learn: choose another --target-column"
+        )
+    z = scale.normalize(torch.tensor(targets, dtype=torch.float32))
+    if not (math.isfinite(scale.mean) and math.isfinite(scale.std) and torch.isfinite(z).all()):
+        raise InputError(
+            f"{source}: column {column!r} has values too large to scale (from "
+            f"{targets.min():.3g} to {targets.max():.3g}); rescale the column (other units, or "
+            "a log) so values stay well inside +-1e38"
+        )
+    return scale
 
 
 @dataclass

@@ -79,7 +79,7 @@ def load_study(
         metadata = load_metadata(metadata_path)
         sources[str(metadata_path)] = list(metadata.index)
     if split_path is not None:
-        split = read_split(split_path)
+        split = _read_split(split_path)
         sources[str(split_path)] = list(split.index)
         if target is not None and metadata is not None and target in metadata.columns:
             # `aam split --target-column` leaves out samples without a target value; they are
@@ -113,6 +113,16 @@ def load_study(
         samples=samples, split=split.reindex(samples.sample_ids), distances=distances,
         targets=targets, classes=classes, categories=categories, category_levels=levels,
     )  # fmt: skip
+
+
+def _read_split(path: Path) -> pd.Series:
+    """``read_split``, with a file that is not a table as one InputError line."""
+    try:
+        return read_split(path)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        reason = " ".join(str(err).split())[:120]
+        message = f"{path}: not a split table ({reason}); create it with `aam split`"
+        raise InputError(message) from None
 
 
 def _check_distances(path: Path, matrix: np.ndarray) -> None:

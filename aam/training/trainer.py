@@ -4,6 +4,9 @@ crash-safe checkpoints and exact resume.
 Randomness is a function of (seed, epoch, batch) and (seed, optimizer step, rank): the batch
 order, ASV sub-sampling, nucleotide masks and dropout of a step do not depend on how the run
 got there, so a run resumed from ``latest.pt`` ends with the same weights as one never stopped.
+
+A NaN or infinite loss term, gradient norm or weight stops the run with ``NonFiniteError``
+before the optimizer step or the save it would spoil: checkpoints keep their last good state.
 """
 
 from __future__ import annotations
@@ -21,18 +24,20 @@ from torch import nn
 from tqdm import tqdm
 
 from aam.data.batching import batch_indices
-from aam.errors import InputError
+from aam.errors import InputError, NonFiniteError
 from aam.training.checkpoint import (
     capture_rng_state,
     check_config_matches,
     checkpoint_paths,
     load_checkpoint,
+    remove_stale_temporaries,
     restore_rng_state,
+    resume_checkpoint,
     save_checkpoint,
 )
 from aam.training.config import TrainConfig
 from aam.training.device import autocast, peak_memory_mb
-from aam.training.distributed import broadcast_from_main, rank_slice
+from aam.training.distributed import all_reduce_sum, broadcast_from_main, rank_slice
 from aam.training.objective import Objective, _unwrap
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
@@ -175,10 +180,15 @@ class Trainer:
         generator.manual_seed(step_seed(cfg.seed, 3, epoch, b, ctx.rank))
         with autocast(self.device, cfg.precision):
             loss, terms = self.objective.step_loss(self.model, batch, generator)
+        self._check_terms(terms, f"epoch {epoch + 1}, step {step + 1}")
         (loss / cfg.grad_accum).backward()
         if at_step:
-            if cfg.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self._trainable(), cfg.max_grad_norm)
+            max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf  # inf: norm only
+            norm = float(torch.nn.utils.clip_grad_norm_(self._trainable(), max_norm))
+            if not math.isfinite(norm):  # DDP averaged the gradients: every rank sees the same
+                raise NonFiniteError(
+                    f"gradient norm is {norm} at epoch {epoch + 1}, step {step + 1}; {self._fix()}"
+                )
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
@@ -187,6 +197,35 @@ class Trainer:
 
     def _trainable(self) -> list[torch.Tensor]:
         return [p for p in self.model.parameters() if p.requires_grad]
+
+    def _fix(self) -> str:
+        """The usual cures of a diverging run, with this run's flag values."""
+        cfg = self.cfg
+        clip = cfg.max_grad_norm
+        clipping = f"lower --max-grad-norm (now {clip:g})" if clip > 0 else "set --max-grad-norm 1"
+        data = ", check the targets for extreme values" if self.objective.predictor else ""
+        return f"lower --lr (now {cfg.lr:g}){data}, or {clipping}"
+
+    def _check_terms(self, terms: dict[str, float], where: str) -> None:
+        """NonFiniteError on every rank if a loss term is NaN or infinite on any rank."""
+        names = sorted(terms)
+        bad = [not math.isfinite(terms[name]) for name in names]
+        if self.ctx.enabled:  # one tiny all-reduce, so no rank waits in a backward the others skip
+            flags = torch.tensor(bad, dtype=torch.float32, device=self.device)
+            bad = (all_reduce_sum(flags, self.ctx) > 0).tolist()
+        failed = [name for name, flag in zip(names, bad, strict=True) if flag]
+        if not failed:
+            return
+        term = next((name for name in failed if name != "loss"), "loss")  # the culprit, not the sum
+        local = terms[term]
+        value = f"is {local}" if not math.isfinite(local) else "is non-finite on another rank"
+        raise NonFiniteError(f"{term} {value} at {where}; {self._fix()}")
+
+    def _check_weights(self, where: str) -> None:
+        """NonFiniteError if a trainable weight is NaN or infinite: such weights are never saved."""
+        params = self._trainable()
+        if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+            raise NonFiniteError(f"weights became non-finite by {where}; {self._fix()}")
 
     def _end_epoch(self, epoch: int, state: dict, timed: int, seconds: float) -> dict:
         """Validate, record the epoch's row, keep best.pt; ``timed`` samples took ``seconds``."""
@@ -201,8 +240,12 @@ class Trainer:
         row["peak_memory_mb"] = peak_memory_mb(self.device)
         metric = self._metric_value(row) if self.ctx.is_main else None
         metric = broadcast_from_main(metric, self.ctx)  # every rank takes the same decisions
+        if metric is not None and not math.isfinite(metric):
+            log.warning("epoch %d: %s is %s; not a candidate for best.pt", epoch + 1,
+                        self.cfg.best_metric, metric)  # fmt: skip
         if metric is not None and self._improved(metric, state["best"]):
             state.update(best=metric, best_epoch=epoch + 1, bad_epochs=0)
+            self._check_weights(f"epoch {epoch + 1}")
             if self.ctx.is_main:
                 save_checkpoint(self.best, {"model": _unwrap(self.model).state_dict(), "row": row})
         else:
@@ -224,6 +267,8 @@ class Trainer:
         return float(row[name])
 
     def _improved(self, value: float, best: float | None) -> bool:
+        if not math.isfinite(value):
+            return False
         if best is None:
             return True
         lower = self.cfg.best_metric.removeprefix("val_") in LOWER_IS_BETTER
@@ -236,6 +281,9 @@ class Trainer:
         return stop
 
     def _save_latest(self, state: dict, epoch: int, batch: int, history: list) -> None:
+        # Under DDP the weights are the same on every rank; a rank that stops here makes
+        # torchrun stop the others.
+        self._check_weights(f"step {state['step']}")
         if not self.ctx.is_main:
             return
         save_checkpoint(self.latest, {
@@ -252,21 +300,29 @@ class Trainer:
     def _resume(self) -> dict:
         fresh = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": 0,
                  "bad_epochs": 0, "history": [], "sums": {}, "seen": 0}  # fmt: skip
-        saved = load_checkpoint(self.latest, map_location=self.device)
+        if self.ctx.is_main:
+            remove_stale_temporaries(self.latest.parent, (self.latest.name, self.best.name))
+        saved, used = resume_checkpoint(self.latest, self.device, tidy=self.ctx.is_main)
         if saved is None:
             return fresh
-        check_config_matches(saved["config"], self.resume_config, self.latest)
+        check_config_matches(saved["config"], self.resume_config, used)
         _unwrap(self.model).load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
         restore_rng_state(saved["rng"])
-        log.info("resumed from %s at epoch %d, batch %d", self.latest, saved["epoch"] + 1,
+        log.info("resumed from %s at epoch %d, batch %d", used, saved["epoch"] + 1,
                  saved["batch"])  # fmt: skip
         return {key: saved[key] for key in fresh}
 
     def _result(self, state: dict, history: list) -> TrainResult:
+        if len(self.val_positions) and not state["best_epoch"]:
+            raise NonFiniteError(
+                f"validation {self.cfg.best_metric} was non-finite in every epoch, so there is "
+                f"no model to keep; {self._fix()}"
+            )
         best = load_checkpoint(self.best, map_location="cpu") if state["best_epoch"] else None
         if best is None:
+            self._check_weights(f"step {state['step']}")
             weights = {k: v.detach().cpu() for k, v in _unwrap(self.model).state_dict().items()}
             return TrainResult(weights, history, best_epoch=len(history))
         metrics = {k: v for k, v in best["row"].items() if k.startswith("val_")}

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from aam.data.reconcile import preview
 from aam.errors import InputError
-from aam.unifrac.tree import TreeArrays, _preview
+from aam.unifrac.tree import TreeArrays
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def match_tips(
     if missing and not prune_missing:
         raise InputError(
             f"{table_name}: {len(missing)} of {len(tips)} ASVs are not tips of {tree_name} "
-            f"(e.g. {_preview(missing, 2)}); use a tree built from this table or pass "
+            f"(e.g. {preview(missing, 2)}); use a tree built from this table or pass "
             "--prune-missing to drop them"
         )
     if missing:
@@ -90,7 +91,7 @@ def match_tips(
             share = f"; they held {reads[tips < 0].sum() / max(reads.sum(), 1):.2%} of the reads"
         log.warning(
             "%s: dropped %d of %d ASVs that are not tips of %s (e.g. %s)%s",
-            table_name, len(missing), len(tips), tree_name, _preview(missing, 2), share,
+            table_name, len(missing), len(tips), tree_name, preview(missing, 2), share,
         )  # fmt: skip
     return tips
 
@@ -98,12 +99,14 @@ def match_tips(
 def check_samples_have_reads(
     counts: sp.spmatrix, sample_ids: Sequence[str], table_name: str = "table"
 ) -> np.ndarray:
-    """Reads per sample; an error naming the samples that have none."""
+    """Reads per sample; an error naming the samples that have none (a total below the
+    smallest normal float64 counts as none: its reciprocal would overflow)."""
     totals = np.asarray(counts.sum(axis=0)).ravel()
-    empty = [str(sid) for sid, total in zip(sample_ids, totals, strict=True) if total <= 0]
+    least = np.finfo(np.float64).tiny
+    empty = [str(sid) for sid, total in zip(sample_ids, totals, strict=True) if total < least]
     if empty:
         raise InputError(
-            f"{table_name}: {len(empty)} samples have no reads (e.g. {_preview(empty)}); "
+            f"{table_name}: {len(empty)} samples have no reads (e.g. {preview(empty, 3)}); "
             "remove them (or rarefy, which drops them) before computing UniFrac"
         )
     return totals

@@ -15,7 +15,12 @@ import aam
 from aam.data import load_table
 from aam.errors import InputError
 from aam.unifrac.engines import ENGINES, compute_unifrac
-from aam.unifrac.io import write_distance_matrix
+from aam.unifrac.io import (
+    HDF5_SUFFIXES,
+    TSV_SUFFIXES,
+    check_distance_output,
+    write_distance_matrix,
+)
 from aam.unifrac.metrics import METRICS
 from aam.unifrac.tree import load_tree
 
@@ -40,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=float, default=0.5, help="generalized UniFrac alpha")
     parser.add_argument(
         "--output", required=True,
-        help="output file: .h5 (matrix + order) or .tsv (skbio lsmat); may contain {metric}",
+        help=f"output file: {'/'.join(HDF5_SUFFIXES)} (matrix + order) or "
+        f"{'/'.join(TSV_SUFFIXES)} (skbio lsmat); may contain {{metric}}",
     )  # fmt: skip
     parser.add_argument("--engine", choices=ENGINES, default="builtin")
     parser.add_argument("--device", type=_device, default="cpu", help="cpu, cuda or cuda:N")
@@ -60,17 +66,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def output_paths(template: str, metrics: list[str]) -> dict[str, Path]:
-    """One output path per metric; several metrics need a ``{metric}`` placeholder."""
+    """One output path per metric, each checked to be a writable distance-matrix file name;
+    several metrics need a ``{metric}`` placeholder."""
     if len(metrics) > 1 and "{metric}" not in template:
         raise InputError(
             f"--output {template}: {len(metrics)} metrics need a {{metric}} placeholder "
             "in the output name, e.g. unifrac.{metric}.h5"
         )
-    return {m: Path(template.replace("{metric}", m)) for m in metrics}
+    return {m: check_distance_output(template.replace("{metric}", m)) for m in metrics}
 
 
 def run(args: argparse.Namespace) -> None:
-    """Compute and write one distance matrix per requested metric."""
+    """Compute and write one distance matrix per requested metric (output names and locations
+    are checked first)."""
     metrics = list(dict.fromkeys(args.metric))
     paths = output_paths(args.output, metrics)
     if args.threads is not None and args.threads < 1:

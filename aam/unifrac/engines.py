@@ -11,6 +11,7 @@ import biom
 import numpy as np
 import skbio
 
+from aam.data.table import check_counts
 from aam.errors import InputError
 from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
 from aam.unifrac.metrics import METRICS, SUM_FOR_METRIC, distance_matrix
@@ -43,15 +44,19 @@ def compute_unifrac(
 ) -> dict[str, np.ndarray]:
     """Distance matrices (samples in ``table.ids()`` order) for each metric in ``metrics``.
 
-    The tree must be rooted (see ``aam.unifrac.tree.load_tree``). All engines share the same
-    input checks: ASVs missing from the tree and samples without reads.
+    The tree must be rooted, with usable branch lengths (``aam.unifrac.tree.load_tree`` checks
+    both; a missing length counts as 0 here). All engines share the same input checks: counts
+    finite and >= 0, ASVs missing from the tree, samples without reads, and a total branch
+    length that fits ``dtype``.
     """
     if not 0.0 <= alpha <= 1.0:
         raise InputError(f"--alpha {alpha}: generalized UniFrac needs 0 <= alpha <= 1")
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+    check_counts(table, table_name)
     arrays = tree_arrays(tree)
+    _check_total_length(arrays.length, dtype, tree_name)
     ids = [str(x) for x in table.ids()]
     if engine == "builtin":
         abundance = node_abundance(
@@ -80,6 +85,17 @@ def compute_unifrac(
     if engine == "unifrac":
         return {m: _striped(table, tree, m, alpha, dtype, threads).astype(dtype) for m in metrics}
     raise InputError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+
+
+def _check_total_length(lengths: np.ndarray, dtype: type, tree_name: str) -> None:
+    """A pair of samples sums at most twice the tree's length: that must fit in ``dtype``."""
+    with np.errstate(over="ignore"):
+        total = float(lengths.sum())
+    if not 4 * total < float(np.finfo(dtype).max):
+        raise InputError(
+            f"{tree_name}: the branch lengths sum to {total:.3g}, too much for {np.dtype(dtype)} "
+            "distance sums; rescale the tree (divide every length by a constant)"
+        )
 
 
 def _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import skbio
 
+from aam.data.reconcile import preview, printable
 from aam.errors import InputError
 
 
@@ -24,6 +26,7 @@ class TreeArrays:
 def load_tree(path: str | Path, *, midpoint_root: bool = False) -> skbio.TreeNode:
     """Read a newick tree, check it can be used for UniFrac, optionally midpoint-root it.
 
+    Every branch but the root's needs a finite length >= 0 (see ``_check_branch_lengths``).
     A root with three or more children (as FastTree writes) is taken as unrooted: UniFrac
     needs a root, so that is an error unless ``midpoint_root`` is set.
     """
@@ -45,12 +48,10 @@ def load_tree(path: str | Path, *, midpoint_root: bool = False) -> skbio.TreeNod
     dups = [name for name, n in collections.Counter(tips).items() if n > 1]
     if dups:
         raise InputError(
-            f"{path}: {len(dups)} duplicate tip names (e.g. {_preview(dups)}); "
+            f"{path}: {len(dups)} duplicate tip names (e.g. {preview(dups, 3)}); "
             "tip names must be unique ASV IDs"
         )
-    lengths = [node.length for node in tree.postorder() if node.length is not None]
-    if any(length < 0 for length in lengths):
-        raise InputError(f"{path}: negative branch lengths; rebuild the tree or set them to 0")
+    _check_branch_lengths(tree, path)
     if len(tree.children) > 2:
         if not midpoint_root:
             raise InputError(
@@ -65,6 +66,25 @@ def load_tree(path: str | Path, *, midpoint_root: bool = False) -> skbio.TreeNod
             inner.extend(tree.children[1:])
             tree.append(inner)
     return tree
+
+
+def _check_branch_lengths(tree: skbio.TreeNode, name: str | Path) -> None:
+    """Every branch but the root's has a finite length >= 0 (the root's may be missing);
+    otherwise InputError naming one offending node. Part of ``load_tree``, so every engine
+    gets the same rule."""
+    bad = [
+        node
+        for node in tree.postorder(include_self=True)
+        if not (node.is_root() and node.length is None) and not _usable(node.length)
+    ]
+    if bad:
+        node = bad[0]
+        what = "no length" if node.length is None else f"length {node.length}"
+        raise InputError(
+            f"{name}: {len(bad)} branch(es) lack a finite length >= 0 (e.g. {what} above "
+            f"{_describe(node)}); rebuild the tree with branch lengths (e.g. with `aam tree`) "
+            "or set the bad ones to 0"
+        )
 
 
 def tree_arrays(tree: skbio.TreeNode) -> TreeArrays:
@@ -84,7 +104,15 @@ def tree_arrays(tree: skbio.TreeNode) -> TreeArrays:
     return TreeArrays(parent=parent, length=length, tip_index=tip_index)
 
 
-def _preview(items: list[str], n: int = 3) -> str:
-    """The first ``n`` items, comma-separated, with an ellipsis if there are more."""
-    head = ", ".join(str(item) for item in items[:n])
-    return head + (", ..." if len(items) > n else "")
+def _usable(length: float | None) -> bool:
+    """Whether ``length`` is a finite number >= 0."""
+    return length is not None and math.isfinite(length) and length >= 0
+
+
+def _describe(node: skbio.TreeNode) -> str:
+    """``tip NAME``, ``the root``, ``internal node NAME`` or ``an internal node``."""
+    if node.is_root():
+        return "the root"
+    if node.is_tip():
+        return f"tip {printable(node.name)}"
+    return "an internal node" if node.name is None else f"internal node {printable(node.name)}"

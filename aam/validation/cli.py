@@ -12,6 +12,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from aam.atomic import check_output_dir, check_output_path
 from aam.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> None:
     from aam.validation import golden as g
 
     if args.action == "generate":
+        check_output_dir(args.output_dir, "golden")
         data = g.generate_golden(args.output_dir)
         log.info(
             "%s: %d weights, %d outputs, %d gradients (loss %.6f)",
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> None:
         return
     from aam.training.device import resolve_device
 
+    check_output_path(args.output, "report")
     device = resolve_device(args.device)
     backends = tuple(args.backends) if args.backends else None
     precisions = tuple(args.precisions) if args.precisions else None

@@ -20,7 +20,6 @@ shape mismatch fails.
 from __future__ import annotations
 
 import io
-import json
 import math
 import platform
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from typing import Any
 
 import torch
 
-from aam.atomic import atomic_output
+from aam.atomic import atomic_output, write_json
 from aam.data.tokenize import tokenize
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor, mask_nucleotides
@@ -195,8 +194,7 @@ def generate_golden(output_dir: str | Path, seed: int = SEED) -> dict[str, Any]:
     torch.save(golden, buffer)
     with atomic_output(output_dir / GOLDEN_FILE) as tmp:
         tmp.write_bytes(buffer.getvalue())
-    with atomic_output(output_dir / METADATA_FILE) as tmp:
-        tmp.write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    write_json(output_dir / METADATA_FILE, metadata, sort_keys=True)
     return golden
 
 
@@ -425,8 +423,7 @@ def write_report(report: dict[str, Any], path: str | Path) -> None:
             return [clean(v) for v in value]
         return value
 
-    with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(clean(data), indent=2) + "\n")
+    write_json(path, clean(data))
 
 
 def format_table(report: dict[str, Any], max_failures: int = 6) -> str:

@@ -1,4 +1,5 @@
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,8 +15,12 @@ from aam.containers import built_image, lint_def  # noqa: E402
 from aam.data.check import check_dataset  # noqa: E402
 from aam.errors import InputError  # noqa: E402
 from aam.provenance import code_fingerprint  # noqa: E402
+from aam.workflow_config import cli_flags, config_error_line  # noqa: E402
 
-validate(config, workflow.source_path("../schemas/config.schema.yaml"))
+try:
+    validate(config, workflow.source_path("../schemas/config.schema.yaml"))
+except WorkflowError as err:
+    raise WorkflowError(config_error_line(err)) from None
 _unset = [name for name in config["required_env"] if not os.environ.get(name)]
 if _unset:
     raise WorkflowError(
@@ -65,10 +70,12 @@ CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method co
 # Every job runs `python -m aam` from this checkout: in a container with the image's python
 # (the image holds dependencies only), locally with the python running Snakemake.
 _exports = [
-    f"PYTHONPATH={REPO}{os.pathsep}${{{{PYTHONPATH:-}}}}"
+    f'PYTHONPATH={shlex.quote(str(REPO))}"{os.pathsep}${{{{PYTHONPATH:-}}}}"'
 ]  # {{ }}: shell format
 if not IMAGE:
-    _exports.append(f"PATH={Path(sys.executable).parent}{os.pathsep}$PATH")
+    _exports.append(
+        f'PATH={shlex.quote(str(Path(sys.executable).parent))}"{os.pathsep}$PATH"'
+    )
 shell.prefix("".join(f"export {e}; " for e in _exports))
 DATASETS = config["datasets"]
 RUNS = config["runs"]
@@ -99,19 +106,6 @@ for _name, _data in DATASETS.items():
 def code(command):
     """Fingerprint of the aam code that `aam <command>` runs (rerun trigger via params)."""
     return code_fingerprint(COMMANDS[command][0])
-
-
-def flags(options):
-    """CLI flags from a config mapping: {"batch_size": 8, "freeze_base": True} ->
-    "--batch-size 8 --freeze-base"."""
-    out = []
-    for key, value in options.items():
-        flag = f"--{key.replace('_', '-')}"
-        if value is True:
-            out.append(flag)
-        elif value not in (False, None):
-            out.append(f"{flag} {value}")
-    return " ".join(out)
 
 
 METRIC = config["unifrac"]["metric"]

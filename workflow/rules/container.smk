@@ -39,7 +39,7 @@ if config["container"]["platform"]:
         params:
             cache=Path(config["container"]["dir"]) / "cache",
         shell:
-            "export SINGULARITY_CACHEDIR=${{SINGULARITY_CACHEDIR:-{params.cache}}}"
+            "export SINGULARITY_CACHEDIR=${{SINGULARITY_CACHEDIR:-{params.cache:q}}}"
             " SINGULARITY_TMPDIR=${{SINGULARITY_TMPDIR:-${{TMPDIR:-/tmp}}}};"
-            " mkdir -p $SINGULARITY_CACHEDIR;"
-            " singularity build --fakeroot {output.image} {input.definition} > {log} 2>&1"
+            ' mkdir -p "$SINGULARITY_CACHEDIR";'
+            " singularity build --fakeroot {output.image:q} {input.definition:q} > {log:q} 2>&1"

@@ -41,10 +41,10 @@ rule predict:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("predict"),
-        scratch=flags({"scratch": config["scratch"]}),
+        scratch=cli_flags({"scratch": config["scratch"]}),
         device=config["device"],
     shell:
-        "python -m aam --provenance {output.provenance} predict --model {input.model}"
-        " --table {input.table} --metadata {input.metadata} --split {input.split}"
-        " --subset test --device {params.device} --threads {threads} {params.scratch}"
-        " --output-dir {params.out_dir} > {log} 2>&1"
+        "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
+        " --table {input.table:q} --metadata {input.metadata:q} --split {input.split:q}"
+        " --subset test --device {params.device:q} --threads {threads} {params.scratch}"
+        " --output-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -28,11 +28,11 @@ rule profile:
     params:
         code=code("profile"),
         out_dir=lambda wc, output: Path(output.kernels).parent,
-        options=lambda wc: flags(
+        options=lambda wc: cli_flags(
             {
                 "device": config["device"],
                 "steps": config["profiling"]["steps"],
-                "batch_sizes": " ".join(map(str, config["profiling"]["batch_sizes"])),
+                "batch_sizes": config["profiling"]["batch_sizes"],
                 **{
                     k: v
                     for k, v in RUNS[wc.run]["model"].items()
@@ -41,6 +41,6 @@ rule profile:
             }
         ),
     shell:
-        "python -m aam --provenance {output.provenance} profile --table {input.table}"
-        " --unifrac {input.unifrac} --threads {threads} --output-dir {params.out_dir}"
-        " {params.options} > {log} 2>&1"
+        "python -m aam --provenance {output.provenance:q} profile --table {input.table:q}"
+        " --unifrac {input.unifrac:q} --threads {threads} --output-dir {params.out_dir:q}"
+        " {params.options} > {log:q} 2>&1"

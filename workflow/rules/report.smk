@@ -23,5 +23,5 @@ rule profiling_report:
         code=code("profiling-report"),
         profile_dir=lambda wc, input: Path(input.profile).parent,
     shell:
-        "python -m aam profiling-report --profile-dir {params.profile_dir}"
-        " --benchmarks {input.benchmarks} --output {output} > {log} 2>&1"
+        "python -m aam profiling-report --profile-dir {params.profile_dir:q}"
+        " --benchmarks {input.benchmarks:q} --output {output:q} > {log:q} 2>&1"

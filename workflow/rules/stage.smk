@@ -22,8 +22,8 @@ rule stage_data:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("stage"),
     shell:
-        "python -m aam --provenance {output.provenance} stage --output-dir {params.out_dir}"
-        " --file table.biom={input.table} --file metadata.tsv={input.metadata} > {log} 2>&1"
+        "python -m aam --provenance {output.provenance:q} stage --output-dir {params.out_dir:q}"
+        " --file table.biom={input.table:q} --file metadata.tsv={input.metadata:q} > {log:q} 2>&1"
 
 
 rule stage_tree:
@@ -47,8 +47,8 @@ rule stage_tree:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("stage"),
     shell:
-        "python -m aam stage --output-dir {params.out_dir} --manifest tree.sha256"
-        " --file tree.nwk={input.tree} > {log} 2>&1"
+        "python -m aam stage --output-dir {params.out_dir:q} --manifest tree.sha256"
+        " --file tree.nwk={input.tree:q} > {log:q} 2>&1"
 
 
 rule split:
@@ -71,7 +71,7 @@ rule split:
     params:
         code=code("split"),
         target=lambda wc: DATASETS[wc.dataset]["target"],
-        options=flags(config["split"]),
+        options=cli_flags(config["split"]),
     shell:
-        "python -m aam split --table {input.table} --metadata {input.metadata}"
-        " --target-column {params.target} {params.options} --output {output.split} > {log} 2>&1"
+        "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
+        " --target-column {params.target:q} {params.options} --output {output.split:q} > {log:q} 2>&1"

@@ -28,8 +28,8 @@ rule pretrain:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("pretrain"),
         launcher=lambda wc, resources: launcher(resources.get("gpu", 0)),
-        scratch=flags({"scratch": config["scratch"]}),
-        options=lambda wc: flags(
+        scratch=cli_flags({"scratch": config["scratch"]}),
+        options=lambda wc: cli_flags(
             {
                 "device": config["device"],
                 **RUNS[wc.run]["model"],
@@ -37,9 +37,9 @@ rule pretrain:
             }
         ),
     shell:
-        "{params.launcher} -m aam --provenance {output.provenance} pretrain --table {input.table}"
-        " --unifrac {input.unifrac} --split {input.split} --threads {threads} --no-progress {params.scratch}"
-        " --output-dir {params.out_dir} {params.options} > {log} 2>&1"
+        "{params.launcher} -m aam --provenance {output.provenance:q} pretrain --table {input.table:q}"
+        " --unifrac {input.unifrac:q} --split {input.split:q} --threads {threads} --no-progress {params.scratch}"
+        " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
 rule finetune:
@@ -73,13 +73,13 @@ rule finetune:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("train"),
-        scratch=flags({"scratch": config["scratch"]}),
+        scratch=cli_flags({"scratch": config["scratch"]}),
         target=lambda wc: dataset_of(wc)["target"],
-        covariates=lambda wc: flags(
+        covariates=lambda wc: cli_flags(
             {"categorical_columns": ",".join(dataset_of(wc)["categorical"]) or None}
         ),
         classifier=lambda wc: "--classifier" if dataset_of(wc)["classifier"] else "",
-        options=lambda wc: flags(
+        options=lambda wc: cli_flags(
             {
                 "device": config["device"],
                 **RUNS[wc.run]["model"],
@@ -87,11 +87,11 @@ rule finetune:
             }
         ),
     shell:
-        "python -m aam --provenance {output.provenance} train --table {input.table}"
-        " --metadata {input.metadata} --target-column {params.target} {params.covariates}"
-        " {params.classifier} --unifrac {input.unifrac} --split {input.split}"
-        " --pretrained-encoder {input.encoder} --threads {threads} --no-progress {params.scratch}"
-        " --output-dir {params.out_dir} {params.options} > {log} 2>&1"
+        "python -m aam --provenance {output.provenance:q} train --table {input.table:q}"
+        " --metadata {input.metadata:q} --target-column {params.target:q} {params.covariates}"
+        " {params.classifier} --unifrac {input.unifrac:q} --split {input.split:q}"
+        " --pretrained-encoder {input.encoder:q} --threads {threads} --no-progress {params.scratch}"
+        " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
 rule training_curves:
@@ -117,4 +117,4 @@ rule training_curves:
     params:
         code=code("plot-history"),
     shell:
-        "python -m aam plot-history --history {input.history} --output {output} > {log} 2>&1"
+        "python -m aam plot-history --history {input.history:q} --output {output:q} > {log:q} 2>&1"

@@ -17,4 +17,4 @@ rule build_tree:
     params:
         code=code("tree"),
     shell:
-        "python -m aam tree --table {input.table} --output {output.tree} --threads {threads} > {log} 2>&1"
+        "python -m aam tree --table {input.table:q} --output {output.tree:q} --threads {threads} > {log:q} 2>&1"

@@ -22,6 +22,6 @@ rule unifrac:
         alpha=config["unifrac"]["alpha"],
         device=config["unifrac"]["device"],
     shell:
-        "python -m aam --provenance {output.provenance} unifrac --table {input.table} --tree {input.tree}"
-        " --metric {wildcards.metric} --alpha {params.alpha} --engine {params.engine}"
-        " --device {params.device} --threads {threads} --output {output.matrix} > {log} 2>&1"
+        "python -m aam --provenance {output.provenance:q} unifrac --table {input.table:q} --tree {input.tree:q}"
+        " --metric {wildcards.metric:q} --alpha {params.alpha:q} --engine {params.engine:q}"
+        " --device {params.device:q} --threads {threads} --output {output.matrix:q} > {log:q} 2>&1"

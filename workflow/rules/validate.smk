@@ -24,6 +24,6 @@ rule validate:
         golden_dir=lambda wc, input: Path(input.golden).parent,
         device=config["device"],
     shell:
-        "python -m aam --provenance {output.provenance} validate compare"
-        " --golden {params.golden_dir} --device {params.device} --output {output.report}"
-        " > {log} 2>&1"
+        "python -m aam --provenance {output.provenance:q} validate compare"
+        " --golden {params.golden_dir:q} --device {params.device:q} --output {output.report:q}"
+        " > {log:q} 2>&1"

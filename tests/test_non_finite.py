@@ -1,0 +1,278 @@
+"""Nothing non-finite is reported as success: a diverging run exits 3 and keeps its last good
+checkpoint, unscalable targets and unwritable outputs are refused before any work (exit 2),
+and every JSON file aam writes is strict JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_cli_training import (
+    MICRO,
+    TINY,
+    aam,
+    assert_failed,
+    error_line,
+    micro_metadata,
+    micro_table,
+    write_metadata,
+    write_table,
+)
+
+from aam import doctor
+from aam.commands import common, plot_history, predict, pretrain
+from aam.commands import train as train_command
+from aam.profiling import probe
+from aam.provenance import write_provenance
+from aam.training import losses
+from aam.training.objective import Objective
+from aam.training.trainer import TrainResult
+from aam.validation import golden
+
+
+def strict_json(path: Path):
+    """``path`` parsed as JSON; NaN / Infinity (not JSON) fail the test."""
+
+    def refuse(name: str):
+        raise AssertionError(f"{path}: {name} is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def files(directory: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def micro(tmp_path) -> tuple[Path, Path]:
+    table = write_table(tmp_path / "table.biom", micro_table())
+    return table, write_metadata(tmp_path / "metadata.tsv", micro_metadata())
+
+
+@pytest.fixture(scope="module")
+def trained_micro(tmp_path_factory) -> SimpleNamespace:
+    """A model trained on the 12-sample table (its table, metadata and output directory)."""
+    root = tmp_path_factory.mktemp("micro_model")
+    table = write_table(root / "table.biom", micro_table())
+    metadata = write_metadata(root / "metadata.tsv", micro_metadata())
+    assert train(table, metadata, root / "out") == 0
+    return SimpleNamespace(table=table, metadata=metadata, out=root / "out")
+
+
+def train(table: Path, metadata: Path, out: Path, *extra: str | Path) -> int:
+    inputs = ["--table", table, "--metadata", metadata, "--target-column", "age"]
+    return aam("train", *inputs, "--output-dir", out, *MICRO, *extra)
+
+
+def diverged(rc: int, capsys, command: str) -> str:
+    """The single error line of a run that stopped on a non-finite value (exit 3)."""
+    line = error_line(capsys, command)
+    assert rc == 3, line
+    return line
+
+
+# --------------------------------------------------------------------------- training
+
+
+@pytest.mark.parametrize("clip", ["1", "0"])
+def test_train_with_a_huge_learning_rate_exits_3(micro, tmp_path, capsys, clip):
+    out = tmp_path / "out"
+    flags = ["--lr", "1e30", "--max-grad-norm", clip, "--checkpoint-every-minutes", "1e-9"]
+    line = diverged(train(*micro, out, *flags), capsys, "train")
+    assert "at epoch 1, step" in line and "--lr (now 1e+30)" in line, line
+    assert "--max-grad-norm" in line and "targets" in line, line
+    assert not (out / "model.pt").exists() and not (out / "summary.json").exists()
+    latest = out / "checkpoints" / "latest.pt"
+    if latest.exists():  # saved before the divergence: never with non-finite weights
+        weights = torch.load(latest, weights_only=True)["model"].values()
+        assert all(torch.isfinite(w).all() for w in weights if w.is_floating_point())
+
+
+def test_pretrain_with_a_huge_learning_rate_exits_3(small_study, tmp_path, capsys):
+    out = tmp_path / "out"
+    inputs = ["--table", small_study / "table.biom", "--unifrac", small_study / "unifrac.h5"]
+    rc = aam("pretrain", *inputs, "--output-dir", out, *TINY, "--lr", "1e30")
+    line = diverged(rc, capsys, "pretrain")
+    assert "at epoch 1, step" in line and "--lr" in line and "targets" not in line, line
+    assert not (out / "encoder.pt").exists()
+
+
+def test_divergence_after_a_resume_keeps_the_last_good_files(micro, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    assert train(*micro, out) == 0
+    before = files(out)
+    assert out / "checkpoints" / "latest.pt" in before and out / "model.pt" in before
+    monkeypatch.setattr(losses, "regression_loss", lambda p, t, kind: (p.float() * math.nan).mean())
+    capsys.readouterr()
+    line = diverged(train(*micro, out, "--epochs", "2"), capsys, "train")
+    assert "target_loss is nan at epoch 2, step" in line, line
+    assert files(out) == before  # latest.pt, best.pt, model.pt untouched; no temporaries
+
+
+def test_non_finite_gradient_norm_exits_3(micro, tmp_path, capsys, monkeypatch):
+    real = losses.regression_loss
+
+    def infinite_gradient(predicted, target, kind):  # finite value, d sqrt(x)/dx at 0 is inf
+        return real(predicted, target, kind) + (predicted - predicted.detach()).sqrt().sum()
+
+    monkeypatch.setattr(losses, "regression_loss", infinite_gradient)
+    out = tmp_path / "out"
+    line = diverged(train(*micro, out), capsys, "train")
+    assert "gradient norm is" in line and "at epoch 1, step 1;" in line, line
+    assert not (out / "model.pt").exists()
+
+
+def nan_validation(epochs: set[int], monkeypatch) -> None:
+    """Make the validation loss NaN in ``epochs`` (1-based)."""
+    real, calls = Objective.evaluate, []
+
+    def evaluate(self, *args):
+        calls.append(1)
+        metrics = real(self, *args)
+        return {**metrics, "loss": math.nan} if len(calls) in epochs else metrics
+
+    monkeypatch.setattr(Objective, "evaluate", evaluate)
+
+
+def test_non_finite_validation_is_never_best(micro, tmp_path, monkeypatch):
+    nan_validation({2}, monkeypatch)
+    out = tmp_path / "out"
+    assert train(*micro, out, "--epochs", "2") == 0
+    assert strict_json(out / "summary.json")["best_epoch"] == 1
+    assert torch.load(out / "checkpoints" / "best.pt", weights_only=True)["row"]["epoch"] == 1
+
+
+def test_validation_non_finite_in_every_epoch_exits_3(micro, tmp_path, capsys, monkeypatch):
+    nan_validation({1, 2}, monkeypatch)
+    out = tmp_path / "out"
+    line = diverged(train(*micro, out, "--epochs", "2"), capsys, "train")
+    assert "validation val_loss was non-finite in every epoch" in line, line
+    assert not (out / "model.pt").exists() and not (out / "checkpoints" / "best.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("ages", "expected"),
+    [
+        (np.resize([1.7e308, -1.7e308], 12), "too large to scale"),  # std overflows float64
+        (np.linspace(1e39, 2e39, 12), "too large to scale"),  # beyond float32
+        (np.full(12, 30.0), "one value (30)"),
+    ],
+)
+def test_unscalable_targets_are_refused_before_training(micro, tmp_path, capsys, ages, expected):
+    table, _ = micro
+    metadata = write_metadata(tmp_path / "extreme.tsv", micro_metadata().assign(age=ages))
+    out = tmp_path / "out"
+    rc = train(table, metadata, out)
+    assert_failed(rc, capsys, "train", out, str(metadata), "'age'", expected)
+
+
+# --------------------------------------------------------------------------- prediction
+
+
+def predict_into(trained_micro, model: Path, out: Path, metadata: Path) -> int:
+    inputs = ["--model", model, "--table", trained_micro.table, "--metadata", metadata]
+    return aam("predict", *inputs, "--output-dir", out, "--threads", "2")
+
+
+def test_predict_with_non_finite_weights_exits_3(trained_micro, tmp_path, capsys):
+    state = torch.load(trained_micro.out / "model.pt", weights_only=True)
+    state["model"] = {k: v.fill_(math.nan) if v.is_floating_point() else v
+                      for k, v in state["model"].items()}  # fmt: skip
+    model = tmp_path / "nan.pt"
+    torch.save(state, model)
+    out = tmp_path / "out"
+    rc = predict_into(trained_micro, model, out, trained_micro.metadata)
+    line = diverged(rc, capsys, "predict")
+    assert str(model) in line and "12 of 12 predictions are NaN or infinite" in line, line
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_predict_metrics_that_overflow_exit_3(trained_micro, tmp_path, capsys):
+    huge = np.resize([1.5e308, -1.5e308], 12)
+    metadata = write_metadata(tmp_path / "huge.tsv", micro_metadata().assign(age=huge))
+    out = tmp_path / "out"
+    rc = predict_into(trained_micro, trained_micro.out / "model.pt", out, metadata)
+    line = diverged(rc, capsys, "predict")
+    assert str(metadata) in line and "rmse" in line, line
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_predict_undefined_r2_is_null_in_strict_json(trained_micro, tmp_path):
+    metadata = write_metadata(tmp_path / "flat.tsv", micro_metadata().assign(age=30.0))
+    out = tmp_path / "out"
+    assert predict_into(trained_micro, trained_micro.out / "model.pt", out, metadata) == 0
+    metrics = strict_json(out / "metrics.json")
+    assert metrics["model"]["r2"] is None and math.isfinite(metrics["model"]["mae"])
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def test_every_json_writer_writes_strict_json(tmp_path, monkeypatch, capsys):
+    nan, inf = math.nan, math.inf
+    write_provenance(tmp_path / "provenance.json", {"x": nan})
+    golden.write_report({"passed": False, "rows": [{"max_abs": inf, "x": nan}]},
+                        tmp_path / "golden.json")  # fmt: skip
+    result = probe.ProfileResult(None, {"peak": nan}, {"rows": [{"samples_per_s": inf}]})
+    probe.write_results(result, tmp_path / "profile")
+    split = pd.Series(["train"], index=pd.Index(["s1"], name="sample_id"), name="split")
+    run = TrainResult({}, [{"epoch": 1, "val_r2": nan}], 1, {"val_r2": nan})
+    common.write_outputs(tmp_path / "run", "m.pt", {}, run, SimpleNamespace(split=split),
+                         {"mean_baseline": {"val_r2": inf}})  # fmt: skip
+    report = {"torch": "t", "rocm": None, "cuda": None, "device": "cpu", "device_name": "cpu",
+              "arch": None, "backends": [{"backend": "math", "unmasked": nan, "masked": inf}],
+              "compile": "ok", "recommendation": "r"}  # fmt: skip
+    monkeypatch.setattr(doctor, "diagnose", lambda device: report)
+    assert aam("doctor", "--device", "cpu", "--output", tmp_path / "doctor.json") == 0
+    assert strict_json(tmp_path / "provenance.json") == {"x": None}
+    assert strict_json(tmp_path / "golden.json")["rows"] == [{"max_abs": "inf", "x": "nan"}]
+    assert strict_json(tmp_path / "profile" / "memory.json") == {"peak": None}
+    assert strict_json(tmp_path / "profile" / "throughput.json")["rows"][0]["samples_per_s"] is None
+    summary = strict_json(tmp_path / "run" / "summary.json")
+    assert summary == {"best_epoch": 1, "val_r2": None, "mean_baseline": {"val_r2": None}}
+    assert strict_json(tmp_path / "doctor.json")["backends"][0]["masked"] is None
+
+
+# --------------------------------------------------------------------------- output locations
+
+
+def refuse_work(*args, **kwargs):
+    raise AssertionError("the work started before the output location was checked")
+
+
+@pytest.mark.parametrize(
+    "command", ["pretrain", "train", "predict", "plot-history", "profile", "validate", "doctor"]
+)
+def test_output_under_a_regular_file_fails_before_any_work(
+    command, trained_micro, tmp_path, capsys, monkeypatch
+):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = blocker / "out"
+    table, metadata, model = trained_micro.table, trained_micro.metadata, trained_micro.out
+    work = {
+        "pretrain": (pretrain, "load_study"), "train": (train_command, "load_study"),
+        "predict": (predict, "load_study"), "plot-history": (plot_history, "read_history"),
+        "profile": (probe, "profile_training"), "validate": (golden, "generate_golden"),
+        "doctor": (doctor, "diagnose"),
+    }  # fmt: skip
+    monkeypatch.setattr(*work[command], refuse_work)
+    argv = {
+        "pretrain": ["--table", table, "--unifrac", metadata, "--output-dir", out, *MICRO],
+        "train": ["--table", table, "--metadata", metadata, "--target-column", "age",
+                  "--output-dir", out, *MICRO],
+        "predict": ["--model", model / "model.pt", "--table", table, "--output-dir", out],
+        "plot-history": ["--history", model / "history.tsv", "--output", out / "plot.png"],
+        "profile": ["--table", table, "--unifrac", metadata, "--output-dir", out],
+        "validate": ["generate", "--output-dir", out],
+        "doctor": ["--device", "cpu", "--output", out / "doctor.json"],
+    }  # fmt: skip
+    rc = aam(command, *argv[command])
+    line = error_line(capsys, command)
+    assert rc == 2 and str(out) in line, line

@@ -1,0 +1,136 @@
+"""Nothing from a config or a metadata header executes: every value that reaches a `shell:` is
+quoted, names used in paths match a safe pattern, and a bad config stops with one line."""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from checkout import REPO
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aam.workflow_config import cli_flags, config_error_line
+
+# Placeholders a shell: directive may use unquoted: numbers, or flag strings that cli_flags built.
+PREQUOTED = {"threads", "params.options", "params.scratch", "params.covariates",
+             "params.classifier", "params.launcher"}  # fmt: skip
+HOSTILE = ["$(touch {marker})", "`touch {marker}`", "x; touch {marker}", "a'b\"c", "host age"]
+
+
+def _shell_templates() -> dict[str, str]:
+    """rule name -> its shell: template (the concatenated string literals after `shell:`)."""
+    templates = {}
+    for path in sorted((REPO / "workflow/rules").glob("*.smk")):
+        chunks = re.split(r"^\s*rule (\w+):", path.read_text(), flags=re.M)
+        for rule, body in zip(chunks[1::2], chunks[2::2], strict=True):
+            shell = body.split("shell:", 1)[1] if "shell:" in body else ""
+            literals = re.findall(r"^\s+([\"'])(.*)\1\s*$", shell, flags=re.M)
+            templates[rule] = "".join(text for _, text in literals)
+    return templates
+
+
+def test_every_shell_placeholder_is_quoted_or_prequoted():
+    templates = _shell_templates()
+    assert {"pretrain", "finetune", "predict", "unifrac", "split", "stage_data"} <= set(templates)
+    for rule, template in templates.items():
+        for name, spec in re.findall(r"(?<!\{)\{([\w.]+)(:q)?\}(?!\})", template):
+            assert spec == ":q" or name in PREQUOTED, f"rule {rule}: {{{name}}} is not quoted"
+
+
+OPTION_VALUES = st.one_of(st.text(), st.integers(), st.floats(allow_nan=False),
+                          st.lists(st.text(), max_size=3), st.booleans(), st.none())  # fmt: skip
+
+
+@given(st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True), OPTION_VALUES))
+def test_cli_flags_round_trip_through_the_shell_lexer(options):
+    expected = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            expected.append(flag)
+        elif isinstance(value, list):
+            expected += [flag, *value]
+        elif value is not False and value is not None:
+            expected += [flag, str(value)]
+    assert shlex.split(cli_flags(options)) == expected
+
+
+@pytest.mark.parametrize("template", HOSTILE)
+def test_hostile_flag_values_do_not_execute_in_bash(tmp_path, template):
+    marker = tmp_path / "executed"
+    value = template.format(marker=marker)
+    line = "printf '%s\\n' " + cli_flags({"target_column": value, "columns": [value, "b"]})
+    run = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["--target-column", value, "--columns", value, "b"]
+    assert not marker.exists()
+
+
+def _config(tmp_path: Path, **changes) -> Path:
+    config = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    config["workdir"] = str(tmp_path / "work")
+    for dotted, value in changes.items():
+        *parents, key = dotted.split(".")
+        node = config
+        for parent in parents:
+            node = node[parent]
+        node[key] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _dry_run(cwd: Path, config: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
+           "--configfile", str(config), "--dry-run", "--printshellcmds"]  # fmt: skip
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("where", ["datasets", "runs"])
+def test_unsafe_names_stop_before_any_job_with_one_line(tmp_path, checkout_copy, where):
+    marker = tmp_path / "executed"
+    bad = f"x$(touch {marker})"
+    config = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    config["workdir"] = str(tmp_path / "work")
+    config[where] = {bad: config[where].popitem()[1]}
+    if where == "datasets":
+        config["runs"]["tiny"]["dataset"] = bad
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run = _dry_run(checkout_copy, path)
+    assert run.returncode != 0
+    lines = [ln for ln in (run.stdout + run.stderr).splitlines() if ln.startswith("config ")]
+    assert len(lines) == 1 and lines[0].startswith(f"config {where}: "), run.stdout[-2000:]
+    assert "does not match" in lines[0] and "used in file paths" in lines[0]
+    assert not marker.exists() and not (tmp_path / "work").exists()
+
+
+def test_config_error_line_is_one_line_naming_the_key():
+    from jsonschema import Draft202012Validator
+
+    schema = {"type": "object", "properties": {"runs": {"type": "object", "properties": {
+        "r": {"type": "integer", "description": "epochs\nof training"}}}}}  # fmt: skip
+    error = next(Draft202012Validator(schema).iter_errors({"runs": {"r": "x\ny"}}))
+    try:
+        try:
+            raise error
+        except type(error):
+            raise RuntimeError("Error validating config file.") from None  # as Snakemake does
+    except RuntimeError as wrapped:
+        line = config_error_line(wrapped)
+    assert "\n" not in line
+    assert line.startswith("config runs.r: 'x\\ny' is not of type 'integer' (epochs of training)")
+
+
+def test_hostile_option_values_are_quoted_in_the_planned_commands(tmp_path, checkout_copy):
+    marker = tmp_path / "executed"
+    value = f"$(touch {marker}); `touch {marker}`"
+    config = _config(tmp_path, **{"runs.tiny.finetune.loss": value, "device": value})
+    run = _dry_run(checkout_copy, config)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"--loss '{value}'" in run.stdout and f"--device '{value}'" in run.stdout
+    assert not marker.exists()
