@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # one worker: xdist_group marks, --dist loadgroup in pyproject.toml).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint schema venv clean
 
 venv: $(STAMP)
 
@@ -33,6 +33,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check aam tests benchmarks
 	$(BIN)/snakefmt --check workflow
 	$(BIN)/snakemake --profile profiles/local --lint
+
+# workflow/schemas/run_options.schema.json from the flags of `aam pretrain` / `aam train`.
+schema: $(STAMP)
+	$(BIN)/aam run-options-schema
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

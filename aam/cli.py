@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("aam.profiling.cli", "Kernel table, peak memory and samples/s of a few steps"),
     "profiling-report": ("aam.profiling.report", "HTML profiling report (kernels, memory, rules)"),
     "validate": ("aam.validation.cli", "Golden numeric check: generate, or compare on any device"),
+    "run-options-schema": (
+        "aam.run_options",
+        "Schema of the workflow's runs.* options, from the flags",
+    ),
 }
 
 

@@ -6,6 +6,7 @@ config file or a metadata header can execute: values are quoted with ``shlex.quo
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -46,4 +47,10 @@ def config_error_line(error: BaseException) -> str:
     described = cause.schema.get("description") if isinstance(cause.schema, dict) else None
     hint = f" ({' '.join(described.split())})" if described else ""
     message = " ".join(cause.message.split())
+    if cause.validator == "additionalProperties" and isinstance(cause.instance, dict):
+        known = list(cause.schema.get("properties", {}))
+        key = sorted(k for k in cause.instance if k not in known)[0]
+        where = f"{where}.{key}" if where != "(top level)" else key
+        close = difflib.get_close_matches(key, known, n=1)
+        message = "unknown key" + (f" (did you mean {close[0]}?)" if close else "")
     return f"config {where}: {message}{hint}; fix it in the config file or --config"

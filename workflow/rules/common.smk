@@ -18,7 +18,7 @@ from aam.provenance import code_fingerprint  # noqa: E402
 from aam.workflow_config import cli_flags, config_error_line  # noqa: E402
 
 try:
-    validate(config, workflow.source_path("../schemas/config.schema.yaml"))
+    validate(config, "../schemas/config.schema.yaml")
 except WorkflowError as err:
     raise WorkflowError(config_error_line(err)) from None
 _unset = [name for name in config["required_env"] if not os.environ.get(name)]
