@@ -70,14 +70,29 @@ def import_closure(*entries: str) -> list[str]:
     return sorted(seen)
 
 
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` with the docstring of the module and of every class and function removed."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None) if isinstance(node, _DOCUMENTED) else None
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            if isinstance(body[0].value.value, str):
+                del body[0]
+    return tree
+
+
 def code_fingerprint(command_module: str) -> str:
     """16-hex-digit hash of the parsed code that `python -m aam <command>` runs: the command's
-    module and the entry point (``aam.__main__`` -> ``aam.cli``), with all they import."""
+    module and the entry point (``aam.__main__`` -> ``aam.cli``), with all they import.
+    Comments, formatting and docstrings do not count."""
     digest = hashlib.sha256()
     for name in import_closure(command_module, "aam.__main__"):
         path = module_file(name)
+        tree = _without_docstrings(ast.parse(path.read_text(), filename=str(path)))
         digest.update(name.encode())
-        digest.update(ast.dump(ast.parse(path.read_text(), filename=str(path))).encode())
+        digest.update(ast.dump(tree).encode())
     return digest.hexdigest()[:16]
 
 

@@ -24,7 +24,7 @@ def test_prediction_code_is_only_in_the_predict_closure():
 
 def test_model_code_is_in_training_and_prediction_closures_only():
     users = {c for c, (m, _) in COMMANDS.items() if "aam.models.layers" in prov.import_closure(m)}
-    assert users == {"pretrain", "train", "predict", "profile", "validate"}
+    assert users == {"pretrain", "train", "predict", "profile", "validate", "run-options-schema"}
 
 
 @pytest.fixture
@@ -44,6 +44,18 @@ def test_fingerprint_ignores_comments_and_formatting_but_not_code(package_copy):
     path.write_text(text.replace("1.0 / math.sqrt(dim)", "2.0 / math.sqrt(dim)"))
     assert prov.code_fingerprint("aam.commands.predict") != before
     assert prov.code_fingerprint("aam.unifrac.cli") == prov.code_fingerprint("aam.unifrac.cli")
+
+
+def test_fingerprint_ignores_docstrings_but_not_other_strings(package_copy):
+    before = prov.code_fingerprint("aam.commands.predict")
+    path = package_copy / "models" / "layers.py"
+    text = path.read_text()
+    first = text.index('"""', text.index("def ")) + 3  # inside the first function's docstring
+    edited = text[:first] + "Reworded. " + text[first:]
+    path.write_text(edited.replace('"""', '"""Reworded module. ', 1))
+    assert prov.code_fingerprint("aam.commands.predict") == before
+    path.write_text(text.replace('"auto"', '"math"', 1))
+    assert prov.code_fingerprint("aam.commands.predict") != before
 
 
 def test_cli_writes_provenance_beside_outputs(tmp_path, demo_dir):
