@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from errors import one_line_error
 
 from aam.data import load_metadata, numeric_column
-from aam.errors import InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 
@@ -16,14 +16,6 @@ def write(tmp_path: Path, text: str, name: str = "meta.tsv") -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
-
-
-def one_line_error(func, *args) -> str:
-    with pytest.raises(InputError) as info:
-        func(*args)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 def test_demo_metadata():

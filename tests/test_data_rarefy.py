@@ -6,6 +6,7 @@ from pathlib import Path
 import biom
 import numpy as np
 import pytest
+from errors import one_line_error
 
 from aam.data import load_table, rarefy
 from aam.errors import InputError
@@ -73,14 +74,6 @@ def test_no_sample_reaches_depth():
 def test_depth_must_be_positive(depth):
     with pytest.raises(InputError, match="--rarefy-depth must be a positive"):
         rarefy(small_table(), depth, seed=0)
-
-
-def one_line_error(func, *args, **kwargs) -> str:
-    with pytest.raises(InputError) as info:
-        func(*args, **kwargs)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 def test_fractional_counts_cannot_be_rarefied():

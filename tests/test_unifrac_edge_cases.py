@@ -11,9 +11,9 @@ import biom
 import numpy as np
 import pytest
 import skbio
+from errors import one_line_error
 from skbio.diversity import beta_diversity
 
-from aam.errors import InputError
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.tree import load_tree
 
@@ -47,14 +47,6 @@ def newick(text: str) -> skbio.TreeNode:
 def table(rows: dict[str, list[int]], samples: list[str] | None = None) -> biom.Table:
     samples = samples or [f"s{k + 1}" for k in range(len(next(iter(rows.values()))))]
     return biom.Table(np.array(list(rows.values()), dtype=float), list(rows), samples)
-
-
-def one_line_error(func, *args, **kwargs) -> str:
-    with pytest.raises(InputError) as info:
-        func(*args, **kwargs)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 @pytest.fixture(scope="module")

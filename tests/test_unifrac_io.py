@@ -8,8 +8,8 @@ import h5py
 import numpy as np
 import pytest
 import skbio
+from errors import one_line_error
 
-from aam.errors import InputError
 from aam.unifrac.io import read_distance_matrix, write_distance_matrix
 
 IDS = ["10317.000003995", "s-2", "é sample 3", "4"]
@@ -21,14 +21,6 @@ def matrix(dtype=np.float64) -> np.ndarray:
     m = m + m.T
     np.fill_diagonal(m, 0.0)
     return m.astype(dtype)
-
-
-def one_line_error(func, *args) -> str:
-    with pytest.raises(InputError) as info:
-        func(*args)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 def only_file(directory: Path) -> Path:
