@@ -34,7 +34,7 @@ lint: $(STAMP)
 	$(BIN)/snakefmt --check workflow
 	$(BIN)/snakemake --profile profiles/local --lint
 
-# workflow/schemas/run_options.schema.json from the flags of `aam pretrain` / `aam train`.
+# workflow/schemas/run_options.schema.json from the flags of `aam pretrain` / `aam finetune`.
 schema: $(STAMP)
 	$(BIN)/aam run-options-schema
 

@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tree": ("aam.phylogeny", "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)"),
     "split": ("aam.commands.split", "Seeded train/validation/test split of the samples"),
     "pretrain": ("aam.commands.pretrain", "Pretrain the base on UniFrac + masked nucleotides"),
-    "train": ("aam.commands.train", "Fine-tune on a metadata target (regression or classes)"),
+    "finetune": ("aam.commands.finetune", "Fine-tune on a metadata target (regression or classes)"),
     "predict": ("aam.commands.predict", "Predict with a fine-tuned model; metrics if truth known"),
     "plot-history": ("aam.commands.plot_history", "Training curves (PNG) from a history.tsv"),
     "lint-def": ("aam.containers", "Check Singularity .def files (header, sections, no aam)"),

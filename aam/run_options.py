@@ -1,5 +1,5 @@
 """`aam run-options-schema`: the JSON schema of the workflow's `runs.<run>.model`, `.pretrain` and
-`.finetune` sections, generated from the flags of `aam pretrain` and `aam train`.
+`.finetune` sections, generated from the flags of `aam pretrain` and `aam finetune`.
 
 The flags are the one declaration: a section accepts exactly the flags its command takes (minus
 those the workflow's rules set themselves), with their types and choices. The schema is written
@@ -27,7 +27,7 @@ RULE_FLAGS = frozenset({
     "device", "progress", "val_fraction", "test_fraction",
 })  # fmt: skip
 MODEL_GROUP = "model"  # title prefix of the argument group shared by both training commands
-SECTIONS = {"pretrain": "pretrain", "finetune": "train"}  # config section -> `aam` command
+SECTIONS = {"pretrain": "pretrain", "finetune": "finetune"}  # config section -> `aam` command
 
 
 def command_parser(command: str) -> argparse.ArgumentParser:
@@ -35,7 +35,7 @@ def command_parser(command: str) -> argparse.ArgumentParser:
     if command == "pretrain":
         from aam.commands.pretrain import add_arguments
     else:
-        from aam.commands.train import add_arguments
+        from aam.commands.finetune import add_arguments
     parser = argparse.ArgumentParser(prog=f"aam {command}")
     add_arguments(parser)
     return parser

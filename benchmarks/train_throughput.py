@@ -1,4 +1,4 @@
-"""Benchmark: training throughput and peak RSS of `aam pretrain` and `aam train`.
+"""Benchmark: training throughput and peak RSS of `aam pretrain` and `aam finetune`.
 
 Settings of the reference measurement of the public AAM implementation (issue #3): embedding
 128, 4 heads, 2 layers per stack, max_bp 100, token_limit 256, batch 8, on a seeded 400-sample
@@ -68,8 +68,8 @@ def main() -> None:
               "--pretrained-encoder", encoder, "--allow-missing-samples"]  # fmt: skip
     stages = [
         ("pretrain", "pretrain", ["pretrain", "--unifrac", unifrac]),
-        ("fine-tune, --freeze-base", "frozen", ["train", *target, "--freeze-base"]),
-        ("fine-tune, whole model", "whole", ["train", *target, "--unifrac", unifrac]),
+        ("fine-tune, --freeze-base", "frozen", ["finetune", *target, "--freeze-base"]),
+        ("fine-tune, whole model", "whole", ["finetune", *target, "--unifrac", unifrac]),
     ]
     rows = []
     for stage, name, (command, *extra) in stages:

@@ -1,4 +1,4 @@
-"""`aam split/pretrain/train/predict` end to end on demo samples, and their bad-input errors.
+"""`aam split/pretrain/finetune/predict` end to end on demo samples, and their bad-input errors.
 
 Every command runs in-process through ``aam.cli.main`` with a tiny model, so the whole module
 stays well under a minute on two CPU cores. Bad input must give one ``aam <command>: error:``
@@ -146,20 +146,20 @@ def pretrain(demo: dict[str, Path], out: Path, *extra: str | Path) -> int:
 
 
 def train(demo: dict[str, Path], out: Path, target: str, *extra: str | Path) -> int:
-    """`aam train` of the tiny model on ``target`` of the 60 demo samples."""
+    """`aam finetune` of the tiny model on ``target`` of the 60 demo samples."""
     inputs = ["--table", demo["table"], "--metadata", demo["metadata"], "--split", demo["split"]]
-    return aam("train", *inputs, "--target-column", target, "--output-dir", out, *TINY, *extra)
+    return aam("finetune", *inputs, "--target-column", target, "--output-dir", out, *TINY, *extra)
 
 
 def micro_train(table: Path, metadata: Path, out: Path, *extra: str | Path, target="age") -> int:
-    """`aam train` on a hand-made table (defaults: no split file, no test samples)."""
+    """`aam finetune` on a hand-made table (defaults: no split file, no test samples)."""
     inputs = ["--table", table, "--metadata", metadata, "--target-column", target]
-    return aam("train", *inputs, "--output-dir", out, *MICRO, *extra)
+    return aam("finetune", *inputs, "--output-dir", out, *MICRO, *extra)
 
 
 @pytest.fixture(scope="module")
 def trained(demo, pretrained) -> Path:
-    """`aam train` on age from the pretrained encoder, with the UniFrac regulariser."""
+    """`aam finetune` on age from the pretrained encoder, with the UniFrac regulariser."""
     out = demo["root"] / "train"
     encoder = pretrained / "encoder.pt"
     rc = train(demo, out, "age", "--unifrac", demo["unifrac"], "--pretrained-encoder", encoder)
@@ -341,7 +341,7 @@ def test_train_batch_of_one_without_pairwise_loss(micro, tmp_path):
 def test_train_with_unifrac_batch_of_one(micro, demo, tmp_path, capsys):
     out = tmp_path / "out"
     rc = train(demo, out, "age", "--unifrac", demo["unifrac"], "--batch-size", "1")
-    assert_failed(rc, capsys, "train", out, "--batch-size 1", "pairs")
+    assert_failed(rc, capsys, "finetune", out, "--batch-size 1", "pairs")
 
 
 @pytest.mark.parametrize(
@@ -351,7 +351,7 @@ def test_train_rejects_non_positive_counts(micro, tmp_path, capsys, flag, value)
     table, metadata = micro
     out = tmp_path / "out"
     rc = micro_train(table, metadata, out, flag, value)
-    assert_failed(rc, capsys, "train", out, f"{flag} {value}")
+    assert_failed(rc, capsys, "finetune", out, f"{flag} {value}")
 
 
 def test_predict_rejects_batch_size_zero(demo, trained, tmp_path, capsys):
@@ -373,7 +373,7 @@ def test_train_bad_target_column(micro, tmp_path, capsys, column, classifier, ex
     out = tmp_path / "out"
     flags = ["--classifier"] if classifier else []
     rc = micro_train(table, metadata, out, *flags, target=column)
-    assert_failed(rc, capsys, "train", out, str(metadata), expected)
+    assert_failed(rc, capsys, "finetune", out, str(metadata), expected)
 
 
 def test_train_drops_and_counts_missing_targets(micro, tmp_path, caplog):
@@ -401,15 +401,15 @@ def test_train_all_targets_missing(micro, tmp_path, capsys):
     metadata = write_metadata(tmp_path / "empty.tsv", frame)
     out = tmp_path / "out"
     rc = micro_train(table, metadata, out)
-    assert_failed(rc, capsys, "train", out, "'age'", "empty for every sample")
+    assert_failed(rc, capsys, "finetune", out, "'age'", "empty for every sample")
 
 
-@pytest.mark.parametrize("command", ["train", "predict"])
+@pytest.mark.parametrize("command", ["finetune", "predict"])
 def test_samples_without_asvs(tmp_path, capsys, trained, command):
     table = write_table(tmp_path / "table.biom", micro_table(empty=(4, 9)))
     metadata = write_metadata(tmp_path / "metadata.tsv", micro_metadata())
     out = tmp_path / "out"
-    if command == "train":
+    if command == "finetune":
         rc = micro_train(table, metadata, out)
     else:
         rc = aam("predict", "--model", trained / "model.pt", "--table", table, "--output-dir", out)
@@ -480,21 +480,21 @@ def test_train_with_bad_pretrained_encoder(demo, pretrained, trained, tmp_path, 
         torch.save(state, path)
     out = tmp_path / "out"
     rc = train(demo, out, "age", "--pretrained-encoder", path)
-    assert_failed(rc, capsys, "train", out, str(path))
+    assert_failed(rc, capsys, "finetune", out, str(path))
 
 
 def test_train_flag_contradicting_the_encoder(demo, pretrained, tmp_path, capsys):
     out = tmp_path / "out"
     encoder = pretrained / "encoder.pt"
     rc = train(demo, out, "age", "--pretrained-encoder", encoder, "--attention-heads", "4")
-    assert_failed(rc, capsys, "train", out, "--attention-heads 4", "attention_heads=2")
+    assert_failed(rc, capsys, "finetune", out, "--attention-heads 4", "attention_heads=2")
 
 
 def test_best_metric_not_measured(micro, tmp_path, capsys):
     table, metadata = micro
     out = tmp_path / "out"
     rc = micro_train(table, metadata, out, "--best-metric", "val_auc")
-    assert_failed(rc, capsys, "train", out, "--best-metric val_auc", "val_mae")
+    assert_failed(rc, capsys, "finetune", out, "--best-metric val_auc", "val_mae")
 
 
 def test_train_rerun_with_another_target_does_not_resume(micro, tmp_path, capsys):
@@ -505,7 +505,7 @@ def test_train_rerun_with_another_target_does_not_resume(micro, tmp_path, capsys
     assert micro_train(table, metadata, out) == 0
     before = (out / "model.pt").read_bytes()
     rc = micro_train(table, metadata, out, target="bmi")
-    line = error_line(capsys, "train")
+    line = error_line(capsys, "finetune")
     assert rc == 2 and "different config" in line and "target.column" in line
     assert (out / "model.pt").read_bytes() == before
 
@@ -514,7 +514,7 @@ def test_freeze_base_needs_an_encoder(micro, tmp_path, capsys):
     table, metadata = micro
     out = tmp_path / "out"
     rc = micro_train(table, metadata, out, "--freeze-base")
-    assert_failed(rc, capsys, "train", out, "--freeze-base", "--pretrained-encoder")
+    assert_failed(rc, capsys, "finetune", out, "--freeze-base", "--pretrained-encoder")
 
 
 def test_metadata_missing_samples(micro, tmp_path, capsys):
@@ -522,7 +522,7 @@ def test_metadata_missing_samples(micro, tmp_path, capsys):
     metadata = write_metadata(tmp_path / "partial.tsv", micro_metadata().drop(["s02", "s05"]))
     out = tmp_path / "out"
     expected = [f"{metadata} lacks 2 ID(s)", "(s02, s05)", "--allow-missing-samples"]
-    assert_failed(micro_train(table, metadata, out), capsys, "train", out, *expected)
+    assert_failed(micro_train(table, metadata, out), capsys, "finetune", out, *expected)
 
     assert micro_train(table, metadata, out, "--allow-missing-samples") == 0
     assert len(read_split(out / "split.tsv")) == 10 and (out / "model.pt").is_file()
@@ -615,9 +615,9 @@ def test_output_dir_that_is_a_file_fails_before_training(micro, tmp_path, capsys
     blocker.write_text("not a directory")
     checkpoints = tmp_path / "checkpoints"
     rc = micro_train(table, metadata, blocker, "--checkpoint-dir", checkpoints)
-    assert_failed(rc, capsys, "train", checkpoints, str(blocker), "existing file")
+    assert_failed(rc, capsys, "finetune", checkpoints, str(blocker), "existing file")
     rc = micro_train(table, metadata, blocker / "out", "--checkpoint-dir", checkpoints)
-    assert_failed(rc, capsys, "train", checkpoints, str(blocker / "out"), "Not a directory")
+    assert_failed(rc, capsys, "finetune", checkpoints, str(blocker / "out"), "Not a directory")
     assert not checkpoints.exists()  # no epoch was trained
 
 
@@ -644,7 +644,7 @@ def test_read_only_output_dir_fails_before_training(micro, tmp_path, capsys):
     table, metadata = micro
     with read_only_dir(tmp_path / "read-only") as out:
         rc = micro_train(table, metadata, out)
-        assert_failed(rc, capsys, "train", out, str(out), "not writable")
+        assert_failed(rc, capsys, "finetune", out, str(out), "not writable")
 
 
 def test_predict_with_a_truncated_model_file(micro, tmp_path, capsys):
@@ -674,4 +674,4 @@ def test_train_with_a_damaged_split_file(micro, tmp_path, capsys, content):
     split.write_bytes(content)
     out = tmp_path / "out"
     rc = micro_train(table, metadata, out, "--split", split)
-    assert_failed(rc, capsys, "train", out, str(split), "not a split table")
+    assert_failed(rc, capsys, "finetune", out, str(split), "not a split table")

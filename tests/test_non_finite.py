@@ -27,7 +27,7 @@ from test_cli_training import (
 
 from aam import doctor
 from aam.commands import common, plot_history, predict, pretrain
-from aam.commands import train as train_command
+from aam.commands import finetune as finetune_command
 from aam.profiling import probe
 from aam.provenance import write_provenance
 from aam.training import losses
@@ -67,7 +67,7 @@ def trained_micro(tmp_path_factory) -> SimpleNamespace:
 
 def train(table: Path, metadata: Path, out: Path, *extra: str | Path) -> int:
     inputs = ["--table", table, "--metadata", metadata, "--target-column", "age"]
-    return aam("train", *inputs, "--output-dir", out, *MICRO, *extra)
+    return aam("finetune", *inputs, "--output-dir", out, *MICRO, *extra)
 
 
 def diverged(rc: int, capsys, command: str) -> str:
@@ -84,7 +84,7 @@ def diverged(rc: int, capsys, command: str) -> str:
 def test_train_with_a_huge_learning_rate_exits_3(micro, tmp_path, capsys, clip):
     out = tmp_path / "out"
     flags = ["--lr", "1e30", "--max-grad-norm", clip, "--checkpoint-every-minutes", "1e-9"]
-    line = diverged(train(*micro, out, *flags), capsys, "train")
+    line = diverged(train(*micro, out, *flags), capsys, "finetune")
     assert "at epoch 1, step" in line and "--lr (now 1e+30)" in line, line
     assert "--max-grad-norm" in line and "targets" in line, line
     assert not (out / "model.pt").exists() and not (out / "summary.json").exists()
@@ -110,7 +110,7 @@ def test_divergence_after_a_resume_keeps_the_last_good_files(micro, tmp_path, ca
     assert out / "checkpoints" / "latest.pt" in before and out / "model.pt" in before
     monkeypatch.setattr(losses, "regression_loss", lambda p, t, kind: (p.float() * math.nan).mean())
     capsys.readouterr()
-    line = diverged(train(*micro, out, "--epochs", "2"), capsys, "train")
+    line = diverged(train(*micro, out, "--epochs", "2"), capsys, "finetune")
     assert "target_loss is nan at epoch 2, step" in line, line
     assert files(out) == before  # latest.pt, best.pt, model.pt untouched; no temporaries
 
@@ -123,7 +123,7 @@ def test_non_finite_gradient_norm_exits_3(micro, tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(losses, "regression_loss", infinite_gradient)
     out = tmp_path / "out"
-    line = diverged(train(*micro, out), capsys, "train")
+    line = diverged(train(*micro, out), capsys, "finetune")
     assert "gradient norm is" in line and "at epoch 1, step 1;" in line, line
     assert not (out / "model.pt").exists()
 
@@ -151,7 +151,7 @@ def test_non_finite_validation_is_never_best(micro, tmp_path, monkeypatch):
 def test_validation_non_finite_in_every_epoch_exits_3(micro, tmp_path, capsys, monkeypatch):
     nan_validation({1, 2}, monkeypatch)
     out = tmp_path / "out"
-    line = diverged(train(*micro, out, "--epochs", "2"), capsys, "train")
+    line = diverged(train(*micro, out, "--epochs", "2"), capsys, "finetune")
     assert "validation val_loss was non-finite in every epoch" in line, line
     assert not (out / "model.pt").exists() and not (out / "checkpoints" / "best.pt").exists()
 
@@ -169,7 +169,7 @@ def test_unscalable_targets_are_refused_before_training(micro, tmp_path, capsys,
     metadata = write_metadata(tmp_path / "extreme.tsv", micro_metadata().assign(age=ages))
     out = tmp_path / "out"
     rc = train(table, metadata, out)
-    assert_failed(rc, capsys, "train", out, str(metadata), "'age'", expected)
+    assert_failed(rc, capsys, "finetune", out, str(metadata), "'age'", expected)
 
 
 # --------------------------------------------------------------------------- prediction
@@ -247,7 +247,7 @@ def refuse_work(*args, **kwargs):
 
 
 @pytest.mark.parametrize(
-    "command", ["pretrain", "train", "predict", "plot-history", "profile", "validate", "doctor"]
+    "command", ["pretrain", "finetune", "predict", "plot-history", "profile", "validate", "doctor"]
 )
 def test_output_under_a_regular_file_fails_before_any_work(
     command, trained_micro, tmp_path, capsys, monkeypatch
@@ -257,7 +257,7 @@ def test_output_under_a_regular_file_fails_before_any_work(
     out = blocker / "out"
     table, metadata, model = trained_micro.table, trained_micro.metadata, trained_micro.out
     work = {
-        "pretrain": (pretrain, "load_study"), "train": (train_command, "load_study"),
+        "pretrain": (pretrain, "load_study"), "finetune": (finetune_command, "load_study"),
         "predict": (predict, "load_study"), "plot-history": (plot_history, "read_history"),
         "profile": (probe, "profile_training"), "validate": (golden, "generate_golden"),
         "doctor": (doctor, "diagnose"),
@@ -265,7 +265,7 @@ def test_output_under_a_regular_file_fails_before_any_work(
     monkeypatch.setattr(*work[command], refuse_work)
     argv = {
         "pretrain": ["--table", table, "--unifrac", metadata, "--output-dir", out, *MICRO],
-        "train": ["--table", table, "--metadata", metadata, "--target-column", "age",
+        "finetune": ["--table", table, "--metadata", metadata, "--target-column", "age",
                   "--output-dir", out, *MICRO],
         "predict": ["--model", model / "model.pt", "--table", table, "--output-dir", out],
         "plot-history": ["--history", model / "history.tsv", "--output", out / "plot.png"],

@@ -24,7 +24,7 @@ def test_prediction_code_is_only_in_the_predict_closure():
 
 def test_model_code_is_in_training_and_prediction_closures_only():
     users = {c for c, (m, _) in COMMANDS.items() if "aam.models.layers" in prov.import_closure(m)}
-    assert users == {"pretrain", "train", "predict", "profile", "validate", "run-options-schema"}
+    assert users == {"pretrain", "finetune", "predict", "profile", "validate", "run-options-schema"}
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`runs.<run>.model/pretrain/finetune` accept exactly the flags of `aam pretrain` / `aam train`:
+"""`runs.<run>.model/pretrain/finetune` accept exactly the flags of `aam pretrain` / `aam finetune`:
 the schema is generated from the parsers, committed, and checked before any job."""
 
 import argparse

@@ -1,4 +1,4 @@
-"""Arguments and set-up shared by `aam pretrain` and `aam train`."""
+"""Arguments and set-up shared by `aam pretrain` and `aam finetune`."""
 
 from __future__ import annotations
 

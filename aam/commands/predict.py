@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam predict`."""
-    parser.add_argument("--model", required=True, type=Path, help="model.pt from `aam train`")
+    parser.add_argument("--model", required=True, type=Path, help="model.pt from `aam finetune`")
     parser.add_argument("--table", required=True, type=Path)
     parser.add_argument("--output-dir", required=True, type=Path)
     parser.add_argument(

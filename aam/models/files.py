@@ -1,4 +1,4 @@
-"""Model files: `aam pretrain` writes kind "encoder", `aam train` kind "predictor".
+"""Model files: `aam pretrain` writes kind "encoder", `aam finetune` kind "predictor".
 
 A model file holds ``kind``, ``config`` (``ModelConfig.to_dict()``) and ``model`` (the state
 dict), plus what its stage needs; loading rebuilds the exact model from the file alone.

@@ -72,7 +72,7 @@ rule finetune:
     threads: config["threads"]
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
-        code=code("train"),
+        code=code("finetune"),
         scratch=cli_flags({"scratch": config["scratch"]}),
         target=lambda wc: dataset_of(wc)["target"],
         covariates=lambda wc: cli_flags(
@@ -87,7 +87,7 @@ rule finetune:
             }
         ),
     shell:
-        "python -m aam --provenance {output.provenance:q} train --table {input.table:q}"
+        "python -m aam --provenance {output.provenance:q} finetune --table {input.table:q}"
         " --metadata {input.metadata:q} --target-column {params.target:q} {params.covariates}"
         " {params.classifier} --unifrac {input.unifrac:q} --split {input.split:q}"
         " --pretrained-encoder {input.encoder:q} --threads {threads} --no-progress {params.scratch}"

@@ -1,4 +1,4 @@
-"""`aam train`: fine-tune on a metadata target, optionally from a pretrained encoder."""
+"""`aam finetune`: fine-tune on a metadata target, optionally from a pretrained encoder."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `aam train`."""
+    """Arguments of `aam finetune`."""
     target = parser.add_argument_group("target")
     target.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
     target.add_argument("--target-column", required=True, help="metadata column to predict")
