@@ -1,8 +1,9 @@
 """`aam <command>` entry point: dispatches to one command module, imported lazily.
 
-Each command module exposes ``add_arguments(parser)`` and ``run(args) -> None``. Only the
-chosen command's module is imported, so `aam unifrac` does not pay for torch model code and the
-workflow can fingerprint exactly the modules a command uses.
+Each command is a module of ``aam.commands`` named after it, exposing ``add_arguments(parser)``
+and ``run(args) -> None``; it turns the arguments into typed values for the library below it.
+Only the chosen command's module is imported, so `aam unifrac` does not pay for torch model
+code and the workflow can fingerprint exactly the code a command uses.
 """
 
 from __future__ import annotations
@@ -16,26 +17,28 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from aam.errors import EXIT_INPUT, EXIT_NON_FINITE, InputError, NonFiniteError
+from aam.options import OptionError
 from aam.provenance import provenance_record, write_provenance
 
+HELP = {
+    "doctor": "Attention backends and torch stack check, with a recommendation",
+    "stage": "Copy inputs into the work area, verified, with a sha256 manifest",
+    "unifrac": "UniFrac distance matrix from a BIOM table and a newick tree",
+    "tree": "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)",
+    "split": "Seeded train/validation/test split of the samples",
+    "pretrain": "Pretrain the base on UniFrac + masked nucleotides",
+    "finetune": "Fine-tune on a metadata target (regression or classes)",
+    "predict": "Predict with a fine-tuned model; metrics if truth known",
+    "plot-history": "Training curves (PNG) from a history.tsv",
+    "lint-def": "Check Singularity .def files (header, sections, no aam)",
+    "profile": "Kernel table, peak memory and samples/s of a few steps",
+    "profiling-report": "HTML profiling report (kernels, memory, rules)",
+    "validate": "Golden numeric check: generate, or compare on any device",
+    "run-options-schema": "Schema of the workflow's runs.* options, from the flags",
+}
+# command -> (module, help); `aam foo-bar` is the module aam.commands.foo_bar.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "doctor": ("aam.doctor", "Attention backends and torch stack check, with a recommendation"),
-    "stage": ("aam.staging", "Copy inputs into the work area, verified, with a sha256 manifest"),
-    "unifrac": ("aam.unifrac.cli", "UniFrac distance matrix from a BIOM table and a newick tree"),
-    "tree": ("aam.phylogeny", "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)"),
-    "split": ("aam.commands.split", "Seeded train/validation/test split of the samples"),
-    "pretrain": ("aam.commands.pretrain", "Pretrain the base on UniFrac + masked nucleotides"),
-    "finetune": ("aam.commands.finetune", "Fine-tune on a metadata target (regression or classes)"),
-    "predict": ("aam.commands.predict", "Predict with a fine-tuned model; metrics if truth known"),
-    "plot-history": ("aam.commands.plot_history", "Training curves (PNG) from a history.tsv"),
-    "lint-def": ("aam.containers", "Check Singularity .def files (header, sections, no aam)"),
-    "profile": ("aam.profiling.cli", "Kernel table, peak memory and samples/s of a few steps"),
-    "profiling-report": ("aam.profiling.report", "HTML profiling report (kernels, memory, rules)"),
-    "validate": ("aam.validation.cli", "Golden numeric check: generate, or compare on any device"),
-    "run-options-schema": (
-        "aam.run_options",
-        "Schema of the workflow's runs.* options, from the flags",
-    ),
+    name: (f"aam.commands.{name.replace('-', '_')}", text) for name, text in HELP.items()
 }
 
 
@@ -90,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         module.run(args)
     except InputError as err:
         print(f"aam {name}: error: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except OptionError as err:
+        print(f"aam {name}: error: {err.as_flag()}", file=sys.stderr)
         return EXIT_INPUT
     except NonFiniteError as err:
         print(f"aam {name}: error: {err}", file=sys.stderr)

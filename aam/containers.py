@@ -1,4 +1,4 @@
-"""`aam lint-def`: checks of Singularity/Apptainer definition files, and image naming.
+"""Checks of Singularity/Apptainer definition files, and image naming.
 
 The cluster images (``containers/*.def``) hold dependencies only, never ``aam`` itself: the
 workflow runs the checked-out source, so a code change does not rebuild the image. An image is
@@ -15,7 +15,6 @@ missing ``%test``. Standard library only: the workflow imports this on a login n
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import re
@@ -122,34 +121,6 @@ class _Stage(NamedTuple):
     header: list[tuple[int, str, str]]  # (line, keyword lowercased, value)
     sections: list[_Section]
     line: int
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help=".def files to check")
-    parser.add_argument(
-        "--check-paths",
-        action="store_true",
-        help="also require the From: path of localimage/docker-archive builds to exist here "
-        "(use on the cluster that builds the image)",
-    )
-
-
-def run(args: argparse.Namespace) -> None:
-    """Print every problem as FILE:LINE: message; InputError (exit 2) if there is any."""
-    bad_files = 0
-    total = 0
-    for path in args.files:
-        problems = lint_def(path, check_paths=args.check_paths)
-        for problem in problems:
-            print(problem)
-        bad_files += bool(problems)
-        total += len(problems)
-    if total:
-        raise InputError(
-            f"{total} problem(s) in {bad_files} of {len(args.files)} definition file(s); "
-            "see the FILE:LINE lines above"
-        )
-    log.info("%d definition file(s) clean", len(args.files))
 
 
 def lint_def(path: str | Path, *, check_paths: bool = False) -> list[str]:

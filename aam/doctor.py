@@ -1,4 +1,4 @@
-"""`aam doctor`: what this torch stack can do, and which attention backend to use on it.
+"""What this torch stack can do, and which attention backend to use on it.
 
 Reports torch / ROCm / CUDA versions and the device, runs every SDPA backend on a standard
 shape with and without a key-padding mask, compares each to the math backend, times it and
@@ -7,16 +7,11 @@ measures its peak memory, checks torch.compile, and ends with one recommendation
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-
-from aam.atomic import check_output_path, write_json
-from aam.training.device import resolve_device
 
 BACKENDS = {"math": SDPBackend.MATH, "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
             "flash": SDPBackend.FLASH_ATTENTION}  # fmt: skip
@@ -118,31 +113,3 @@ def recommend(rows: list[dict], device: torch.device) -> str:
     if device.type != "cuda":
         return f"use --attn-implementation auto or math on {device.type}{warning}"
     return f"use --attn-implementation {best} on this stack{warning}"
-
-
-def _cell(value) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `aam doctor`."""
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--output", type=Path, help="also write the report as JSON")
-
-
-def run(args: argparse.Namespace) -> None:
-    """Print the diagnosis (and write it as JSON)."""
-    if args.output:
-        check_output_path(args.output, "report")
-    report = diagnose(resolve_device(args.device))
-    print(f"torch {report['torch']}  rocm {report['rocm']}  cuda {report['cuda']}  "
-          f"device {report['device_name']} {report['arch'] or ''}")  # fmt: skip
-    header = ("backend", "max err (no mask)", "max err (mask)", "ms", "peak MB")
-    print(f"{header[0]:<14}" + "".join(f"{h:>20}" for h in header[1:]))
-    for row in report["backends"]:
-        cells = [_cell(row.get(k, "")) for k in ("unmasked", "masked", "ms", "peak_mb")]
-        print(f"{row['backend']:<14}" + "".join(f"{c:>20}" for c in cells))
-    print(f"torch.compile: {report['compile']}")
-    print(f"recommendation: {report['recommendation']}")
-    if args.output:
-        write_json(args.output, report)

@@ -9,7 +9,6 @@ leaves no output behind.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 import shutil
@@ -34,42 +33,6 @@ _INSTALL_HINT = (
     "install it with `apt-get install {pkg}` on Debian/Ubuntu, "
     "or `conda install -c bioconda mafft fasttree`"
 )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--table",
-        required=True,
-        type=Path,
-        help="BIOM table whose observation IDs are the ASV sequences",
-    )
-    parser.add_argument(
-        "--output",
-        required=True,
-        type=Path,
-        help=f"newick tree to write ({', '.join(NEWICK_SUFFIXES)}); tip names are the sequences",
-    )
-    parser.add_argument(
-        "--threads", type=_positive_int, default=1, help="threads for MAFFT (default: 1)"
-    )
-    parser.add_argument(
-        "--keep-alignment",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help=f"also write the MAFFT alignment (FASTA: {', '.join(FASTA_SUFFIXES)}); headers are "
-        "the sequences",
-    )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def mafft_command(mafft: str, fasta: str | Path, threads: int = 1) -> list[str]:
@@ -212,34 +175,37 @@ def build_tree(sequences: Sequence[str], workdir: Path, threads: int = 1):
     return tree, {by_name[name]: row for name, row in rows.items()}
 
 
-def run(args: argparse.Namespace) -> None:
-    """Build the tree; output names and locations are checked before any work."""
-    check_output_file(args.output, NEWICK_SUFFIXES, "tree")
-    if args.keep_alignment is not None:
-        check_output_file(args.keep_alignment, FASTA_SUFFIXES, "alignment")
+def make_tree(
+    table: Path, output: Path, *, threads: int = 1, keep_alignment: Path | None = None
+) -> None:
+    """Write the midpoint-rooted tree of ``table``'s sequences to ``output`` (and the
+    alignment to ``keep_alignment``); output names and locations are checked before any work."""
+    check_output_file(output, NEWICK_SUFFIXES, "tree")
+    if keep_alignment is not None:
+        check_output_file(keep_alignment, FASTA_SUFFIXES, "alignment")
     total = time.perf_counter()
     start = time.perf_counter()
-    sequences = read_sequences(args.table)
+    sequences = read_sequences(table)
     log.info(
         "read %d ASV sequences from %s in %.1f s",
         len(sequences),
-        args.table,
+        table,
         time.perf_counter() - start,
     )
     with tempfile.TemporaryDirectory(prefix="aam-tree-") as tmp:
-        tree, alignment = build_tree(sequences, Path(tmp), threads=args.threads)
+        tree, alignment = build_tree(sequences, Path(tmp), threads=threads)
 
-    with atomic_output(args.output) as tmp_tree:
+    with atomic_output(output) as tmp_tree:
         tree.write(str(tmp_tree), format="newick")
-        if args.keep_alignment is not None:
-            with atomic_output(args.keep_alignment) as tmp_aln:
+        if keep_alignment is not None:
+            with atomic_output(keep_alignment) as tmp_aln:
                 with open(tmp_aln, "w") as handle:
                     for seq in sequences:
                         handle.write(f">{seq}\n{alignment[seq]}\n")
-            log.info("wrote alignment %s", args.keep_alignment)
+            log.info("wrote alignment %s", keep_alignment)
     log.info(
         "wrote %s (%d tips) in %.1f s total",
-        args.output,
+        output,
         len(sequences),
         time.perf_counter() - total,
     )

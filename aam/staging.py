@@ -7,7 +7,6 @@ verify its node-local copy before reading it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import logging
@@ -45,32 +44,17 @@ def stage_file(source: Path, target: Path) -> str:
     return expected
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `aam stage`."""
-    parser.add_argument("--output-dir", required=True, type=Path)
-    parser.add_argument("--manifest", default="manifest.sha256", help="manifest file name")
-    parser.add_argument(
-        "--file", action="append", required=True, metavar="NAME=PATH",
-        help="copy PATH to OUTPUT_DIR/NAME (repeat)",
-    )  # fmt: skip
-
-
-def run(args: argparse.Namespace) -> None:
-    """Stage every --file and write the manifest (default OUTPUT_DIR/manifest.sha256); the
-    output locations are checked before any copying."""
-    check_output_dir(args.output_dir, "staging")
-    check_output_path(args.output_dir / args.manifest, "manifest")
-    pairs = []
-    for item in args.file:
-        name, sep, path = item.partition("=")
-        if not sep or not name or "/" in name:
-            raise InputError(f"--file {item}: expected NAME=PATH with a plain file NAME")
-        check_output_path(args.output_dir / name, "staged file")
-        pairs.append((name, Path(path)))
-    lines = [f"{stage_file(path, args.output_dir / name)}  {name}" for name, path in pairs]
-    with atomic_output(args.output_dir / args.manifest) as tmp:
+def stage_files(output_dir: Path, files: dict[str, Path], manifest: str) -> None:
+    """Copy each ``files`` path to OUTPUT_DIR/<name> and write the manifest; the output
+    locations are checked before any copying."""
+    check_output_dir(output_dir, "staging")
+    check_output_path(output_dir / manifest, "manifest")
+    for name in files:
+        check_output_path(output_dir / name, "staged file")
+    lines = [f"{stage_file(path, output_dir / name)}  {name}" for name, path in files.items()]
+    with atomic_output(output_dir / manifest) as tmp:
         tmp.write_text("\n".join(lines) + "\n")
-    log.info("staged %d files into %s", len(pairs), args.output_dir)
+    log.info("staged %d files into %s", len(files), output_dir)
 
 
 def scratch_root(requested: str | None) -> Path | None:
@@ -129,18 +113,3 @@ def localized(paths: dict[str, Path | None], scratch: str | None) -> Iterator[di
 def _mkdir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-@contextlib.contextmanager
-def inputs_on_scratch(args: argparse.Namespace, *names: str) -> Iterator[None]:
-    """While inputs are read, point ``args.<name>`` at verified node-local copies
-    (``args.scratch``, see ``localized``); the attributes are restored afterwards."""
-    original = {name: getattr(args, name) for name in names}
-    with localized(original, args.scratch) as local:
-        for name in names:
-            setattr(args, name, local.get(name))
-        try:
-            yield
-        finally:
-            for name, value in original.items():
-                setattr(args, name, value)

@@ -18,6 +18,7 @@ from skbio import TreeNode
 
 from aam import phylogeny
 from aam.cli import main
+from aam.commands import tree as tree_command
 from aam.errors import InputError
 
 DEMO_TABLE = Path(__file__).resolve().parents[1] / "data" / "demo" / "table.biom"
@@ -49,7 +50,7 @@ def small_table_path(tmp_path_factory) -> Path:
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    phylogeny.add_arguments(parser)
+    tree_command.add_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -103,7 +104,7 @@ def test_fasttree_command():
 
 def test_end_to_end_run(small_table_path, tmp_path):
     out = tmp_path / "out" / "tree.nwk"
-    phylogeny.run(_parse(["--table", str(small_table_path), "--output", str(out)]))
+    tree_command.run(_parse(["--table", str(small_table_path), "--output", str(out)]))
     sequences = set(biom.load_table(str(small_table_path)).ids(axis="observation"))
     assert len(sequences) == N_ASVS
     _check_tree(out, sequences)

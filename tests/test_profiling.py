@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from aam.cli import main
+from aam.commands import profile as pcli
 from aam.profiling import KERNEL_COLUMNS
-from aam.profiling import cli as pcli
 from aam.profiling.kernels import categorize, read_rocprof_dir, read_stats_csv
 from aam.profiling.probe import (
     profile_training,

@@ -10,7 +10,7 @@ from aam.cli import COMMANDS, main
 
 
 def test_closure_follows_imports_including_function_level_ones():
-    closure = prov.import_closure("aam.unifrac.cli")
+    closure = prov.import_closure("aam.commands.unifrac")
     assert "aam.unifrac.cpu_kernel" in closure  # imported inside a function of engines.py
     assert "aam.data.table" in closure and "aam.unifrac" in closure and "aam" in closure
     assert not any(m.startswith(("aam.models", "aam.training")) for m in closure)
@@ -43,7 +43,8 @@ def test_fingerprint_ignores_comments_and_formatting_but_not_code(package_copy):
     assert prov.code_fingerprint("aam.commands.predict") == before
     path.write_text(text.replace("1.0 / math.sqrt(dim)", "2.0 / math.sqrt(dim)"))
     assert prov.code_fingerprint("aam.commands.predict") != before
-    assert prov.code_fingerprint("aam.unifrac.cli") == prov.code_fingerprint("aam.unifrac.cli")
+    unifrac = prov.code_fingerprint("aam.commands.unifrac")
+    assert unifrac == prov.code_fingerprint("aam.commands.unifrac")
 
 
 def test_fingerprint_ignores_docstrings_but_not_other_strings(package_copy):
@@ -65,7 +66,7 @@ def test_cli_writes_provenance_beside_outputs(tmp_path, demo_dir):
     assert main(["--provenance", str(record_path), *argv]) == 0
     record = json.loads(record_path.read_text())
     assert record["command"] == ["aam", *argv]
-    assert record["code_fingerprint"] == prov.code_fingerprint("aam.staging")
+    assert record["code_fingerprint"] == prov.code_fingerprint("aam.commands.stage")
     assert record["git_commit"] is None or len(record["git_commit"]) == 40
     assert {"torch", "device", "host", "started", "finished", "container_image"} <= set(record)
 

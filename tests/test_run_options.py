@@ -2,6 +2,7 @@
 the schema is generated from the parsers, committed, and checked before any job."""
 
 import argparse
+import dataclasses
 import re
 import subprocess
 import sys
@@ -11,8 +12,12 @@ import yaml
 from checkout import REPO
 from jsonschema import Draft202012Validator
 
-from aam import run_options
-from aam.run_options import RULE_FLAGS, SCHEMA_FILE, SECTIONS, command_parser
+from aam.commands import common
+from aam.commands import run_options_schema as run_options
+from aam.commands.run_options_schema import RULE_FLAGS, SCHEMA_FILE, SECTIONS, command_parser
+from aam.models.config import LAYER_STACKS, ModelConfig
+from aam.options import OptionError, flag, option, option_fields, value_type
+from aam.training.config import FINETUNE, RuntimeConfig, StudyOptions, TrainConfig
 
 SCHEMA = run_options.run_options_schema()
 # Rule flags the rules do not pass: the workflow keeps the default checkpoint location, and the
@@ -39,44 +44,89 @@ def _flags(command: str) -> dict[str, argparse.Action]:
     }
 
 
-def _wrong_value(action: argparse.Action):
-    """A value of the wrong JSON type (or outside the choices) for ``action``."""
-    if action.choices is not None:
+# The option dataclasses of the training commands and the schema section of their fields.
+CONFIGS = [(ModelConfig, "model"), (TrainConfig, None), (StudyOptions, None), (RuntimeConfig, None)]
+
+
+def _wrong_value(kind: type, choices):
+    """A value of the wrong JSON type (or outside the choices)."""
+    if choices:
         return "not-a-choice"
-    if action.type in (int, float) or action.nargs == 0:
-        return "three"
-    return 3
+    return 3 if kind is str else "three"
 
 
-def _valid_value(action: argparse.Action):
-    if action.default is not None:
-        return action.default
-    if action.choices is not None:
-        return list(action.choices)[0]
-    return {int: 2, float: 0.5}.get(action.type, "x")
+def _valid_value(f: dataclasses.Field, kind: type):
+    if f.default is not None:
+        return f.default
+    return {int: 2, float: 0.5, bool: True}.get(kind, "x")
 
 
 @pytest.mark.parametrize(("section", "command"), sorted(SECTIONS.items()))
-def test_every_flag_is_an_option_with_its_type(section, command):
-    model = SCHEMA["$defs"]["model"]["properties"]
-    own = SCHEMA["$defs"][section]["properties"]
+def test_every_option_field_is_a_flag_and_a_schema_key(section, command):
+    """Walk every option field: the flag exists with its type, default and choices, and the
+    run's config section accepts a valid value and rejects a wrong type and an unknown key."""
     flags = _flags(command)
-    assert set(flags) == set(model) | set(own) and not set(model) & set(own)
-    for name, action in flags.items():
-        validator = _validator("model" if name in model else section)
-        assert validator.is_valid({name: _valid_value(action)}), name
-        assert not validator.is_valid({name: _wrong_value(action)}), name
+    walked = set()
+    for cls, fixed_section in CONFIGS:
+        for f in option_fields(cls, command):
+            if f.name in RULE_FLAGS:
+                continue
+            walked.add(f.name)
+            kind, _ = value_type(cls, f.name)
+            action = flags[f.name]
+            assert action.option_strings == [flag(f.name)]
+            if kind is bool:
+                assert action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction)
+            else:
+                assert action.type is kind, f.name
+            expected_default = argparse.SUPPRESS if cls is ModelConfig else f.default
+            assert action.default == expected_default, f.name
+            assert action.choices == f.metadata["choices"], f.name
+            validator = _validator(fixed_section or section)
+            assert validator.is_valid({f.name: _valid_value(f, kind)}), f.name
+            assert not validator.is_valid({f.name: _wrong_value(kind, action.choices)}), f.name
+    assert set(flags) - walked == {"layers"}  # the one flag that is not a field (all stacks)
     assert not _validator(section).is_valid({"embeding_dim": 64})
     assert not _validator("model").is_valid({"epochs": 3})  # an option of another section
 
 
-def test_model_flags_are_the_same_for_both_commands():
-    pretrain, train = _flags("pretrain"), _flags("train")
-    for name in SCHEMA["$defs"]["model"]["properties"]:
-        assert (pretrain[name].type, pretrain[name].choices) == (
-            train[name].type,
-            train[name].choices,
-        )
+def test_only_finetune_options_are_not_pretrain_flags():
+    pretrain, finetune = _flags("pretrain"), _flags("finetune")
+    only = {f.name for f in option_fields(TrainConfig) if f.metadata["commands"] == FINETUNE}
+    assert only and set(finetune) - set(pretrain) == only
+    assert {"loss", "freeze_base"} <= only
+
+
+def test_adding_a_field_adds_the_flag_and_the_schema_key(monkeypatch):
+    """Adding a hyper-parameter is one field declaration (README, "Adding an option")."""
+
+    @dataclasses.dataclass
+    class Extended(TrainConfig):
+        ema_decay: float = option(0.0, "exponential moving average of the weights (0: off)")
+
+    monkeypatch.setattr(common, "TrainConfig", Extended)
+    parser = argparse.ArgumentParser()
+    common.add_common_arguments(parser, "pretrain")
+    args = parser.parse_args(["--table", "t", "--output-dir", "o", "--ema-decay", "0.9"])
+    assert common.TrainingOptions.from_args(args).train == Extended(ema_decay=0.9)
+    monkeypatch.setattr(run_options, "command_parser", lambda c: parser)
+    schema = run_options.run_options_schema()["$defs"]["pretrain"]
+    assert schema["properties"]["ema_decay"]["type"] == "number"
+    assert not Draft202012Validator(schema).is_valid({"ema_decay": "high"})
+
+
+def test_layers_sets_every_stack_and_a_stack_option_wins():
+    config = ModelConfig.from_options({"layers": 3, "asv_layers": 1})
+    assert [getattr(config, name) for name in LAYER_STACKS] == [1, 3, 3, 3, 3]
+
+
+def test_a_pretrained_base_keeps_its_stacks_and_rejects_a_contradiction():
+    base = ModelConfig(asv_layers=1, sample_layers=1, encoder_layers=1).to_dict()
+    config = ModelConfig.from_options({"layers": 4}, base)
+    assert (config.asv_layers, config.target_layers) == (1, 4)
+    with pytest.raises(OptionError) as err:
+        ModelConfig.from_options({"embedding_dim": 64}, base)
+    assert err.value.as_flag().startswith("--embedding-dim 64: the pretrained encoder has")
 
 
 def test_rule_flags_are_passed_by_the_rules():

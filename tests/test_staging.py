@@ -1,12 +1,10 @@
 """Node-local staging of a job's inputs: copied, verified against the manifest, cleaned up."""
 
-import argparse
-
 import pytest
 
 from aam.cli import main
 from aam.errors import InputError
-from aam.staging import inputs_on_scratch, localized, scratch_root
+from aam.staging import localized, scratch_root
 
 
 @pytest.fixture
@@ -49,17 +47,15 @@ def test_scratch_choice(monkeypatch, tmp_path):
 
 def test_without_scratch_inputs_are_read_in_place(work_area, monkeypatch):
     monkeypatch.delenv("TMPDIR", raising=False)
-    args = argparse.Namespace(table=work_area / "table.biom", scratch=None)
-    with inputs_on_scratch(args, "table"):
-        assert args.table == work_area / "table.biom"
+    with localized({"table": work_area / "table.biom"}, None) as local:
+        assert local == {"table": work_area / "table.biom"}
 
 
-def test_args_point_at_scratch_copies_only_while_reading(work_area, tmp_path):
-    args = argparse.Namespace(table=work_area / "table.biom", split=None, scratch=str(tmp_path))
-    with inputs_on_scratch(args, "table", "split"):
-        assert args.table.parent.parent.parent == tmp_path and args.split is None
-        assert args.table.is_file()
-    assert args.table == work_area / "table.biom"
+def test_scratch_copies_exist_only_while_reading(work_area, tmp_path):
+    with localized({"table": work_area / "table.biom", "split": None}, str(tmp_path)) as local:
+        assert local["table"].parent.parent.parent == tmp_path and "split" not in local
+        assert local["table"].is_file()
+    assert not local["table"].exists()
 
 
 @pytest.mark.parametrize(

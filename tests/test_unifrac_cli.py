@@ -204,7 +204,7 @@ def inputs_never_read(monkeypatch):
     def fail(path):
         raise AssertionError(f"read {path} before checking the output")
 
-    monkeypatch.setattr("aam.unifrac.cli.load_table", fail)
+    monkeypatch.setattr("aam.commands.unifrac.load_table", fail)
 
 
 @pytest.mark.parametrize("name", ["u.csv", "u.npy", "u", "u.{metric}.H5"])

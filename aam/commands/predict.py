@@ -15,8 +15,9 @@ from aam.atomic import atomic_output, check_output_dir, write_json
 from aam.data import load_metadata
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
-from aam.staging import inputs_on_scratch
-from aam.training.config import TrainConfig
+from aam.options import add_options
+from aam.staging import localized
+from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig
 from aam.training.device import resolve_device
 from aam.training.metrics import classification_metrics, regression_metrics
 from aam.training.objective import Objective, TargetScale
@@ -37,13 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--split", type=Path, help="predict only one split of this split.tsv")
     parser.add_argument("--subset", default="test", choices=["train", "val", "test"])
-    parser.add_argument("--rarefy-depth", type=int)
-    parser.add_argument("--scratch", help="node-local dir to copy inputs to first (as in train)")
+    parser.add_argument("--scratch", help="node-local dir to copy inputs to first")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--allow-missing-samples", action="store_true")
-    # fmt: on
+    add_options(parser, StudyOptions, "predict")
+    add_options(parser, RuntimeConfig, "predict")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -59,11 +57,12 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(f"{args.model}: the model uses covariates {categorical['columns']}; "
                          "pass --metadata")  # fmt: skip
     out_dir = check_output_dir(args.output_dir, "output")
-    with inputs_on_scratch(args, "table", "metadata", "split"):
+    inputs = {"table": args.table, "metadata": args.metadata, "split": args.split}
+    with localized(inputs, args.scratch) as local:
         study = load_study(
-            args.table, max_bp=model.config.max_bp, metadata_path=args.metadata,
+            local["table"], max_bp=model.config.max_bp, metadata_path=local.get("metadata"),
             categorical=categorical["columns"], category_levels=categorical["levels"],
-            split_path=args.split, val_fraction=0.0, rarefy_depth=args.rarefy_depth,
+            split_path=local.get("split"), val_fraction=0.0, rarefy_depth=args.rarefy_depth,
             allow_missing=args.allow_missing_samples,
         )  # fmt: skip
     positions = study.subset(args.subset) if args.split else np.arange(len(study.samples))

@@ -9,16 +9,15 @@ from pathlib import Path
 import torch
 
 from aam.commands.common import (
+    TrainingOptions,
     add_common_arguments,
-    model_config,
     prepare_outputs,
     run_training,
     setup_run,
-    train_config,
     write_outputs,
 )
-from aam.models import SequenceEncoder
-from aam.staging import inputs_on_scratch
+from aam.models import ModelConfig, SequenceEncoder
+from aam.staging import localized
 from aam.training.objective import Objective
 from aam.training.study import load_study
 
@@ -31,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--unifrac", required=True, type=Path, help="UniFrac matrix from `aam unifrac`"
     )
-    add_common_arguments(parser)
+    add_common_arguments(parser, "pretrain")
 
 
 def architecture(config: dict) -> dict:
@@ -41,23 +40,42 @@ def architecture(config: dict) -> dict:
 
 def run(args: argparse.Namespace) -> None:
     """Pretrain a SequenceEncoder and write OUTPUT_DIR/encoder.pt (+ history, split)."""
-    device, ctx = setup_run(args)
-    prepare_outputs(args, ctx, "encoder.pt")
-    mcfg, cfg = model_config(args), train_config(args)
-    with inputs_on_scratch(args, "table", "unifrac", "split"):
+    pretrain(TrainingOptions.from_args(args), args.unifrac)
+
+
+def pretrain(opts: TrainingOptions, unifrac: Path) -> None:
+    """`aam pretrain` with typed options."""
+    paths, cfg = opts.paths, opts.train
+    device, ctx = setup_run(opts.runtime)
+    prepare_outputs(paths, ctx, "encoder.pt")
+    mcfg = ModelConfig.from_options(opts.model)
+    inputs = {"table": paths.table, "unifrac": unifrac, "split": paths.split}
+    with localized(inputs, paths.scratch) as local:
         study = load_study(
-            args.table, max_bp=mcfg.max_bp, unifrac_path=args.unifrac, split_path=args.split,
-            val_fraction=args.val_fraction, seed=cfg.seed, rarefy_depth=args.rarefy_depth,
-            allow_missing=args.allow_missing_samples,
-        )  # fmt: skip
+            local["table"],
+            max_bp=mcfg.max_bp,
+            unifrac_path=local["unifrac"],
+            split_path=local.get("split"),
+            val_fraction=opts.study.val_fraction,
+            seed=cfg.seed,
+            rarefy_depth=opts.study.rarefy_depth,
+            allow_missing=opts.study.allow_missing_samples,
+        )
     torch.manual_seed(cfg.seed)
     model = SequenceEncoder(mcfg)
     objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit, ctx=ctx)
-    resume = {"model": architecture(mcfg.to_dict()), "train": cfg.resume_dict(),
-              "samples": study.fingerprint()}  # fmt: skip
-    result = run_training(model, objective, cfg, args, device, resume)
+    resume = {
+        "model": architecture(mcfg.to_dict()),
+        "train": cfg.resume_dict(),
+        "samples": study.fingerprint(),
+    }
+    result = run_training(model, objective, opts, device, resume)
     if ctx.is_main:
-        payload = {"kind": "encoder", "config": mcfg.to_dict(), "model": result.state_dict,
-                   "train_config": cfg.to_dict()}  # fmt: skip
-        path = write_outputs(args.output_dir, "encoder.pt", payload, result, study)
+        payload = {
+            "kind": "encoder",
+            "config": mcfg.to_dict(),
+            "model": result.state_dict,
+            "train_config": cfg.to_dict(),
+        }
+        path = write_outputs(paths.output_dir, "encoder.pt", payload, result, study)
         log.info("wrote %s (best epoch %d)", path, result.best_epoch)

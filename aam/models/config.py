@@ -12,10 +12,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aam.data.tokenize import VOCAB_SIZE
+from aam.options import OptionError, option
 
 ATTN_IMPLEMENTATIONS = ("auto", "math", "mem_efficient", "flash")
 COUNT_EMBEDDINGS = ("none", "add", "concat")
 CATEGORICAL_FUSIONS = ("concat", "add")
+CHOICES = {
+    "count_embedding": COUNT_EMBEDDINGS,
+    "categorical_fusion": CATEGORICAL_FUSIONS,
+    "attn_implementation": ATTN_IMPLEMENTATIONS,
+}
+# The transformer stacks; the `layers` option sets all of them (``ModelConfig.from_options``).
+LAYER_STACKS = ("asv_layers", "sample_layers", "encoder_layers", "count_layers", "target_layers")
+LAYERS_HELP = "transformer layers in every stack (a stack's own option wins)"
 
 # Fields that fix the architecture (and so the state-dict keys/shapes) of the pretrained base,
 # i.e. of ``SequenceEncoder``. Everything else concerns the predictor heads or runtime options.
@@ -44,32 +53,40 @@ class ModelConfig:
     """
 
     # shared
-    embedding_dim: int = 128
-    attention_heads: int = 4
-    dropout: float = 0.1  # residual and feed-forward dropout
-    attention_dropout: float = 0.0  # on attention probabilities; > 0 disables fused SDPA kernels
+    embedding_dim: int = option(128, "width of every embedding")
+    attention_heads: int = option(4, "attention heads (must divide --embedding-dim)")
+    dropout: float = option(0.1, "residual and feed-forward dropout")
+    attention_dropout: float = option(
+        0.0, "dropout on attention weights (0 keeps the fused SDPA kernels)"
+    )
     # base: nucleotide (ASV) stack, sample stack, encoder stack
-    asv_layers: int = 2
-    sample_layers: int = 2
-    encoder_layers: int = 2
-    max_bp: int = 150  # nucleotide positions = max_bp + 1 (START token first)
-    token_limit: int = 1024  # most ASVs per sample
+    asv_layers: int = option(2, "transformer layers over the nucleotides of an ASV")
+    sample_layers: int = option(2, "transformer layers over the ASVs of a sample")
+    encoder_layers: int = option(2, "transformer layers of the sample encoder")
+    max_bp: int = option(150, "nucleotides read per ASV (positions: max_bp + 1, START first)")
+    token_limit: int = option(1024, "most ASVs per sample")
     vocab_size: int = VOCAB_SIZE
     nuc_position_embedding: bool = True
     sample_position_embedding: bool = False  # OFF: ASV order within a sample carries no meaning
-    count_embedding: str = "add"  # none | add | concat, of log1p(count)
+    count_embedding: str = option(
+        "add", "how log1p(count) enters the ASV embedding", choices=COUNT_EMBEDDINGS
+    )
     # predictor
     out_dim: int = 1
     classifier: bool = False  # True: prediction = log-probabilities over out_dim classes
     count_prediction: bool = True
-    count_layers: int = 2
-    target_layers: int = 2
+    count_layers: int = option(2, "transformer layers of the abundance head (fine-tuning)")
+    target_layers: int = option(2, "transformer layers of the target head (fine-tuning)")
     categorical_cardinalities: tuple[int, ...] = field(default_factory=tuple)  # incl. 0 = unknown
-    categorical_embed_dim: int = 16
-    categorical_fusion: str = "concat"  # concat | add
+    categorical_embed_dim: int = option(16, "width of each covariate's embedding")
+    categorical_fusion: str = option(
+        "concat", "how covariate embeddings join the sample's", choices=CATEGORICAL_FUSIONS
+    )
     # runtime
-    attn_implementation: str = "auto"  # auto | math | mem_efficient | flash
-    gradient_checkpointing: bool = False
+    attn_implementation: str = option(
+        "auto", "attention kernel (SDPA backend)", choices=ATTN_IMPLEMENTATIONS
+    )
+    gradient_checkpointing: bool = option(False, "recompute activations in the backward pass")
 
     def __post_init__(self) -> None:
         if isinstance(self.categorical_cardinalities, list):
@@ -77,47 +94,39 @@ class ModelConfig:
         for f in dataclasses.fields(self):
             _check_type(f.name, f.type, getattr(self, f.name))
         self.dropout, self.attention_dropout = float(self.dropout), float(self.attention_dropout)
-        positive = ("embedding_dim", "attention_heads", "max_bp", "token_limit", "out_dim")
-        for name in positive:
+        for name in ("embedding_dim", "attention_heads", "max_bp", "token_limit", "out_dim"):
             if getattr(self, name) < 1:
-                raise ValueError(
-                    f"ModelConfig.{name} must be at least 1, got {getattr(self, name)}"
-                )
-        layers = ("asv_layers", "sample_layers", "encoder_layers", "count_layers", "target_layers")
-        for name in layers:
+                raise OptionError(name, getattr(self, name), "must be at least 1")
+        for name in LAYER_STACKS:
             if getattr(self, name) < 0:
-                raise ValueError(f"ModelConfig.{name} must be >= 0, got {getattr(self, name)}")
+                raise OptionError(name, getattr(self, name), "must be 0 or more")
         if self.embedding_dim % self.attention_heads:
-            raise ValueError(
-                f"ModelConfig.embedding_dim ({self.embedding_dim}) must be divisible by "
-                f"attention_heads ({self.attention_heads})"
+            raise OptionError(
+                "embedding_dim",
+                self.embedding_dim,
+                f"must be divisible by attention_heads ({self.attention_heads})",
             )
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {getattr(self, name)}")
+                raise OptionError(name, getattr(self, name), "must be in [0, 1)")
         if self.vocab_size < VOCAB_SIZE:
-            raise ValueError(
-                f"ModelConfig.vocab_size must be at least {VOCAB_SIZE}, got {self.vocab_size}"
-            )
-        _check_choice("count_embedding", self.count_embedding, COUNT_EMBEDDINGS)
-        _check_choice("categorical_fusion", self.categorical_fusion, CATEGORICAL_FUSIONS)
-        _check_choice("attn_implementation", self.attn_implementation, ATTN_IMPLEMENTATIONS)
+            raise OptionError("vocab_size", self.vocab_size, f"must be at least {VOCAB_SIZE}")
+        for name, choices in CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise OptionError(name, getattr(self, name), f"must be one of {list(choices)}")
         if self.classifier and self.out_dim < 2:
-            raise ValueError(
-                f"ModelConfig.out_dim is the number of classes for a classifier: need >= 2, "
-                f"got {self.out_dim}"
+            raise OptionError(
+                "out_dim", self.out_dim, "is the number of classes of a classifier: need 2+"
             )
         for card in self.categorical_cardinalities:
             if card < 2:
-                raise ValueError(
-                    "ModelConfig.categorical_cardinalities: each column needs >= 2 entries "
-                    "(index 0 = unknown, then its categories), "
-                    f"got {list(self.categorical_cardinalities)}"
+                raise OptionError(
+                    "categorical_cardinalities",
+                    list(self.categorical_cardinalities),
+                    "each column needs 2+ entries (index 0 = unknown, then its categories)",
                 )
         if self.categorical_cardinalities and self.categorical_embed_dim < 1:
-            raise ValueError(
-                f"ModelConfig.categorical_embed_dim must be >= 1, got {self.categorical_embed_dim}"
-            )
+            raise OptionError("categorical_embed_dim", self.categorical_embed_dim, "must be 1+")
 
     @property
     def head_dim(self) -> int:
@@ -150,6 +159,31 @@ class ModelConfig:
             )
         return cls(**data)
 
+    @classmethod
+    def from_options(
+        cls, options: dict[str, Any], base: dict[str, Any] | None = None, **fixed: Any
+    ) -> ModelConfig:
+        """From command options, where ``layers`` sets every stack (``LAYER_STACKS``) unless a
+        stack is given too. With a pretrained ``base`` config its architecture is kept: an
+        option that contradicts it is an OptionError, and ``layers`` sets the head stacks only.
+        """
+        values: dict[str, Any] = dict(base or {})
+        options = dict(options)
+        layers = options.pop("layers", None)
+        for name in LAYER_STACKS if layers is not None else ():
+            if base is None or name not in BASE_FIELDS:
+                values[name] = layers
+        for name, given in options.items():
+            if base is not None and name in BASE_FIELDS and base.get(name) != given:
+                raise OptionError(
+                    name,
+                    given,
+                    f"the pretrained encoder has {name}={base.get(name)}; "
+                    "drop the option or pretrain again",
+                )
+            values[name] = given
+        return cls.from_dict({**values, **fixed})
+
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with some fields changed (validated like a new config)."""
         return dataclasses.replace(self, **changes)
@@ -162,11 +196,6 @@ class ModelConfig:
             for name in BASE_FIELDS
             if getattr(self, name) != getattr(other, name)
         ]
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"ModelConfig.{name} must be one of {list(choices)}, got {value!r}")
 
 
 def _check_type(name: str, annotation: Any, value: Any) -> None:
@@ -186,4 +215,4 @@ def _check_type(name: str, annotation: Any, value: Any) -> None:
     else:  # pragma: no cover - a new field type needs a branch here
         raise TypeError(f"ModelConfig.{name}: unsupported annotation {ann}")
     if not ok:
-        raise ValueError(f"ModelConfig.{name} must be {ann}, got {value!r}")
+        raise OptionError(name, value, f"must be {ann}")

@@ -3,7 +3,8 @@ torch.profiler), a batch-size x attention-backend sweep (peak memory, samples/s)
 report that joins them with Snakemake ``benchmark:`` TSVs.
 
 Modules: ``kernels`` (parsers, categories), ``probe`` (the measured training steps and the
-rocprof command lines), ``cli`` (`aam profile`), ``report`` (HTML; `aam profiling-report`).
+rocprof command lines), ``report`` (HTML). The commands are `aam profile` and
+`aam profiling-report` (``aam.commands.profile``, ``aam.commands.profiling_report``).
 """
 
 KERNEL_COLUMNS = ("name", "calls", "total_ns", "mean_ns", "pct", "category")

@@ -49,15 +49,9 @@ def rocprof_v1_command(out_dir: str | os.PathLike[str], argv: list[str]) -> list
     return ["rocprof", "--stats", "-o", str(Path(out_dir) / "results.csv"), *argv]
 
 
-def model_config(**kwargs: Any) -> ModelConfig:
-    """ModelConfig from fields; ``layers`` sets every stack of the base at once."""
-    layers = kwargs.pop("layers", None)
-    if layers is not None:
-        kwargs.update(asv_layers=layers, sample_layers=layers, encoder_layers=layers)
-    try:
-        return ModelConfig(**{k: v for k, v in kwargs.items() if v is not None})
-    except (TypeError, ValueError) as err:
-        raise InputError(f"model config: {err}") from err
+def model_config(**options: Any) -> ModelConfig:
+    """ModelConfig from the command's model options (``layers`` sets every stack)."""
+    return ModelConfig.from_options(options)
 
 
 def available_backends(device: torch.device) -> list[str]:

@@ -1,4 +1,4 @@
-"""`aam profiling-report`: one self-contained HTML page (plots embedded as base64 PNG).
+"""The profiling report: one self-contained HTML page (plots embedded as base64 PNG).
 
 Sections: top-10 kernels, time by category, peak memory and samples/s per batch size with a
 recommended batch size, the attention-backend comparison, per-rule wall time / max RSS from
@@ -7,7 +7,6 @@ Snakemake ``benchmark:`` TSVs, and how to read it all.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import io
@@ -284,35 +283,3 @@ def write_report(
     with atomic_output(output) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(output)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `aam profiling-report`."""
-    parser.add_argument(
-        "--profile-dir",
-        required=True,
-        type=Path,
-        help="`aam profile` output (or a rocprof output dir)",
-    )
-    parser.add_argument(
-        "--benchmarks",
-        nargs="*",
-        type=Path,
-        default=[],
-        help="Snakemake benchmark: TSVs (rule name from the path)",
-    )
-    parser.add_argument("--output", required=True, type=Path, help="HTML file to write")
-    parser.add_argument(
-        "--memory-budget-gb",
-        type=float,
-        help="memory a batch may use (default: 80%% of the device memory)",
-    )
-    parser.add_argument("--memory-fraction", type=float, default=0.8)
-
-
-def run(args: argparse.Namespace) -> None:
-    """`aam profiling-report`: the HTML page of a profile dir + benchmark TSVs."""
-    write_report(args.profile_dir, args.benchmarks, args.output,
-                 memory_budget_gb=args.memory_budget_gb,
-                 memory_fraction=args.memory_fraction)  # fmt: skip
-    log.info("wrote %s", args.output)

@@ -1,4 +1,5 @@
-"""Training hyper-parameters (one dataclass, saved in every checkpoint)."""
+"""Training hyper-parameters and run options (dataclasses; their ``option`` fields are the
+command-line flags of `aam pretrain` / `aam finetune`, see ``aam.options``)."""
 
 from __future__ import annotations
 
@@ -6,43 +7,106 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from aam.options import OptionError, option
+
 PRECISIONS = ("auto", "fp32", "bf16")
+REGRESSION_LOSSES = ("huber", "mse", "mae")
+ASV_SAMPLINGS = ("first", "abundance", "random")
+FINETUNE = ("finetune",)  # options that only fine-tuning has
+TRAINING = ("pretrain", "finetune")  # options of the training commands, not of `aam predict`
 
 
 @dataclass
 class TrainConfig:
-    """Optimisation, loss weights and run options shared by pretraining and fine-tuning."""
+    """Optimisation, loss weights and run options shared by pretraining and fine-tuning
+    (saved in every checkpoint)."""
 
-    epochs: int = 10
-    batch_size: int = 8
-    lr: float = 3e-4
-    weight_decay: float = 0.01
-    warmup_fraction: float = 0.05  # of all optimizer steps, not a fixed step count
-    max_grad_norm: float = 1.0  # 0 disables clipping
-    grad_accum: int = 1
-    patience: int = 0  # epochs without improvement before stopping; 0 = never stop early
-    best_metric: str = "val_loss"
-    seed: int = 42
-    asv_sampling: str = "first"
-    mask_rate: float = 0.15
-    unifrac_weight: float = 1.0
-    nuc_weight: float = 1.0
-    target_weight: float = 1.0
-    count_weight: float = 1.0
-    loss: str = "huber"
-    freeze_base: bool = False
-    precision: str = "auto"
-    checkpoint_every_minutes: float = 30.0  # 0 = only at epoch ends and on signals
+    epochs: int = option(10, "passes over the training samples")
+    batch_size: int = option(8, "global batch (split over processes under torchrun)")
+    lr: float = option(3e-4, "peak learning rate (AdamW)")
+    weight_decay: float = option(0.01, "AdamW weight decay (matrices only)")
+    warmup_fraction: float = option(0.05, "linear warm-up, as a fraction of all optimizer steps")
+    max_grad_norm: float = option(1.0, "gradient clipping norm (0: off)")
+    grad_accum: int = option(1, "batches per optimizer step")
+    patience: int = option(0, "early stop after this many epochs without improvement (0: off)")
+    best_metric: str = option("val_loss", "validation metric that picks the best epoch")
+    seed: int = option(42, "seed of batch order, ASV sub-sampling, masks and initialisation")
+    asv_sampling: str = option(
+        "first", "which ASVs a sample keeps beyond --token-limit", choices=ASV_SAMPLINGS
+    )
+    mask_rate: float = option(0.15, "fraction of nucleotides masked (0: no nucleotide loss)")
+    unifrac_weight: float = option(1.0, "weight of the pairwise UniFrac loss")
+    nuc_weight: float = option(1.0, "weight of the masked-nucleotide loss")
+    target_weight: float = option(1.0, "weight of the target loss", commands=FINETUNE)
+    count_weight: float = option(1.0, "weight of the per-ASV abundance loss", commands=FINETUNE)
+    loss: str = option(
+        "huber", "regression loss of the target", choices=REGRESSION_LOSSES, commands=FINETUNE
+    )
+    freeze_base: bool = option(
+        False,
+        "train the heads only (the base's ASV embeddings are cached)",
+        commands=FINETUNE,
+    )
+    precision: str = option(
+        "auto", "auto: bf16 autocast on GPUs that support it, fp32 on CPU", choices=PRECISIONS
+    )
+    checkpoint_every_minutes: float = option(
+        30.0, "save latest.pt this often (0: only at epoch ends and on signals)"
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "grad_accum"):
+            if getattr(self, name) < 1:
+                raise OptionError(name, getattr(self, name), "must be at least 1")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     # Fields that must match for a checkpoint to be resumed (the rest may change on restart).
     RESUME_KEYS = (
-        "batch_size", "lr", "weight_decay", "warmup_fraction", "grad_accum", "seed",
-        "asv_sampling", "mask_rate", "unifrac_weight", "nuc_weight", "target_weight",
-        "count_weight", "loss", "freeze_base",
-    )  # fmt: skip
+        "batch_size",
+        "lr",
+        "weight_decay",
+        "warmup_fraction",
+        "grad_accum",
+        "seed",
+        "asv_sampling",
+        "mask_rate",
+        "unifrac_weight",
+        "nuc_weight",
+        "target_weight",
+        "count_weight",
+        "loss",
+        "freeze_base",
+    )
 
     def resume_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.RESUME_KEYS}
+
+
+@dataclass
+class RuntimeConfig:
+    """Where and how a command runs: device, CPU threads, compilation, progress bars."""
+
+    device: str = option("auto", "auto, cpu, cuda or cuda:N (ROCm: cuda)")
+    threads: int | None = option(None, "CPU threads for torch")
+    compile: bool = option(False, "torch.compile (skipped on ROCm)", commands=TRAINING)
+    progress: bool | None = option(
+        None, "progress bars (default: when stderr is a terminal)", commands=TRAINING
+    )
+
+
+@dataclass
+class StudyOptions:
+    """How a training command reads its samples (``aam.training.study.load_study``)."""
+
+    val_fraction: float = option(
+        0.1, "validation fraction of a split made without --split", commands=TRAINING
+    )
+    test_fraction: float = option(
+        0.0, "test fraction of a split made without --split", commands=FINETUNE
+    )
+    rarefy_depth: int | None = option(None, "rarefy every sample to this many reads first")
+    allow_missing_samples: bool = option(
+        False, "use the samples shared by all inputs instead of failing"
+    )

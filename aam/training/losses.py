@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from aam.training.config import REGRESSION_LOSSES
+
 DISTANCE_SCALE = 10.0  # embedding distance d is squashed to tanh(d / DISTANCE_SCALE) in [0, 1)
-REGRESSION_LOSSES = ("huber", "mse", "mae")
 
 
 def embedding_distances(embeddings: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,4 @@
 PROFILE_RUN = config["profiling"]["run"] or next(iter(RUNS))
-PROFILED_MODEL = ("embedding_dim", "attention_heads", "layers", "max_bp", "token_limit")
 
 
 rule profile:
@@ -33,11 +32,7 @@ rule profile:
                 "device": config["device"],
                 "steps": config["profiling"]["steps"],
                 "batch_sizes": config["profiling"]["batch_sizes"],
-                **{
-                    k: v
-                    for k, v in RUNS[wc.run]["model"].items()
-                    if k in PROFILED_MODEL
-                },
+                **RUNS[wc.run]["model"],
             }
         ),
     shell:

@@ -1,5 +1,5 @@
-"""`aam profile`: kernel table + memory/throughput sweep of a few training steps (the HTML
-page, `aam profiling-report`, is ``aam.profiling.report``: its own entry module, so its code
+"""`aam profile`: kernel table + memory/throughput sweep of a few training steps
+(``aam.profiling``; the HTML page is `aam profiling-report`, a command of its own, so its code
 fingerprint does not include the model).
 
 `aam profile` on a ROCm build with ``rocprofv3`` (or legacy ``rocprof``) on PATH re-runs
@@ -20,10 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aam.atomic import check_output_dir
+from aam.commands.common import MODEL_GROUP, add_model_options, model_options
 from aam.errors import InputError
+from aam.models.config import ATTN_IMPLEMENTATIONS
+from aam.options import add_options, flag
+from aam.training.config import PRECISIONS, RuntimeConfig
 
 log = logging.getLogger(__name__)
-MODEL_FLAGS = ("embedding_dim", "attention_heads", "layers", "max_bp", "token_limit")
 PROFILERS = ("auto", "torch", "rocprofv3", "rocprof")
 
 
@@ -43,13 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backends",
         nargs="+",
-        choices=["auto", "math", "mem_efficient", "flash"],
+        choices=ATTN_IMPLEMENTATIONS,
         help="attention backends to compare (default: all on the device)",
     )
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="fp32")
+    add_options(parser, RuntimeConfig, "profile")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--threads", type=int, help="CPU threads for torch")
     parser.add_argument(
         "--profiler",
         choices=PROFILERS,
@@ -61,12 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="internal: only run the steps (the process rocprof traces)",
     )
-    model = parser.add_argument_group("model (defaults: aam.models.ModelConfig)")
-    model.add_argument("--embedding-dim", type=int)
-    model.add_argument("--attention-heads", type=int)
-    model.add_argument("--layers", type=int, help="transformer layers in every stack")
-    model.add_argument("--max-bp", type=int)
-    model.add_argument("--token-limit", type=int)
+    add_model_options(parser.add_argument_group(MODEL_GROUP))
 
 
 def run(args: argparse.Namespace) -> None:
@@ -99,9 +96,11 @@ def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[s
         argv += ["--backends", args.backends[0]]
     if args.threads:
         argv += ["--threads", str(args.threads)]
-    for flag in MODEL_FLAGS:
-        if getattr(args, flag) is not None:
-            argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    for name, value in model_options(args).items():
+        if isinstance(value, bool):
+            argv += [flag(name)] if value else []
+        else:
+            argv += [flag(name), str(value)]
     return argv
 
 
@@ -120,7 +119,7 @@ def run_profile(args: argparse.Namespace) -> None:
     check_output_dir(args.output_dir, "output")
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = {flag: getattr(args, flag) for flag in MODEL_FLAGS}
+    model = model_options(args)
     common = dict(device=args.device, precision=args.precision, seed=args.seed, **model)
     if args.steps_only:
         backend = args.backends[0] if args.backends else "auto"

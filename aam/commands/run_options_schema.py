@@ -11,13 +11,16 @@ workflow (which must not import torch on a login node) checks every run option b
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 from aam.atomic import atomic_output
+from aam.cli import COMMANDS
+from aam.commands.common import MODEL_GROUP
 
-SCHEMA_FILE = Path(__file__).resolve().parents[1] / "workflow/schemas/run_options.schema.json"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_options.schema.json"
 # Flags the workflow's rules pass themselves (inputs, outputs, the dataset's target and
 # covariates, threads, scratch, device, progress bars) or that the workflow's `split:` makes
 # moot (the fractions apply only without --split): not options of a run.
@@ -26,18 +29,13 @@ RULE_FLAGS = frozenset({
     "classifier", "pretrained_encoder", "output_dir", "checkpoint_dir", "threads", "scratch",
     "device", "progress", "val_fraction", "test_fraction",
 })  # fmt: skip
-MODEL_GROUP = "model"  # title prefix of the argument group shared by both training commands
 SECTIONS = {"pretrain": "pretrain", "finetune": "finetune"}  # config section -> `aam` command
 
 
 def command_parser(command: str) -> argparse.ArgumentParser:
     """The argument parser of ``aam <command>`` (pretrain or train)."""
-    if command == "pretrain":
-        from aam.commands.pretrain import add_arguments
-    else:
-        from aam.commands.finetune import add_arguments
     parser = argparse.ArgumentParser(prog=f"aam {command}")
-    add_arguments(parser)
+    importlib.import_module(COMMANDS[command][0]).add_arguments(parser)
     return parser
 
 
@@ -45,7 +43,7 @@ def _options(parser: argparse.ArgumentParser, model: bool) -> list[argparse.Acti
     """Optional flags in (``model``) or out of the model group, minus the rules' own flags."""
     chosen = []
     for group in parser._action_groups:
-        if (group.title or "").startswith(MODEL_GROUP) != model:
+        if (group.title == MODEL_GROUP) != model:
             continue
         chosen += [a for a in group._group_actions if a.option_strings and a.dest not in RULE_FLAGS]
     return [a for a in chosen if not isinstance(a, argparse._HelpAction)]
@@ -66,7 +64,8 @@ def option_schema(action: argparse.Action) -> dict[str, Any]:
     if action.nargs in ("+", "*"):
         schema = {"type": "array", "items": schema}
     text = [action.option_strings[-1], *([action.help] if action.help else [])]
-    if action.default not in (None, False):
+    shown = "(default" in (action.help or "")
+    if action.default not in (None, False, argparse.SUPPRESS) and not shown:
         text.append(f"(default {action.default})")
     schema["description"] = " ".join(text)
     return schema
