@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from aam.atomic import atomic_output, remove_stale_temporaries
 from aam.errors import InputError
 from aam.training.checkpoint import (
     capture_rng_state,
@@ -17,7 +18,6 @@ from aam.training.checkpoint import (
     checkpoint_paths,
     load_checkpoint,
     previous_path,
-    remove_stale_temporaries,
     restore_rng_state,
     resume_checkpoint,
     save_checkpoint,
@@ -155,6 +155,14 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
     assert sorted(remove_stale_temporaries(tmp_path, ("latest.pt", "best.pt"))) == sorted(stale)
     assert sorted(tmp_path.iterdir()) == sorted(kept)
     assert remove_stale_temporaries(tmp_path / "missing", ("latest.pt",)) == []
+
+
+def test_the_temporary_of_an_interrupted_write_is_what_is_removed(tmp_path):
+    with atomic_output(tmp_path / "best.pt") as tmp:  # a run killed here leaves tmp behind
+        tmp.write_bytes(b"partial")
+        assert remove_stale_temporaries(tmp_path, ("best.pt",)) == [tmp]
+        tmp.write_bytes(b"complete")
+    assert [p.name for p in tmp_path.iterdir()] == ["best.pt"]
 
 
 def test_non_dict_checkpoint_is_unusable(tmp_path):

@@ -11,12 +11,17 @@ from typing import Any
 
 import torch
 
-from aam.atomic import atomic_output, check_output_dir, check_output_path, write_json
+from aam.atomic import (
+    atomic_output,
+    check_output_dir,
+    check_output_path,
+    remove_stale_temporaries,
+    write_json,
+)
 from aam.data.split import write_split
 from aam.errors import InputError
 from aam.models import ModelConfig
 from aam.models.config import BASE_FIELDS
-from aam.training.checkpoint import remove_stale_temporaries
 from aam.training.config import PRECISIONS, TrainConfig
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, init_distributed

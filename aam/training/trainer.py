@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from aam.atomic import remove_stale_temporaries
 from aam.data.batching import batch_indices
 from aam.errors import InputError, NonFiniteError
 from aam.training.checkpoint import (
@@ -30,7 +31,6 @@ from aam.training.checkpoint import (
     check_config_matches,
     checkpoint_paths,
     load_checkpoint,
-    remove_stale_temporaries,
     restore_rng_state,
     resume_checkpoint,
     save_checkpoint,
