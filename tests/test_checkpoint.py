@@ -24,6 +24,7 @@ from aam.training.checkpoint import (
 )
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
+from aam.training.state import TrainState
 
 
 def training_state(steps: int = 3) -> dict:
@@ -75,6 +76,23 @@ def test_round_trip_weights_only(tmp_path):
     loaded = load_checkpoint(latest)
     assert_same(state, loaded)
     torch.load(latest, weights_only=True)  # the file itself is weights_only-safe
+
+
+def test_train_state_round_trips_weights_only(tmp_path):
+    state = TrainState(step=5, best=0.25, best_epoch=1, history=[{"epoch": 1, "val_loss": 0.25}])
+    state.start_epoch()
+    state.add({"loss": 2.0}, samples=4)
+    state.add({"loss": 1.0}, samples=2)
+    save_checkpoint(tmp_path / "latest.pt", {"model": {}, **state.state_dict()})
+    resumed = TrainState()
+    resumed.load_state_dict(torch.load(tmp_path / "latest.pt", weights_only=True))
+    assert resumed == state and resumed.batch == 2 and resumed.seen == 6
+    resumed.start_epoch()  # mid-epoch: the sums of the epoch's first part are kept
+    assert resumed.train_means() == {"loss": 10.0 / 6}
+    resumed.end_epoch({"epoch": 2})
+    assert (resumed.epoch, resumed.batch, len(resumed.history)) == (1, 0, 2)
+    resumed.start_epoch()
+    assert resumed.sums == {} and resumed.seen == 0
 
 
 def test_missing_returns_none(tmp_path):

@@ -41,6 +41,7 @@ from aam.training.distributed import all_reduce_sum, broadcast_from_main, rank_s
 from aam.training.objective import Objective, _unwrap
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
+from aam.training.state import TrainState
 
 log = logging.getLogger(__name__)
 LOWER_IS_BETTER = {"loss", "mae", "rmse", "unifrac_loss", "nuc_loss", "target_loss"}
@@ -111,6 +112,7 @@ class Trainer:
         self.scheduler = warmup_cosine(
             self.optimizer, max(1, self.steps_per_epoch * cfg.epochs), cfg.warmup_fraction
         )
+        self.state = TrainState()
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         rng = np.random.default_rng([self.cfg.seed, epoch])
@@ -124,51 +126,43 @@ class Trainer:
 
     def fit(self) -> TrainResult:
         """Train to the end (or early stop), resuming from ``latest.pt`` when it exists."""
-        state = self._resume()
-        epoch, start_batch = state["epoch"], state["batch"]
-        history: list[dict] = state["history"]
+        state = self.state
+        self._resume()
         last_save = time.monotonic()
         with PreemptionFlag() as flag:
-            while epoch < self.cfg.epochs and not self._stop_early(state):
+            while state.epoch < self.cfg.epochs and not self._stop_early():
                 started, timed = time.perf_counter(), 0
-                if start_batch == 0:  # a resumed epoch keeps the sums of its first part
-                    state.update(sums={}, seen=0)
-                sums = state["sums"]
-                batches = self._epoch_batches(epoch)
-                bar = tqdm(total=len(batches), initial=start_batch, disable=not self.progress,
-                           desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False)  # fmt: skip
+                state.start_epoch()
+                batches = self._epoch_batches(state.epoch)
+                desc = f"epoch {state.epoch + 1}/{self.cfg.epochs}"
+                bar = tqdm(total=len(batches), initial=state.batch, disable=not self.progress,
+                           desc=desc, leave=False)  # fmt: skip
                 self.model.train()
-                for b in range(start_batch, len(batches)):
+                for b in range(state.batch, len(batches)):
                     at_step = (b + 1) % self.cfg.grad_accum == 0 or b + 1 == len(batches)
-                    terms = self._train_batch(batches[b], epoch, b, state, at_step)
+                    terms = self._train_batch(batches[b], state.epoch, b, at_step)
                     timed += len(batches[b])
-                    state["seen"] += len(batches[b])
-                    for key, value in terms.items():
-                        sums[key] = sums.get(key, 0.0) + value * len(batches[b])
+                    state.add(terms, len(batches[b]))
                     bar.update(1)
                     if not at_step:
                         continue
                     minutes = (time.monotonic() - last_save) / 60
                     every = self.cfg.checkpoint_every_minutes
                     if flag.requested or (every > 0 and minutes >= every):
-                        self._save_latest(state, epoch, b + 1, history)
+                        self._save_latest()
                         last_save = time.monotonic()
                     if flag.requested:
                         raise Preempted(f"{flag.signal_name}: saved {self.latest}; rerun to resume")
                 bar.close()
-                row = self._end_epoch(epoch, state, timed, time.perf_counter() - started)
-                history.append(row)
-                epoch, start_batch = epoch + 1, 0
-                self._save_latest(state, epoch, 0, history)
+                state.end_epoch(self._end_epoch(timed, time.perf_counter() - started))
+                self._save_latest()
                 last_save = time.monotonic()
-        return self._result(state, history)
+        return self._result()
 
-    def _train_batch(
-        self, positions: np.ndarray, epoch: int, b: int, state: dict, at_step: bool
-    ) -> dict:
+    def _train_batch(self, positions: np.ndarray, epoch: int, b: int, at_step: bool) -> dict:
         """Forward and backward of one batch; an optimizer step when ``at_step``."""
         cfg, ctx = self.cfg, self.ctx
-        step = state["step"]
+        step = self.state.step
         torch.manual_seed(step_seed(cfg.seed, 1, step, ctx.rank))  # dropout of this step
         local = rank_slice(positions, ctx)
         batch = self.objective.batch(local, np.random.default_rng([cfg.seed, 2, epoch, b]))
@@ -192,7 +186,7 @@ class Trainer:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
-            state["step"] = step + 1
+            self.state.step = step + 1
         return terms
 
     def _trainable(self) -> list[torch.Tensor]:
@@ -227,11 +221,12 @@ class Trainer:
         if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
             raise NonFiniteError(f"weights became non-finite by {where}; {self._fix()}")
 
-    def _end_epoch(self, epoch: int, state: dict, timed: int, seconds: float) -> dict:
-        """Validate, record the epoch's row, keep best.pt; ``timed`` samples took ``seconds``."""
-        row: dict[str, Any] = {"epoch": epoch + 1, "step": state["step"]}
+    def _end_epoch(self, timed: int, seconds: float) -> dict:
+        """Validate, return the epoch's row, keep best.pt; ``timed`` samples took ``seconds``."""
+        state, epoch = self.state, self.state.epoch
+        row: dict[str, Any] = {"epoch": epoch + 1, "step": state.step}
         row["lr"] = self.scheduler.get_last_lr()[0]
-        row.update({f"train_{k}": v / max(state["seen"], 1) for k, v in state["sums"].items()})
+        row.update({f"train_{k}": v for k, v in state.train_means().items()})
         if len(self.val_positions) and self.ctx.is_main:
             metrics = self.objective.evaluate(self.model, self.val_positions, self.device)
             row.update({f"val_{k}": v for k, v in metrics.items()})
@@ -243,13 +238,13 @@ class Trainer:
         if metric is not None and not math.isfinite(metric):
             log.warning("epoch %d: %s is %s; not a candidate for best.pt", epoch + 1,
                         self.cfg.best_metric, metric)  # fmt: skip
-        if metric is not None and self._improved(metric, state["best"]):
-            state.update(best=metric, best_epoch=epoch + 1, bad_epochs=0)
+        if metric is not None and self._improved(metric, state.best):
+            state.best, state.best_epoch, state.bad_epochs = metric, epoch + 1, 0
             self._check_weights(f"epoch {epoch + 1}")
             if self.ctx.is_main:
                 save_checkpoint(self.best, {"model": _unwrap(self.model).state_dict(), "row": row})
         else:
-            state["bad_epochs"] += 1
+            state.bad_epochs += 1
         (log.info if self.ctx.is_main else log.debug)(
             "epoch %d: %s", epoch + 1,
             ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)),
@@ -274,56 +269,54 @@ class Trainer:
         lower = self.cfg.best_metric.removeprefix("val_") in LOWER_IS_BETTER
         return value < best if lower else value > best
 
-    def _stop_early(self, state: dict) -> bool:
-        stop = self.cfg.patience > 0 and state["bad_epochs"] >= self.cfg.patience
+    def _stop_early(self) -> bool:
+        stop = self.cfg.patience > 0 and self.state.bad_epochs >= self.cfg.patience
         if stop:
             log.info("early stop: no improvement in %d epochs", self.cfg.patience)
         return stop
 
-    def _save_latest(self, state: dict, epoch: int, batch: int, history: list) -> None:
+    def _save_latest(self) -> None:
         # Under DDP the weights are the same on every rank; a rank that stops here makes
         # torchrun stop the others.
-        self._check_weights(f"step {state['step']}")
+        self._check_weights(f"step {self.state.step}")
         if not self.ctx.is_main:
             return
         save_checkpoint(self.latest, {
             "model": _unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "epoch": epoch, "batch": batch, "step": state["step"],
-            "best": state["best"], "best_epoch": state["best_epoch"],
-            "bad_epochs": state["bad_epochs"], "history": history,
-            "sums": state["sums"], "seen": state["seen"],
+            **self.state.state_dict(),
             "rng": capture_rng_state(), "config": self.resume_config,
         })  # fmt: skip
 
-    def _resume(self) -> dict:
-        fresh = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": 0,
-                 "bad_epochs": 0, "history": [], "sums": {}, "seen": 0}  # fmt: skip
+    def _resume(self) -> None:
+        """Load ``latest.pt`` (or its previous file) into the model, optimizer, scheduler, RNGs
+        and ``self.state``; a fresh run leaves them as they are."""
         if self.ctx.is_main:
             remove_stale_temporaries(self.latest.parent, (self.latest.name, self.best.name))
         saved, used = resume_checkpoint(self.latest, self.device, tidy=self.ctx.is_main)
         if saved is None:
-            return fresh
+            return
         check_config_matches(saved["config"], self.resume_config, used)
         _unwrap(self.model).load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
         restore_rng_state(saved["rng"])
-        log.info("resumed from %s at epoch %d, batch %d", used, saved["epoch"] + 1,
-                 saved["batch"])  # fmt: skip
-        return {key: saved[key] for key in fresh}
+        self.state.load_state_dict(saved)
+        log.info("resumed from %s at epoch %d, batch %d", used, self.state.epoch + 1,
+                 self.state.batch)  # fmt: skip
 
-    def _result(self, state: dict, history: list) -> TrainResult:
-        if len(self.val_positions) and not state["best_epoch"]:
+    def _result(self) -> TrainResult:
+        state = self.state
+        if len(self.val_positions) and not state.best_epoch:
             raise NonFiniteError(
                 f"validation {self.cfg.best_metric} was non-finite in every epoch, so there is "
                 f"no model to keep; {self._fix()}"
             )
-        best = load_checkpoint(self.best, map_location="cpu") if state["best_epoch"] else None
+        best = load_checkpoint(self.best, map_location="cpu") if state.best_epoch else None
         if best is None:
-            self._check_weights(f"step {state['step']}")
+            self._check_weights(f"step {state.step}")
             weights = {k: v.detach().cpu() for k, v in _unwrap(self.model).state_dict().items()}
-            return TrainResult(weights, history, best_epoch=len(history))
+            return TrainResult(weights, state.history, best_epoch=len(state.history))
         metrics = {k: v for k, v in best["row"].items() if k.startswith("val_")}
-        return TrainResult(best["model"], history, state["best_epoch"], metrics)
+        return TrainResult(best["model"], state.history, state.best_epoch, metrics)
