@@ -23,6 +23,7 @@ from aam.models import ModelConfig, SequencePredictor
 from aam.models.files import load_model_file
 from aam.staging import inputs_on_scratch
 from aam.training.config import TrainConfig
+from aam.training.inference import encode_table_asvs
 from aam.training.losses import REGRESSION_LOSSES
 from aam.training.metrics import baseline_metrics
 from aam.training.objective import Objective, TargetScale, fit_target_scale
@@ -91,10 +92,9 @@ def run(args: argparse.Namespace) -> None:
     scale = TargetScale()
     if not study.classes:
         scale = fit_target_scale(study.targets, train, args.metadata, args.target_column)
+    frozen = encode_table_asvs(model.to(device), study.samples, device) if cfg.freeze_base else None
     objective = Objective(cfg, predictor=True, study=study, token_limit=mcfg.token_limit,
-                          ctx=ctx, scale=scale)  # fmt: skip
-    if cfg.freeze_base:
-        objective.build_cache(model.to(device), device)
+                          ctx=ctx, scale=scale, asv_embeddings=frozen)  # fmt: skip
     resume = {"model": architecture(mcfg.to_dict()), "train": cfg.resume_dict(),
               "samples": study.fingerprint(),
               "target": {"column": args.target_column, "classes": study.classes,
