@@ -118,7 +118,7 @@ class _Segment:
 
     def __init__(self, study, mcfg: ModelConfig, cfg: TrainConfig, device: torch.device) -> None:
         torch.manual_seed(cfg.seed)
-        self.device, self.cfg = device, cfg
+        self.device = device
         self.model = SequenceEncoder(mcfg).to(device)
         self.model.train()
         self.objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit)
