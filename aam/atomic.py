@@ -1,17 +1,30 @@
-"""Atomic file output: write to a temporary name in the target directory, then rename."""
+"""Atomic file output: write to a temporary name in the target directory, then rename.
+
+Every file aam writes goes through ``atomic_output``. Its temporaries are named
+``.<name>.<random>.tmp`` next to the target, which is what ``remove_stale_temporaries``
+deletes after a killed run.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from aam.errors import InputError
+
+log = logging.getLogger(__name__)
+TEMP_SUFFIX = ".tmp"
+
+
+def _temp_prefix(name: str) -> str:
+    return f".{name}."
 
 
 def check_output_path(path: str | os.PathLike[str], what: str = "output") -> Path:
@@ -46,14 +59,20 @@ def check_output_dir(path: str | os.PathLike[str], what: str = "output") -> Path
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_output(
+    path: str | os.PathLike[str], keep_previous: str | os.PathLike[str] | None = None
+) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only on success.
 
     The temporary file is fsynced before the rename and removed if the body raises, so a
-    failed or interrupted run never leaves a partial file under the final name.
+    failed or interrupted run never leaves a partial file under the final name. With
+    ``keep_previous``, the file being replaced is first renamed there: a crash between the two
+    renames leaves a complete file under one of the two names.
     """
     target = check_output_path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=_temp_prefix(target.name), suffix=TEMP_SUFFIX, dir=target.parent
+    )
     os.close(fd)
     tmp = Path(tmp_name)
     umask = os.umask(0)
@@ -63,9 +82,36 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
+        if keep_previous is not None and target.exists():
+            os.replace(target, keep_previous)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+    _fsync_directory(target.parent)  # make the renames themselves durable
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temporaries(directory: str | os.PathLike[str], names: Iterable[str]) -> list[Path]:
+    """Delete the temporaries ``atomic_output`` left in ``directory`` while writing one of
+    ``names`` when its run was killed; return them. Nothing else is touched."""
+    directory = Path(directory)
+    stale = [
+        tmp
+        for name in names
+        for tmp in directory.glob(f"{_temp_prefix(name)}*{TEMP_SUFFIX}")
+        if tmp.is_file()
+    ]
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+        log.info("removed %s left by an interrupted run", tmp)
+    return stale
 
 
 def json_safe(value: Any) -> Any:

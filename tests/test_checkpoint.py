@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from aam.atomic import atomic_output, remove_stale_temporaries
 from aam.errors import InputError
 from aam.training.checkpoint import (
     capture_rng_state,
@@ -17,13 +18,13 @@ from aam.training.checkpoint import (
     checkpoint_paths,
     load_checkpoint,
     previous_path,
-    remove_stale_temporaries,
     restore_rng_state,
     resume_checkpoint,
     save_checkpoint,
 )
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
+from aam.training.state import TrainState
 
 
 def training_state(steps: int = 3) -> dict:
@@ -75,6 +76,23 @@ def test_round_trip_weights_only(tmp_path):
     loaded = load_checkpoint(latest)
     assert_same(state, loaded)
     torch.load(latest, weights_only=True)  # the file itself is weights_only-safe
+
+
+def test_train_state_round_trips_weights_only(tmp_path):
+    state = TrainState(step=5, best=0.25, best_epoch=1, history=[{"epoch": 1, "val_loss": 0.25}])
+    state.start_epoch()
+    state.add({"loss": 2.0}, samples=4)
+    state.add({"loss": 1.0}, samples=2)
+    save_checkpoint(tmp_path / "latest.pt", {"model": {}, **state.state_dict()})
+    resumed = TrainState()
+    resumed.load_state_dict(torch.load(tmp_path / "latest.pt", weights_only=True))
+    assert resumed == state and resumed.batch == 2 and resumed.seen == 6
+    resumed.start_epoch()  # mid-epoch: the sums of the epoch's first part are kept
+    assert resumed.train_means() == {"loss": 10.0 / 6}
+    resumed.end_epoch({"epoch": 2})
+    assert (resumed.epoch, resumed.batch, len(resumed.history)) == (1, 0, 2)
+    resumed.start_epoch()
+    assert resumed.sums == {} and resumed.seen == 0
 
 
 def test_missing_returns_none(tmp_path):
@@ -155,6 +173,14 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
     assert sorted(remove_stale_temporaries(tmp_path, ("latest.pt", "best.pt"))) == sorted(stale)
     assert sorted(tmp_path.iterdir()) == sorted(kept)
     assert remove_stale_temporaries(tmp_path / "missing", ("latest.pt",)) == []
+
+
+def test_the_temporary_of_an_interrupted_write_is_what_is_removed(tmp_path):
+    with atomic_output(tmp_path / "best.pt") as tmp:  # a run killed here leaves tmp behind
+        tmp.write_bytes(b"partial")
+        assert remove_stale_temporaries(tmp_path, ("best.pt",)) == [tmp]
+        tmp.write_bytes(b"complete")
+    assert [p.name for p in tmp_path.iterdir()] == ["best.pt"]
 
 
 def test_non_dict_checkpoint_is_unusable(tmp_path):

@@ -30,8 +30,7 @@ from aam.commands import common, plot_history, predict, pretrain
 from aam.commands import finetune as finetune_command
 from aam.profiling import probe
 from aam.provenance import write_provenance
-from aam.training import losses
-from aam.training.objective import Objective
+from aam.training import losses, trainer
 from aam.training.trainer import TrainResult
 from aam.validation import golden
 
@@ -130,14 +129,14 @@ def test_non_finite_gradient_norm_exits_3(micro, tmp_path, capsys, monkeypatch):
 
 def nan_validation(epochs: set[int], monkeypatch) -> None:
     """Make the validation loss NaN in ``epochs`` (1-based)."""
-    real, calls = Objective.evaluate, []
+    real, calls = trainer.evaluate, []
 
-    def evaluate(self, *args):
+    def evaluate(*args):
         calls.append(1)
-        metrics = real(self, *args)
+        metrics = real(*args)
         return {**metrics, "loss": math.nan} if len(calls) in epochs else metrics
 
-    monkeypatch.setattr(Objective, "evaluate", evaluate)
+    monkeypatch.setattr(trainer, "evaluate", evaluate)
 
 
 def test_non_finite_validation_is_never_best(micro, tmp_path, monkeypatch):

@@ -11,12 +11,17 @@ from typing import Any
 
 import torch
 
-from aam.atomic import atomic_output, check_output_dir, check_output_path, write_json
+from aam.atomic import (
+    atomic_output,
+    check_output_dir,
+    check_output_path,
+    remove_stale_temporaries,
+    write_json,
+)
 from aam.data.split import write_split
 from aam.models import ModelConfig
 from aam.models.config import LAYERS_HELP
 from aam.options import add_options, from_args, given_options
-from aam.training.checkpoint import remove_stale_temporaries
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, init_distributed

@@ -22,6 +22,7 @@ from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor
 from aam.models.files import load_model_file
 from aam.staging import localized
+from aam.training.inference import encode_table_asvs
 from aam.training.metrics import baseline_metrics
 from aam.training.objective import Objective, TargetScale, fit_target_scale
 from aam.training.study import load_study
@@ -119,11 +120,18 @@ def finetune(opts: TrainingOptions, target: Target) -> None:
     scale = TargetScale()
     if not study.classes:
         scale = fit_target_scale(study.targets, train, target.metadata, target.column)
+    frozen = None
+    if cfg.freeze_base:  # the base's ASV embeddings, computed once
+        frozen = encode_table_asvs(model.to(device), study.samples, device)
     objective = Objective(
-        cfg, predictor=True, study=study, token_limit=mcfg.token_limit, ctx=ctx, scale=scale
+        cfg,
+        predictor=True,
+        study=study,
+        token_limit=mcfg.token_limit,
+        ctx=ctx,
+        scale=scale,
+        asv_embeddings=frozen,
     )
-    if cfg.freeze_base:
-        objective.build_cache(model.to(device), device)
     resume = {
         "model": architecture(mcfg.to_dict()),
         "train": cfg.resume_dict(),

@@ -17,10 +17,11 @@ from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options
 from aam.staging import localized
-from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig
+from aam.training.config import RuntimeConfig, StudyOptions
 from aam.training.device import resolve_device
+from aam.training.inference import predict
 from aam.training.metrics import classification_metrics, regression_metrics
-from aam.training.objective import Objective, TargetScale
+from aam.training.objective import TargetScale
 from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
@@ -68,12 +69,16 @@ def run(args: argparse.Namespace) -> None:
     positions = study.subset(args.subset) if args.split else np.arange(len(study.samples))
     if not len(positions):
         raise InputError(f"{args.split}: no samples in split {args.subset!r}")
-    cfg = TrainConfig(batch_size=args.batch_size)
-    scale = TargetScale(mean=target["mean"], std=target["std"])
-    objective = Objective(cfg, predictor=True, study=study, token_limit=model.config.token_limit,
-                          scale=scale)  # fmt: skip
-    model.to(device)
-    predicted = objective.predictions(model, positions, device)
+    scale = None if target["classes"] else TargetScale(mean=target["mean"], std=target["std"])
+    predicted = predict(
+        model.to(device),
+        study,
+        positions,
+        device,
+        batch_size=args.batch_size,
+        token_limit=model.config.token_limit,
+        scale=scale,
+    )
     _check_finite(predicted, args.model)
     ids = [study.samples.sample_ids[p] for p in positions]
     table = _prediction_table(ids, predicted, target["classes"])

@@ -2,9 +2,9 @@
 
 ``profile_training`` builds the study and a ``SequenceEncoder`` as `aam pretrain` does, runs a
 few training steps under torch.profiler for the kernel table, then sweeps batch sizes x
-attention backends for peak memory and samples/s. A training step mirrors
-``Trainer._train_batch``: batch -> masked nucleotides + UniFrac loss (autocast per
-``precision``) -> backward -> clipping -> AdamW step.
+attention backends for peak memory and samples/s. A training step is the Trainer's
+``TrainStep``: masked nucleotides + UniFrac loss (autocast per ``precision``) -> backward ->
+clipping -> AdamW step.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from aam.models.layers import set_attn_implementation
 from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import from_key_averages
 from aam.training.config import TrainConfig
-from aam.training.device import autocast, resolve_device
+from aam.training.device import resolve_device
 from aam.training.objective import Objective
+from aam.training.step import TrainStep, build_optimizer
 from aam.training.study import load_study
-from aam.training.trainer import parameter_groups
 
 log = logging.getLogger(__name__)
 ROCPROF_PREFIX = "aam"
@@ -112,13 +112,12 @@ class _Segment:
 
     def __init__(self, study, mcfg: ModelConfig, cfg: TrainConfig, device: torch.device) -> None:
         torch.manual_seed(cfg.seed)
-        self.device, self.cfg = device, cfg
+        self.device = device
         self.model = SequenceEncoder(mcfg).to(device)
         self.model.train()
         self.objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit)
-        self.optimizer = torch.optim.AdamW(
-            parameter_groups(self.model, cfg.weight_decay), lr=cfg.lr
-        )
+        self.optimizer = build_optimizer(self.model, cfg)
+        self.train_step = TrainStep(self.model, self.objective, self.optimizer, device)
         self.train = study.subset("train")
         if len(self.train) < 2:
             self.train = np.arange(len(study.samples))
@@ -129,13 +128,7 @@ class _Segment:
         n = len(self.train)
         pick = self.rng.choice(n, batch_size, replace=batch_size > n)
         batch = self.objective.batch(self.train[pick], self.rng).to(self.device)
-        with autocast(self.device, self.cfg.precision):
-            loss, _ = self.objective.step_loss(self.model, batch, self.generator)
-        loss.backward()
-        if self.cfg.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.train_step(batch, self.generator, where=f"a profiled step of batch size {batch_size}")
 
     def sync(self) -> None:
         if self.device.type == "cuda":

@@ -1,7 +1,7 @@
 """Crash-safe training checkpoints (DESIGN.md section 4, "Training resume").
 
-``save_checkpoint`` writes a temporary file, fsyncs it, keeps the old file as ``<stem>.prev.pt``
-and renames the new one into place, so a crash leaves a loadable file under one of the two names.
+``save_checkpoint`` writes through ``aam.atomic.atomic_output``, keeping the old file as
+``<stem>.prev.pt``, so a crash leaves a loadable file under one of the two names.
 ``resume_checkpoint`` moves a file that failed to load aside (``<name>.corrupt``), so the next
 save cannot rotate it over the good previous file. Checkpoints hold only what
 ``torch.load(..., weights_only=True)`` accepts.
@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from aam.atomic import atomic_output
 from aam.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -44,30 +44,11 @@ def previous_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.prev.pt")
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Atomically write ``state`` to ``path``, keeping the file it replaces as the previous one."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():
-            os.replace(path, previous_path(path))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_directory(path.parent)
+    with atomic_output(path, keep_previous=previous_path(path)) as tmp, open(tmp, "wb") as handle:
+        torch.save(state, handle)  # to a handle: the archive is not named after the temporary
 
 
 def _try_load(path: Path, map_location: str | torch.device) -> tuple[dict[str, Any] | None, str]:
@@ -128,17 +109,6 @@ def resume_checkpoint(
         os.replace(path, aside)
         log.warning("moved unusable %s (%s) aside to %s", path, reason, aside.name)
     return state, used
-
-
-def remove_stale_temporaries(directory: Path, names: Iterable[str]) -> list[Path]:
-    """Delete ``.<name>.*.tmp`` files in ``directory`` (left by killed runs while writing
-    ``name``); return them. Nothing else is touched."""
-    directory = Path(directory)
-    stale = [tmp for name in names for tmp in directory.glob(f".{name}.*.tmp") if tmp.is_file()]
-    for tmp in stale:
-        tmp.unlink(missing_ok=True)
-        log.info("removed %s left by an interrupted run", tmp)
-    return stale
 
 
 def capture_rng_state() -> dict[str, Any]:

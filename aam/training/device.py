@@ -54,6 +54,12 @@ def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
     return torch.compile(model)
 
 
+def unwrap(model: nn.Module) -> nn.Module:
+    """The bare model under DDP / torch.compile wrappers."""
+    model = getattr(model, "module", model)
+    return getattr(model, "_orig_mod", model)
+
+
 def peak_memory_mb(device: torch.device) -> float:
     """Peak GPU memory allocated by torch, or the process's peak RSS on the CPU."""
     if device.type == "cuda":

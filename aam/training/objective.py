@@ -1,8 +1,8 @@
-"""What one training step computes and how a subset is evaluated, for both stages.
+"""The loss of one training step, for both stages (evaluation: ``aam.training.evaluation``).
 
 Pretraining (``SequenceEncoder``): pairwise UniFrac fit + masked nucleotides. Fine-tuning
 (``SequencePredictor``): target + per-ASV abundance + the same two terms as regularisers
-(both off with a frozen base, whose embeddings are then cached once per table).
+(both off with a frozen base, whose ASV embeddings are then encoded once per run).
 """
 
 from __future__ import annotations
@@ -15,16 +15,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from aam.data.batching import Batch, batch_indices, make_batch
+from aam.data.batching import Batch
 from aam.errors import InputError
 from aam.models import mask_nucleotides
 from aam.training import losses
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, all_reduce_sum, gather_with_grad
-from aam.training.metrics import classification_metrics, regression_metrics, unifrac_fit
+from aam.training.inference import model_outputs
 from aam.training.study import Study
-
-EVAL_MASK_SEED = 1234  # validation masks are the same every epoch
 
 
 @dataclass
@@ -67,7 +65,7 @@ def fit_target_scale(
 
 @dataclass
 class Objective:
-    """Loss terms and evaluation of one stage (``predictor`` False = pretraining)."""
+    """The weighted loss terms of one stage (``predictor`` False = pretraining)."""
 
     cfg: TrainConfig
     predictor: bool
@@ -75,7 +73,7 @@ class Objective:
     token_limit: int
     ctx: DistContext = field(default_factory=DistContext)
     scale: TargetScale = field(default_factory=TargetScale)
-    cache: torch.Tensor | None = None  # frozen-base ASV embeddings of every table ASV
+    asv_embeddings: torch.Tensor | None = None  # a frozen base's, of every table ASV
 
     @property
     def use_unifrac(self) -> bool:
@@ -87,25 +85,9 @@ class Objective:
         frozen = self.predictor and self.cfg.freeze_base
         return self.cfg.mask_rate > 0 and self.cfg.nuc_weight > 0 and not frozen
 
-    def build_cache(self, model: nn.Module, device: torch.device, chunk: int = 512) -> None:
-        """Encode every table ASV once with the frozen base (eval mode: no dropout)."""
-        was_training = model.training
-        model.eval()
-        tokens = torch.from_numpy(self.study.samples.tokens.astype(np.int64)).to(device)
-        self.cache = model.encode_asvs(tokens, chunk_size=chunk)
-        model.train(was_training)
-
-    def forward(self, model: nn.Module, batch: Batch, nuc_mask=None, tokens=None) -> dict:
-        """Model outputs for ``batch`` (cached ASV embeddings when there is a cache)."""
-        kwargs = {"nuc_mask": nuc_mask}
-        if self.cache is not None and nuc_mask is None:
-            kwargs["unique_embeddings"] = self.cache[batch.asv_rows]
-            tokens = None
-        elif tokens is None:
-            tokens = batch.unique_tokens
-        if self.predictor:
-            kwargs["categories"] = batch.categories
-        return model(tokens, batch.asv_index, batch.counts, **kwargs)
+    def batch(self, positions: np.ndarray, rng: np.random.Generator | None = None) -> Batch:
+        """The training batch of ``positions`` (ASVs sampled with ``rng``)."""
+        return self.study.batch(positions, self.token_limit, self.cfg.asv_sampling, rng)
 
     def step_loss(
         self, model: nn.Module, batch: Batch, generator: torch.Generator
@@ -115,7 +97,9 @@ class Objective:
         nuc_mask = tokens = None
         if self.use_nucleotides:
             tokens, nuc_mask = mask_nucleotides(batch.unique_tokens, cfg.mask_rate, generator)
-        out = self.forward(model, batch, nuc_mask, tokens)
+        out = model_outputs(
+            model, batch, tokens=tokens, nuc_mask=nuc_mask, asv_embeddings=self.asv_embeddings
+        )
         if self.use_unifrac:
             embeddings = gather_with_grad(out["sample_embedding"].float(), self.ctx)
             term = losses.unifrac_loss(embeddings, batch.distances)
@@ -149,106 +133,3 @@ class Objective:
             terms["count_loss"] = count.item()
             total = total + cfg.count_weight * count
         return total
-
-    @torch.no_grad()
-    def evaluate(self, model: nn.Module, positions: np.ndarray, device: torch.device) -> dict:
-        """Metrics over EVERY sample in ``positions`` (no dropped batch), in eval mode."""
-        model.eval()
-        metrics: dict[str, float] = {}
-        if self.use_nucleotides:
-            metrics.update(self._nucleotide_metrics(model, positions, device))
-        embeddings, predictions, count_losses = self._sample_outputs(model, positions, device)
-        loss = self.cfg.nuc_weight * metrics.get("nuc_loss", 0.0)
-        if self.use_unifrac and len(positions) > 1:
-            truth = self.study.distances[np.ix_(positions, positions)]
-            fit = unifrac_fit(embeddings, torch.from_numpy(truth))
-            metrics.update(fit)
-            loss += self.cfg.unifrac_weight * fit["unifrac_loss"]
-        if self.predictor:
-            loss += self._target_metrics(predictions, positions, metrics)
-            if count_losses:
-                metrics["count_loss"] = float(np.mean(count_losses))
-                loss += self.cfg.count_weight * metrics["count_loss"]
-        metrics["loss"] = float(loss)
-        model.train()
-        return metrics
-
-    def predictions(self, model: nn.Module, positions: np.ndarray, device: torch.device):
-        """Predictions for ``positions``: original units (regression) or class log-probs."""
-        model.eval()
-        with torch.no_grad():
-            _, raw, _ = self._sample_outputs(model, positions, device)
-        if self.study.classes:
-            return raw.numpy()
-        return self.scale.original(raw.squeeze(-1).numpy())
-
-    def _sample_outputs(self, model, positions, device):
-        cache_before = self.cache
-        if self.cache is None:  # inference: each distinct ASV once per evaluated set
-            self.build_cache(_unwrap(model), device)
-        embeddings, predictions, count_losses = [], [], []
-        try:
-            for idx in batch_indices(len(positions), self.cfg.batch_size, shuffle=False):
-                batch = self.batch(positions[idx]).to(device)
-                out = self.forward(_unwrap(model), batch)
-                embeddings.append(out["sample_embedding"].float().cpu())
-                if self.predictor:
-                    predictions.append(out["prediction"].float().cpu())
-                    if "count_prediction" in out:
-                        count_losses.append(
-                            losses.count_loss(
-                                out["count_prediction"], batch.counts, batch.asv_mask
-                            ).item()
-                        )
-        finally:
-            self.cache = cache_before
-        cat = lambda xs: torch.cat(xs) if xs else None  # noqa: E731
-        return cat(embeddings), cat(predictions), count_losses
-
-    def _nucleotide_metrics(self, model, positions, device) -> dict[str, float]:
-        """Masked-nucleotide loss and accuracy over the distinct ASVs of ``positions``."""
-        samples = self.study.samples
-        rows = np.unique(np.concatenate([samples.sample_asvs(p)[0] for p in positions]))
-        tokens = torch.from_numpy(samples.tokens[rows].astype(np.int64)).to(device)
-        generator = torch.Generator(device=device).manual_seed(EVAL_MASK_SEED)
-        encoder = _unwrap(model)
-        encoder = encoder.base.asv_encoder if self.predictor else encoder.asv_encoder
-        ce_sum, correct, count = 0.0, 0, 0
-        for part in tokens.split(512):
-            masked, mask = mask_nucleotides(part, self.cfg.mask_rate, generator)
-            _, logits = encoder(masked, mask)
-            target = part[mask]
-            ce_sum += torch.nn.functional.cross_entropy(
-                logits.float(), target, reduction="sum"
-            ).item()
-            correct += int((logits.argmax(-1) == target).sum())
-            count += len(target)
-        return {"nuc_loss": ce_sum / max(count, 1), "nuc_accuracy": correct / max(count, 1)}
-
-    def _target_metrics(self, predictions, positions, metrics) -> float:
-        truth = self.study.targets[positions]
-        if self.study.classes:
-            metrics.update(classification_metrics(predictions, truth))
-            term = losses.classification_loss(predictions, torch.from_numpy(truth)).item()
-        else:
-            z = predictions.squeeze(-1)
-            metrics.update(regression_metrics(self.scale.original(z.numpy()), truth))
-            target = self.scale.normalize(torch.from_numpy(truth).float())
-            term = losses.regression_loss(z, target, self.cfg.loss).item()
-        metrics["target_loss"] = term
-        return self.cfg.target_weight * term
-
-    def batch(self, positions: np.ndarray, rng: np.random.Generator | None = None) -> Batch:
-        """The batch of ``positions`` with its UniFrac block, targets and categories."""
-        study = self.study
-        return make_batch(
-            study.samples, positions, token_limit=self.token_limit,
-            asv_sampling=self.cfg.asv_sampling, rng=rng, distances=study.distances,
-            targets=study.targets, categories=study.categories,
-        )  # fmt: skip
-
-
-def _unwrap(model: nn.Module) -> nn.Module:
-    """The bare model under DDP / torch.compile wrappers."""
-    model = getattr(model, "module", model)
-    return getattr(model, "_orig_mod", model)

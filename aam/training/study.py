@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from aam.data import load_metadata, load_table, numeric_column, rarefy, reconcile_sample_ids
-from aam.data.batching import SampleSet
+from aam.data.batching import Batch, SampleSet, batch_indices, make_batch
 from aam.data.reconcile import preview
 from aam.data.split import SPLITS, make_split, read_split
 from aam.errors import InputError
@@ -42,6 +43,32 @@ class Study:
         """Positions of the samples in split ``name``."""
         labels = self.split.reindex(self.samples.sample_ids).to_numpy()
         return np.flatnonzero(labels == name)
+
+    def batch(
+        self,
+        positions: np.ndarray,
+        token_limit: int,
+        asv_sampling: str = "first",
+        rng: np.random.Generator | None = None,
+    ) -> Batch:
+        """The batch of ``positions`` with its UniFrac block, targets and categories."""
+        return make_batch(
+            self.samples,
+            positions,
+            token_limit=token_limit,
+            asv_sampling=asv_sampling,
+            rng=rng,
+            distances=self.distances,
+            targets=self.targets,
+            categories=self.categories,
+        )
+
+    def batches(
+        self, positions: np.ndarray, batch_size: int, token_limit: int, asv_sampling: str = "first"
+    ) -> Iterator[Batch]:
+        """Every one of ``positions`` once, in order, ``batch_size`` at a time."""
+        for idx in batch_indices(len(positions), batch_size, shuffle=False):
+            yield self.batch(positions[idx], token_limit, asv_sampling)
 
 
 def load_study(

@@ -5,8 +5,9 @@ Randomness is a function of (seed, epoch, batch) and (seed, optimizer step, rank
 order, ASV sub-sampling, nucleotide masks and dropout of a step do not depend on how the run
 got there, so a run resumed from ``latest.pt`` ends with the same weights as one never stopped.
 
-A NaN or infinite loss term, gradient norm or weight stops the run with ``NonFiniteError``
-before the optimizer step or the save it would spoil: checkpoints keep their last good state.
+A NaN or infinite loss term or gradient norm (``TrainStep``) or weight stops the run with
+``NonFiniteError`` before the optimizer step or the save it would spoil: checkpoints keep their
+last good state.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from aam.atomic import remove_stale_temporaries
 from aam.data.batching import batch_indices
 from aam.errors import InputError, NonFiniteError
 from aam.training.checkpoint import (
@@ -30,17 +32,19 @@ from aam.training.checkpoint import (
     check_config_matches,
     checkpoint_paths,
     load_checkpoint,
-    remove_stale_temporaries,
     restore_rng_state,
     resume_checkpoint,
     save_checkpoint,
 )
 from aam.training.config import TrainConfig
-from aam.training.device import autocast, peak_memory_mb
-from aam.training.distributed import all_reduce_sum, broadcast_from_main, rank_slice
-from aam.training.objective import Objective, _unwrap
+from aam.training.device import peak_memory_mb, unwrap
+from aam.training.distributed import broadcast_from_main, rank_slice
+from aam.training.evaluation import evaluate
+from aam.training.objective import Objective
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
+from aam.training.state import TrainState
+from aam.training.step import TrainStep, build_optimizer, trainable
 
 log = logging.getLogger(__name__)
 LOWER_IS_BETTER = {"loss", "mae", "rmse", "unifrac_loss", "nuc_loss", "target_loss"}
@@ -58,15 +62,6 @@ class TrainResult:
     history: list[dict[str, Any]]
     best_epoch: int
     best_metrics: dict[str, float] = field(default_factory=dict)
-
-
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Weight decay on matrices only (not on biases, norms or embeddings' 1-D tensors)."""
-    decay, plain = [], []
-    for param in model.parameters():
-        if param.requires_grad:
-            (decay if param.dim() >= 2 else plain).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0}]
 
 
 def step_seed(seed: int, *parts: int) -> int:
@@ -105,12 +100,12 @@ class Trainer:
         self.min_batch = max(min_size, self.ctx.world_size)
         n_batches = len(list(self._epoch_batches(0)))
         self.steps_per_epoch = math.ceil(n_batches / cfg.grad_accum)
-        self.optimizer = torch.optim.AdamW(
-            parameter_groups(_unwrap(model), cfg.weight_decay), lr=cfg.lr
-        )
+        self.optimizer = build_optimizer(model, cfg)
         self.scheduler = warmup_cosine(
             self.optimizer, max(1, self.steps_per_epoch * cfg.epochs), cfg.warmup_fraction
         )
+        self.step = TrainStep(model, objective, self.optimizer, device, self.scheduler)
+        self.state = TrainState()
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         rng = np.random.default_rng([self.cfg.seed, epoch])
@@ -124,116 +119,70 @@ class Trainer:
 
     def fit(self) -> TrainResult:
         """Train to the end (or early stop), resuming from ``latest.pt`` when it exists."""
-        state = self._resume()
-        epoch, start_batch = state["epoch"], state["batch"]
-        history: list[dict] = state["history"]
+        state = self.state
+        self._resume()
         last_save = time.monotonic()
         with PreemptionFlag() as flag:
-            while epoch < self.cfg.epochs and not self._stop_early(state):
+            while state.epoch < self.cfg.epochs and not self._stop_early():
                 started, timed = time.perf_counter(), 0
-                if start_batch == 0:  # a resumed epoch keeps the sums of its first part
-                    state.update(sums={}, seen=0)
-                sums = state["sums"]
-                batches = self._epoch_batches(epoch)
-                bar = tqdm(total=len(batches), initial=start_batch, disable=not self.progress,
-                           desc=f"epoch {epoch + 1}/{self.cfg.epochs}", leave=False)  # fmt: skip
+                state.start_epoch()
+                batches = self._epoch_batches(state.epoch)
+                desc = f"epoch {state.epoch + 1}/{self.cfg.epochs}"
+                bar = tqdm(total=len(batches), initial=state.batch, disable=not self.progress,
+                           desc=desc, leave=False)  # fmt: skip
                 self.model.train()
-                for b in range(start_batch, len(batches)):
+                for b in range(state.batch, len(batches)):
                     at_step = (b + 1) % self.cfg.grad_accum == 0 or b + 1 == len(batches)
-                    terms = self._train_batch(batches[b], epoch, b, state, at_step)
+                    terms = self._train_batch(batches[b], state.epoch, b, at_step)
                     timed += len(batches[b])
-                    state["seen"] += len(batches[b])
-                    for key, value in terms.items():
-                        sums[key] = sums.get(key, 0.0) + value * len(batches[b])
+                    state.add(terms, len(batches[b]))
                     bar.update(1)
                     if not at_step:
                         continue
                     minutes = (time.monotonic() - last_save) / 60
                     every = self.cfg.checkpoint_every_minutes
                     if flag.requested or (every > 0 and minutes >= every):
-                        self._save_latest(state, epoch, b + 1, history)
+                        self._save_latest()
                         last_save = time.monotonic()
                     if flag.requested:
                         raise Preempted(f"{flag.signal_name}: saved {self.latest}; rerun to resume")
                 bar.close()
-                row = self._end_epoch(epoch, state, timed, time.perf_counter() - started)
-                history.append(row)
-                epoch, start_batch = epoch + 1, 0
-                self._save_latest(state, epoch, 0, history)
+                state.end_epoch(self._end_epoch(timed, time.perf_counter() - started))
+                self._save_latest()
                 last_save = time.monotonic()
-        return self._result(state, history)
+        return self._result()
 
-    def _train_batch(
-        self, positions: np.ndarray, epoch: int, b: int, state: dict, at_step: bool
-    ) -> dict:
+    def _train_batch(self, positions: np.ndarray, epoch: int, b: int, at_step: bool) -> dict:
         """Forward and backward of one batch; an optimizer step when ``at_step``."""
-        cfg, ctx = self.cfg, self.ctx
-        step = state["step"]
+        cfg, ctx, step = self.cfg, self.ctx, self.state.step
         torch.manual_seed(step_seed(cfg.seed, 1, step, ctx.rank))  # dropout of this step
         local = rank_slice(positions, ctx)
         batch = self.objective.batch(local, np.random.default_rng([cfg.seed, 2, epoch, b]))
         if ctx.enabled and batch.distances is not None:  # pairs span the whole global batch
             d = self.objective.study.distances[np.ix_(positions, positions)]
             batch.distances = torch.from_numpy(np.ascontiguousarray(d))
-        batch = batch.to(self.device)
         generator = torch.Generator(device=self.device)
         generator.manual_seed(step_seed(cfg.seed, 3, epoch, b, ctx.rank))
-        with autocast(self.device, cfg.precision):
-            loss, terms = self.objective.step_loss(self.model, batch, generator)
-        self._check_terms(terms, f"epoch {epoch + 1}, step {step + 1}")
-        (loss / cfg.grad_accum).backward()
+        where = f"epoch {epoch + 1}, step {step + 1}"
+        terms = self.step(batch.to(self.device), generator, at_step, where)
         if at_step:
-            max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf  # inf: norm only
-            norm = float(torch.nn.utils.clip_grad_norm_(self._trainable(), max_norm))
-            if not math.isfinite(norm):  # DDP averaged the gradients: every rank sees the same
-                raise NonFiniteError(
-                    f"gradient norm is {norm} at epoch {epoch + 1}, step {step + 1}; {self._fix()}"
-                )
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scheduler.step()
-            state["step"] = step + 1
+            self.state.step = step + 1
         return terms
-
-    def _trainable(self) -> list[torch.Tensor]:
-        return [p for p in self.model.parameters() if p.requires_grad]
-
-    def _fix(self) -> str:
-        """The usual cures of a diverging run, with this run's flag values."""
-        cfg = self.cfg
-        clip = cfg.max_grad_norm
-        clipping = f"lower --max-grad-norm (now {clip:g})" if clip > 0 else "set --max-grad-norm 1"
-        data = ", check the targets for extreme values" if self.objective.predictor else ""
-        return f"lower --lr (now {cfg.lr:g}){data}, or {clipping}"
-
-    def _check_terms(self, terms: dict[str, float], where: str) -> None:
-        """NonFiniteError on every rank if a loss term is NaN or infinite on any rank."""
-        names = sorted(terms)
-        bad = [not math.isfinite(terms[name]) for name in names]
-        if self.ctx.enabled:  # one tiny all-reduce, so no rank waits in a backward the others skip
-            flags = torch.tensor(bad, dtype=torch.float32, device=self.device)
-            bad = (all_reduce_sum(flags, self.ctx) > 0).tolist()
-        failed = [name for name, flag in zip(names, bad, strict=True) if flag]
-        if not failed:
-            return
-        term = next((name for name in failed if name != "loss"), "loss")  # the culprit, not the sum
-        local = terms[term]
-        value = f"is {local}" if not math.isfinite(local) else "is non-finite on another rank"
-        raise NonFiniteError(f"{term} {value} at {where}; {self._fix()}")
 
     def _check_weights(self, where: str) -> None:
         """NonFiniteError if a trainable weight is NaN or infinite: such weights are never saved."""
-        params = self._trainable()
+        params = trainable(self.model)
         if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
-            raise NonFiniteError(f"weights became non-finite by {where}; {self._fix()}")
+            raise NonFiniteError(f"weights became non-finite by {where}; {self.step.fix()}")
 
-    def _end_epoch(self, epoch: int, state: dict, timed: int, seconds: float) -> dict:
-        """Validate, record the epoch's row, keep best.pt; ``timed`` samples took ``seconds``."""
-        row: dict[str, Any] = {"epoch": epoch + 1, "step": state["step"]}
+    def _end_epoch(self, timed: int, seconds: float) -> dict:
+        """Validate, return the epoch's row, keep best.pt; ``timed`` samples took ``seconds``."""
+        state, epoch = self.state, self.state.epoch
+        row: dict[str, Any] = {"epoch": epoch + 1, "step": state.step}
         row["lr"] = self.scheduler.get_last_lr()[0]
-        row.update({f"train_{k}": v / max(state["seen"], 1) for k, v in state["sums"].items()})
+        row.update({f"train_{k}": v for k, v in state.train_means().items()})
         if len(self.val_positions) and self.ctx.is_main:
-            metrics = self.objective.evaluate(self.model, self.val_positions, self.device)
+            metrics = evaluate(self.objective, self.model, self.val_positions, self.device)
             row.update({f"val_{k}": v for k, v in metrics.items()})
         row["samples_per_s"] = timed / seconds if seconds > 0 else 0.0
         row["epoch_seconds"] = seconds
@@ -243,13 +192,13 @@ class Trainer:
         if metric is not None and not math.isfinite(metric):
             log.warning("epoch %d: %s is %s; not a candidate for best.pt", epoch + 1,
                         self.cfg.best_metric, metric)  # fmt: skip
-        if metric is not None and self._improved(metric, state["best"]):
-            state.update(best=metric, best_epoch=epoch + 1, bad_epochs=0)
+        if metric is not None and self._improved(metric, state.best):
+            state.best, state.best_epoch, state.bad_epochs = metric, epoch + 1, 0
             self._check_weights(f"epoch {epoch + 1}")
             if self.ctx.is_main:
-                save_checkpoint(self.best, {"model": _unwrap(self.model).state_dict(), "row": row})
+                save_checkpoint(self.best, {"model": unwrap(self.model).state_dict(), "row": row})
         else:
-            state["bad_epochs"] += 1
+            state.bad_epochs += 1
         (log.info if self.ctx.is_main else log.debug)(
             "epoch %d: %s", epoch + 1,
             ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)),
@@ -274,56 +223,54 @@ class Trainer:
         lower = self.cfg.best_metric.removeprefix("val_") in LOWER_IS_BETTER
         return value < best if lower else value > best
 
-    def _stop_early(self, state: dict) -> bool:
-        stop = self.cfg.patience > 0 and state["bad_epochs"] >= self.cfg.patience
+    def _stop_early(self) -> bool:
+        stop = self.cfg.patience > 0 and self.state.bad_epochs >= self.cfg.patience
         if stop:
             log.info("early stop: no improvement in %d epochs", self.cfg.patience)
         return stop
 
-    def _save_latest(self, state: dict, epoch: int, batch: int, history: list) -> None:
+    def _save_latest(self) -> None:
         # Under DDP the weights are the same on every rank; a rank that stops here makes
         # torchrun stop the others.
-        self._check_weights(f"step {state['step']}")
+        self._check_weights(f"step {self.state.step}")
         if not self.ctx.is_main:
             return
         save_checkpoint(self.latest, {
-            "model": _unwrap(self.model).state_dict(),
+            "model": unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "epoch": epoch, "batch": batch, "step": state["step"],
-            "best": state["best"], "best_epoch": state["best_epoch"],
-            "bad_epochs": state["bad_epochs"], "history": history,
-            "sums": state["sums"], "seen": state["seen"],
+            **self.state.state_dict(),
             "rng": capture_rng_state(), "config": self.resume_config,
         })  # fmt: skip
 
-    def _resume(self) -> dict:
-        fresh = {"epoch": 0, "batch": 0, "step": 0, "best": None, "best_epoch": 0,
-                 "bad_epochs": 0, "history": [], "sums": {}, "seen": 0}  # fmt: skip
+    def _resume(self) -> None:
+        """Load ``latest.pt`` (or its previous file) into the model, optimizer, scheduler, RNGs
+        and ``self.state``; a fresh run leaves them as they are."""
         if self.ctx.is_main:
             remove_stale_temporaries(self.latest.parent, (self.latest.name, self.best.name))
         saved, used = resume_checkpoint(self.latest, self.device, tidy=self.ctx.is_main)
         if saved is None:
-            return fresh
+            return
         check_config_matches(saved["config"], self.resume_config, used)
-        _unwrap(self.model).load_state_dict(saved["model"])
+        unwrap(self.model).load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
         restore_rng_state(saved["rng"])
-        log.info("resumed from %s at epoch %d, batch %d", used, saved["epoch"] + 1,
-                 saved["batch"])  # fmt: skip
-        return {key: saved[key] for key in fresh}
+        self.state.load_state_dict(saved)
+        log.info("resumed from %s at epoch %d, batch %d", used, self.state.epoch + 1,
+                 self.state.batch)  # fmt: skip
 
-    def _result(self, state: dict, history: list) -> TrainResult:
-        if len(self.val_positions) and not state["best_epoch"]:
+    def _result(self) -> TrainResult:
+        state = self.state
+        if len(self.val_positions) and not state.best_epoch:
             raise NonFiniteError(
                 f"validation {self.cfg.best_metric} was non-finite in every epoch, so there is "
-                f"no model to keep; {self._fix()}"
+                f"no model to keep; {self.step.fix()}"
             )
-        best = load_checkpoint(self.best, map_location="cpu") if state["best_epoch"] else None
+        best = load_checkpoint(self.best, map_location="cpu") if state.best_epoch else None
         if best is None:
-            self._check_weights(f"step {state['step']}")
-            weights = {k: v.detach().cpu() for k, v in _unwrap(self.model).state_dict().items()}
-            return TrainResult(weights, history, best_epoch=len(history))
+            self._check_weights(f"step {state.step}")
+            weights = {k: v.detach().cpu() for k, v in unwrap(self.model).state_dict().items()}
+            return TrainResult(weights, state.history, best_epoch=len(state.history))
         metrics = {k: v for k, v in best["row"].items() if k.startswith("val_")}
-        return TrainResult(best["model"], history, state["best_epoch"], metrics)
+        return TrainResult(best["model"], state.history, state.best_epoch, metrics)

@@ -29,9 +29,12 @@ from typing import Any
 import torch
 
 from aam.atomic import atomic_output, write_json
+from aam.data.batching import Batch
 from aam.data.tokenize import tokenize
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor, mask_nucleotides
+from aam.training.device import autocast
+from aam.training.inference import model_outputs
 
 FORMAT = "aam-golden-v1"
 GOLDEN_FILE = "golden.pt"
@@ -121,23 +124,29 @@ def loss_of(out: dict[str, torch.Tensor]) -> torch.Tensor:
     )
 
 
+def golden_batch(inputs: dict[str, torch.Tensor]) -> Batch:
+    """The golden inputs as the ``Batch`` training and inference feed the model."""
+    return Batch(
+        sample_index=torch.arange(len(inputs["asv_index"])),
+        asv_rows=torch.arange(len(inputs["unique_tokens"])),
+        unique_tokens=inputs["unique_tokens"],
+        asv_index=inputs["asv_index"],
+        counts=inputs["counts"],
+        categories=inputs["categories"],
+    )
+
+
 def run_model(
     model: SequencePredictor, inputs: dict[str, torch.Tensor], precision: str = "fp32"
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor]:
-    """One eval-mode forward + backward: (outputs, gradients per parameter, loss), float32, CPU."""
+    """One eval-mode forward (``model_outputs``, autocast per ``precision``) + backward:
+    (outputs, gradients per parameter, loss), float32, CPU."""
     device = next(model.parameters()).device
     model.eval()
     model.zero_grad(set_to_none=True)
-    batch = {k: v.to(device) for k, v in inputs.items()}
-    if precision == "bf16":
-        ctx = torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    else:
-        ctx = torch.autocast(device_type=device.type, enabled=False)
-    with torch.enable_grad(), ctx:
-        out = model(
-            batch["unique_tokens"], batch["asv_index"], batch["counts"],
-            categories=batch["categories"], nuc_mask=batch["nuc_mask"],
-        )  # fmt: skip
+    batch = golden_batch(inputs).to(device)
+    with torch.enable_grad(), autocast(device, precision):
+        out = model_outputs(model, batch, nuc_mask=inputs["nuc_mask"].to(device))
     loss = loss_of(out)
     loss.backward()
     outputs = {k: out[k].detach().float().cpu() for k in OUTPUT_NAMES}

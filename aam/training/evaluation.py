@@ -1,0 +1,102 @@
+"""Evaluation: a stage's loss terms and metrics over every sample of a subset, in eval mode
+(the Trainer's per-epoch validation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from aam.models import mask_nucleotides
+from aam.training import losses
+from aam.training.device import unwrap
+from aam.training.inference import batch_outputs
+from aam.training.metrics import classification_metrics, regression_metrics, unifrac_fit
+from aam.training.objective import Objective
+
+EVAL_MASK_SEED = 1234  # validation masks are the same every epoch
+
+
+@torch.no_grad()
+def evaluate(
+    objective: Objective, model: nn.Module, positions: np.ndarray, device: torch.device
+) -> dict[str, float]:
+    """``objective``'s terms, their weighted ``loss`` and the stage's metrics over EVERY sample
+    in ``positions`` (no dropped batch); the model is left in train mode."""
+    cfg = objective.cfg
+    model.eval()
+    metrics: dict[str, float] = {}
+    if objective.use_nucleotides:
+        metrics.update(_nucleotide_metrics(objective, model, positions, device))
+    embeddings, predictions, count_losses = [], [], []
+    outputs = batch_outputs(
+        model,
+        objective.study,
+        positions,
+        device,
+        batch_size=cfg.batch_size,
+        token_limit=objective.token_limit,
+        asv_sampling=cfg.asv_sampling,
+        asv_embeddings=objective.asv_embeddings,
+    )
+    for batch, out in outputs:
+        embeddings.append(out["sample_embedding"].float().cpu())
+        if objective.predictor:
+            predictions.append(out["prediction"].float().cpu())
+            if "count_prediction" in out:
+                count = losses.count_loss(out["count_prediction"], batch.counts, batch.asv_mask)
+                count_losses.append(count.item())
+    loss = cfg.nuc_weight * metrics.get("nuc_loss", 0.0)
+    if objective.use_unifrac and len(positions) > 1:
+        truth = objective.study.distances[np.ix_(positions, positions)]
+        fit = unifrac_fit(torch.cat(embeddings), torch.from_numpy(truth))
+        metrics.update(fit)
+        loss += cfg.unifrac_weight * fit["unifrac_loss"]
+    if objective.predictor:
+        loss += _target_metrics(objective, torch.cat(predictions), positions, metrics)
+        if count_losses:
+            metrics["count_loss"] = float(np.mean(count_losses))
+            loss += cfg.count_weight * metrics["count_loss"]
+    metrics["loss"] = float(loss)
+    model.train()
+    return metrics
+
+
+def _nucleotide_metrics(
+    objective: Objective, model: nn.Module, positions: np.ndarray, device: torch.device
+) -> dict[str, float]:
+    """Masked-nucleotide loss and accuracy over the distinct ASVs of ``positions``."""
+    samples = objective.study.samples
+    rows = np.unique(np.concatenate([samples.sample_asvs(p)[0] for p in positions]))
+    tokens = torch.from_numpy(samples.tokens[rows].astype(np.int64)).to(device)
+    generator = torch.Generator(device=device).manual_seed(EVAL_MASK_SEED)
+    encoder = unwrap(model)
+    encoder = encoder.base.asv_encoder if objective.predictor else encoder.asv_encoder
+    ce_sum, correct, count = 0.0, 0, 0
+    for part in tokens.split(512):
+        masked, mask = mask_nucleotides(part, objective.cfg.mask_rate, generator)
+        _, logits = encoder(masked, mask)
+        target = part[mask]
+        ce = torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum")
+        ce_sum += ce.item()
+        correct += int((logits.argmax(-1) == target).sum())
+        count += len(target)
+    return {"nuc_loss": ce_sum / max(count, 1), "nuc_accuracy": correct / max(count, 1)}
+
+
+def _target_metrics(
+    objective: Objective, predictions: torch.Tensor, positions: np.ndarray, metrics: dict
+) -> float:
+    """Add the target's metrics and ``target_loss`` to ``metrics``; return its weighted loss."""
+    study, scale = objective.study, objective.scale
+    truth = study.targets[positions]
+    if study.classes:
+        metrics.update(classification_metrics(predictions, truth))
+        term = losses.classification_loss(predictions, torch.from_numpy(truth)).item()
+    else:
+        z = predictions.squeeze(-1)
+        metrics.update(regression_metrics(scale.original(z.numpy()), truth))
+        target = scale.normalize(torch.from_numpy(truth).float())
+        term = losses.regression_loss(z, target, objective.cfg.loss).item()
+    metrics["target_loss"] = term
+    return objective.cfg.target_weight * term

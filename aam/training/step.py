@@ -1,0 +1,95 @@
+"""One training step, shared by the Trainer and the profiler.
+
+The objective's loss under autocast; a NaN or infinite term stops every rank before the
+backward; at an accumulation boundary, gradient clipping, a finite-norm check and the AdamW
+(+ scheduler) step. A ``NonFiniteError`` is raised before the optimizer step it would spoil.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from aam.data.batching import Batch
+from aam.errors import NonFiniteError
+from aam.training.config import TrainConfig
+from aam.training.device import autocast, unwrap
+from aam.training.distributed import all_reduce_sum
+from aam.training.objective import Objective
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices only (not on biases, norms or embeddings' 1-D tensors)."""
+    decay, plain = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (decay if param.dim() >= 2 else plain).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0}]
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters of the (unwrapped) model."""
+    return torch.optim.AdamW(parameter_groups(unwrap(model), cfg.weight_decay), lr=cfg.lr)
+
+
+def trainable(model: nn.Module) -> list[torch.Tensor]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+@dataclass
+class TrainStep:
+    """Forward + backward of a batch, and the optimizer step at an accumulation boundary."""
+
+    model: nn.Module
+    objective: Objective
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+
+    def __call__(
+        self, batch: Batch, generator: torch.Generator, at_step: bool = True, where: str = ""
+    ) -> dict[str, float]:
+        """Train on ``batch`` (on the device); return its loss terms. ``where`` names the step
+        in errors."""
+        cfg = self.objective.cfg
+        with autocast(self.device, cfg.precision):
+            loss, terms = self.objective.step_loss(self.model, batch, generator)
+        self._check_terms(terms, where)
+        (loss / cfg.grad_accum).backward()
+        if at_step:
+            max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf  # inf: norm only
+            norm = float(torch.nn.utils.clip_grad_norm_(trainable(self.model), max_norm))
+            if not math.isfinite(norm):  # DDP averaged the gradients: every rank sees the same
+                raise NonFiniteError(f"gradient norm is {norm} at {where}; {self.fix()}")
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.scheduler is not None:
+                self.scheduler.step()
+        return terms
+
+    def fix(self) -> str:
+        """The usual cures of a diverging run, with this run's flag values."""
+        cfg = self.objective.cfg
+        clip = cfg.max_grad_norm
+        clipping = f"lower --max-grad-norm (now {clip:g})" if clip > 0 else "set --max-grad-norm 1"
+        data = ", check the targets for extreme values" if self.objective.predictor else ""
+        return f"lower --lr (now {cfg.lr:g}){data}, or {clipping}"
+
+    def _check_terms(self, terms: dict[str, float], where: str) -> None:
+        """NonFiniteError on every rank if a loss term is NaN or infinite on any rank."""
+        names = sorted(terms)
+        bad = [not math.isfinite(terms[name]) for name in names]
+        ctx = self.objective.ctx
+        if ctx.enabled:  # one tiny all-reduce, so no rank waits in a backward the others skip
+            flags = torch.tensor(bad, dtype=torch.float32, device=self.device)
+            bad = (all_reduce_sum(flags, ctx) > 0).tolist()
+        failed = [name for name, flag in zip(names, bad, strict=True) if flag]
+        if not failed:
+            return
+        term = next((name for name in failed if name != "loss"), "loss")  # the culprit, not the sum
+        local = terms[term]
+        value = f"is {local}" if not math.isfinite(local) else "is non-finite on another rank"
+        raise NonFiniteError(f"{term} {value} at {where}; {self.fix()}")
