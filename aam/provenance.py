@@ -293,7 +293,7 @@ def _events(root: ast.AST, unset: frozenset[str] = frozenset()) -> Iterator[Even
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
             continue
-        children: list[ast.AST] = list(ast.iter_child_nodes(node))
+        children = [c for c in ast.iter_child_nodes(node) if not _names_types(node, c)]
         if isinstance(node, ast.If) and _truth(node.test, unset) is not None:
             children = [node.test, *(node.body if _truth(node.test, unset) else node.orelse)]
         elif isinstance(node, ast.Call) and _chain(node.func):
@@ -305,6 +305,16 @@ def _events(root: ast.AST, unset: frozenset[str] = frozenset()) -> Iterator[Even
             children = []
         inner = frozenset() if node is not root and isinstance(node, _SCOPES) else unset
         stack.extend((child, inner) for child in children)
+
+
+def _names_types(parent: ast.AST, child: ast.AST) -> bool:
+    """Whether ``child`` is an annotation of ``parent`` that only names types (no call): the
+    classes it names are not reached through it (they run only where code uses them)."""
+    if child is not getattr(parent, "annotation", None) and child is not getattr(
+        parent, "returns", None
+    ):
+        return False
+    return not any(isinstance(node, ast.Call) for node in ast.walk(child))
 
 
 def _unset_parameters(
