@@ -58,18 +58,6 @@ DYNAMIC_IMPORTS = {"importlib.import_module", "__import__", "runpy.run_module"}
 OPAQUE = {"eval", "exec", "runpy.run_path"}
 
 
-def module_file(name: str) -> Path | None:
-    """Source file of ``aam`` module ``name`` (a package's ``__init__.py``), or None."""
-    parts = name.split(".")
-    if parts[0] != PACKAGE:
-        return None
-    base = PACKAGE_DIR.joinpath(*parts[1:])
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (*_FUNCTIONS, ast.ClassDef)
@@ -82,8 +70,7 @@ def _statements(node: ast.AST) -> Iterator[ast.AST]:
     yield node
     for block in _BLOCKS:
         for child in getattr(node, block, None) or ():
-            if not isinstance(node, ast.Lambda):
-                yield from _statements(child)
+            yield from _statements(child)
 
 
 def _without_docstrings(tree: ast.AST) -> ast.AST:
@@ -228,11 +215,22 @@ def _parse(name: str, is_package: bool, text: str) -> Source:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for bound, binding in _bindings(node, name, is_package):
                 source.bindings[bound].append(binding)
-        else:
+        else:  # the blocks of a compound statement come next from _module_level
             source.assigned.update(
-                n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not _loads(n)
+                n.id
+                for part in _header(node)
+                for n in ast.walk(part)
+                if isinstance(n, ast.Name) and not _loads(n)
             )
     return source
+
+
+def _header(node: ast.stmt) -> Iterator[ast.AST]:
+    """The parts of statement ``node`` outside its nested blocks (all of a simple one)."""
+    for name, value in ast.iter_fields(node):
+        if name not in _BLOCKS:
+            parts = value if isinstance(value, list) else [value]
+            yield from (part for part in parts if isinstance(part, ast.AST))
 
 
 def _loads(node: ast.Name) -> bool:

@@ -55,14 +55,14 @@ LIB = {
     "lib/__init__.py": "from pkg.lib.io import read, write\n",
     "lib/io.py": "def read():\n    return _helper()\n\n\ndef _helper():\n    pass\n\n\n"
     "def write():\n    pass\n",
-    "lib/text.py": "def upper():\n    pass\n\n\ndef lower():\n    pass\n",
+    "lib/text.py": "CONSTANT = 1\n\n\ndef upper():\n    pass\n\n\ndef lower():\n    pass\n",
     "other.py": "def unused():\n    pass\n",
 }
 
 
 def test_names_resolve_through_re_exports_and_module_attributes(make_package):
     reached = make_package(
-        {**LIB, "cmd.py": command("read()", "text.upper()",
+        {**LIB, "cmd.py": command("read()", "text.upper()", "text.CONSTANT",
                                   imports="from pkg.lib import read\nimport pkg.lib.text as text")}
     )  # fmt: skip
     assert {"pkg.lib.io:read", "pkg.lib.io:_helper", "pkg.lib.text:upper"} <= reached
