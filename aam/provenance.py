@@ -173,17 +173,6 @@ class Source:
             self.cache["dump", name] = "".join(ast.dump(node) for node in self.nodes(name))
         return self.cache["dump", name]
 
-    def stored(self, name: str) -> set[str]:
-        """Names that definition ``name`` assigns or deletes anywhere (cached)."""
-        if ("stored", name) not in self.cache:
-            self.cache["stored", name] = {
-                n.id
-                for node in self.nodes(name)
-                for n in ast.walk(node)
-                if isinstance(n, ast.Name) and not _loads(n)
-            }
-        return self.cache["stored", name]
-
     def code(self, name: str | None, unset: frozenset[str] = frozenset()) -> Code:
         """The Code of ``nodes(name)`` when parameters ``unset`` stay None (cached)."""
         if ("code", name, unset) not in self.cache:
@@ -192,13 +181,11 @@ class Source:
                 for event in _events(node, unset):
                     if isinstance(event, tuple):
                         code.uses.add((tuple(event[0]), event[1]))
-                    else:
-                        code.imported.extend(_imported(event, self.name, self.is_package))
-                if name is not None:
-                    for bound, bindings in _local_bindings(
-                        node, self.name, self.is_package
-                    ).items():
-                        code.local[bound].extend(bindings)
+                        continue
+                    code.imported.extend(_imported(event, self.name, self.is_package))
+                    if name is not None:  # the import-time code's imports are module bindings
+                        for bound, binding in _bindings(event, self.name, self.is_package):
+                            code.local[bound].append(binding)
             self.cache["code", name, unset] = code
         return self.cache["code", name, unset]
 
@@ -321,9 +308,7 @@ def _names_types(parent: ast.AST, child: ast.AST) -> bool:
     return not any(isinstance(node, ast.Call) for node in ast.walk(child))
 
 
-def _unset_parameters(
-    node: ast.AST, calls: list[ast.Call | None], stored: set[str]
-) -> frozenset[str]:
+def _unset_parameters(node: ast.AST, calls: list[ast.Call | None]) -> frozenset[str]:
     """Parameters of function ``node`` that default to None and that no call in ``calls``
     passes (none if the function is decorated, used other than called, or a call unpacks)."""
     if not isinstance(node, _FUNCTIONS) or node.decorator_list or None in calls:
@@ -343,11 +328,10 @@ def _unset_parameters(
         for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
         if _is_none(d)
     ]
-    return frozenset(
-        name
-        for name, index in candidates
-        if name not in stored and all(_omits(call, name, index) for call in calls)
-    )
+    unset = {name for name, index in candidates if all(_omits(c, name, index) for c in calls)}
+    if unset:  # a parameter the function reassigns is no longer its default
+        unset -= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not _loads(n)}
+    return frozenset(unset)
 
 
 def _is_none(node: ast.expr | None) -> bool:
@@ -358,16 +342,6 @@ def _omits(call: ast.Call, name: str, index: int | None) -> bool:
     """Whether ``call`` leaves parameter ``name`` (at position ``index``) at its default."""
     passed_by_position = index is not None and index < len(call.args)
     return not passed_by_position and all(k.arg != name for k in call.keywords)
-
-
-def _local_bindings(node: ast.AST, module: str, is_package: bool) -> dict[str, list[Binding]]:
-    """Names bound by the import statements inside definition ``node``."""
-    found: dict[str, list[Binding]] = defaultdict(list)
-    for inner in ast.walk(node):
-        if isinstance(inner, (ast.Import, ast.ImportFrom)):
-            for name, binding in _bindings(inner, module, is_package):
-                found[name].append(binding)
-    return found
 
 
 class Target(NamedTuple):
@@ -563,7 +537,7 @@ def reachable(command_module: str, package: Package | None = None) -> Reachable:
             src = package.sources[module]
             if len(src.definitions[name]) == 1:
                 node = src.definitions[name][0]
-                unset[module, name] = _unset_parameters(node, calls, src.stored(name))
+                unset[module, name] = _unset_parameters(node, calls)
         package.reached[command_module] = _Resolver(package, unset).run(entries)
     return package.reached[command_module]
 
