@@ -1,30 +1,201 @@
-"""Code fingerprints follow the import graph and the parsed code; provenance records."""
+"""Code fingerprints: what each command can run, found statically per function and class
+(synthetic packages for the resolver's rules; edits of a copy of the real package for the
+rerun sets; a traced run for soundness); provenance records."""
 
+import ast
+import inspect
 import json
 import shutil
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
 import aam.provenance as prov
 from aam.cli import COMMANDS, main
 
-
-def test_closure_follows_imports_including_function_level_ones():
-    closure = prov.import_closure("aam.commands.unifrac")
-    assert "aam.unifrac.cpu_kernel" in closure  # imported inside a function of engines.py
-    assert "aam.data.table" in closure and "aam.unifrac" in closure and "aam" in closure
-    assert not any(m.startswith(("aam.models", "aam.training")) for m in closure)
+MODULES = {command: module for command, (module, _) in COMMANDS.items()}
+TRAINING = {"pretrain", "finetune", "predict"}
 
 
-def test_prediction_code_is_only_in_the_predict_closure():
-    for command, (module, _) in COMMANDS.items():
-        inside = "aam.commands.predict" in prov.import_closure(module)
-        assert inside == (command == "predict"), command
+# --------------------------------------------------------------------------- synthetic packages
+
+ENTRY = {
+    "__init__.py": "",
+    "__main__.py": "from pkg.cli import main\n\nmain()\n",
+    "cli.py": "def main():\n    pass\n",
+}
 
 
-def test_model_code_is_in_training_and_prediction_closures_only():
-    users = {c for c, (m, _) in COMMANDS.items() if "aam.models.layers" in prov.import_closure(m)}
-    assert users == {"pretrain", "finetune", "predict", "profile", "validate", "run-options-schema"}
+@pytest.fixture
+def make_package(tmp_path, monkeypatch):
+    """Write package ``pkg`` (an entry point plus the given files) and point the resolver at it;
+    returns the reachable definitions of command module ``pkg.cmd`` as "module:name"."""
+
+    def make(files: dict[str, str]) -> set[str]:
+        for name, text in {**ENTRY, **files}.items():
+            path = tmp_path / "pkg" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        monkeypatch.setattr(prov, "PACKAGE", "pkg")
+        monkeypatch.setattr(prov, "PACKAGE_DIR", tmp_path / "pkg")
+        return {f"{m}:{n}" for m, n in prov.reachable("pkg.cmd").definitions}
+
+    return make
+
+
+def command(*body: str, imports: str = "") -> str:
+    """A command module: ``imports``, then ``run`` running ``body``."""
+    lines = "".join(f"    {line}\n" for line in body)
+    return f"{imports}\n\ndef add_arguments(parser):\n    pass\n\n\ndef run(args):\n{lines}"
+
+
+LIB = {
+    "lib/__init__.py": "from pkg.lib.io import read, write\n",
+    "lib/io.py": "def read():\n    return _helper()\n\n\ndef _helper():\n    pass\n\n\n"
+    "def write():\n    pass\n",
+    "lib/text.py": "CONSTANT = 1\n\n\ndef upper():\n    pass\n\n\ndef lower():\n    pass\n",
+    "other.py": "def unused():\n    pass\n",
+}
+
+
+def test_names_resolve_through_re_exports_and_module_attributes(make_package):
+    reached = make_package(
+        {**LIB, "cmd.py": command("read()", "text.upper()", "text.CONSTANT",
+                                  imports="from pkg.lib import read\nimport pkg.lib.text as text")}
+    )  # fmt: skip
+    assert {"pkg.lib.io:read", "pkg.lib.io:_helper", "pkg.lib.text:upper"} <= reached
+    assert not {"pkg.lib.io:write", "pkg.lib.text:lower", "pkg.other:unused"} & reached
+    assert {"pkg.cmd:run", "pkg.cmd:add_arguments", "pkg.cli:main"} <= reached
+
+
+@pytest.mark.parametrize(
+    ("body", "whole"),
+    [
+        ('getattr(text, "up" + "per")()', "text"),
+        ("vars(text)", "text"),
+        ("text.made_at_runtime()", "text"),
+        ('importlib.import_module("pkg.lib.text").upper()', "text"),
+        ("importlib.import_module(args.name)", "everything"),
+        ('eval("1")', "everything"),
+    ],
+)
+def test_what_cannot_be_resolved_counts_more(make_package, body, whole):
+    reached = make_package(
+        {**LIB, "cmd.py": command(body, imports="import importlib\nimport pkg.lib.text as text")}
+    )
+    assert "pkg.lib.text:lower" in reached
+    assert ("pkg.other:unused" in reached) == (whole == "everything")
+
+
+def test_the_command_dispatch_import_counts_only_the_command(make_package):
+    dispatch = "import importlib\n\n\ndef main():\n    importlib.import_module(NAME).run(None)\n"
+    reached = make_package({**LIB, "cli.py": dispatch, "cmd.py": command("pass")})
+    assert "pkg.other:unused" not in reached
+
+
+SHAPES = """
+class Base:
+    def area(self):
+        return helper()
+
+
+class Square(Base):
+    def side(self):
+        pass
+
+
+class Unused:
+    def m(self):
+        return never()
+
+
+def helper():
+    pass
+
+
+def never():
+    pass
+
+
+def registered():
+    pass
+
+
+def at_import():
+    return 1
+
+
+def annotated(shape: Unused) -> Unused:
+    pass
+
+
+REGISTRY = {"r": registered}
+VALUE = at_import()
+"""
+
+
+def test_classes_count_whole_and_import_time_code_reaches_what_it_names(make_package):
+    reached = make_package(
+        {"shapes.py": SHAPES,
+         "cmd.py": command("Square()", "annotated(None)", imports="from pkg.shapes import *")}
+    )  # fmt: skip
+    expected = {"Square", "Base", "helper", "registered", "at_import", "annotated"}
+    assert {f"pkg.shapes:{name}" for name in expected} <= reached
+    assert not {"pkg.shapes:Unused", "pkg.shapes:never"} & reached  # annotations name types
+
+
+LOADER = """
+def load(path, extra=None, *, meta=None, target=None):
+    if meta is not None:
+        read_meta()
+    if target and path:
+        read_target()
+    if extra is None:
+        return read_table()
+    else:
+        return read_extra()
+
+
+def read_meta():
+    pass
+
+
+def read_target():
+    pass
+
+
+def read_table():
+    pass
+
+
+def read_extra():
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (['load("t")'], {"read_table"}),
+        (['load("t", meta="m")'], {"read_table", "read_meta"}),
+        (['load("t", "x", target=1)'], {"read_table", "read_extra", "read_target"}),
+        (['load("t", **options)'], {"read_table", "read_extra", "read_meta", "read_target"}),
+        (["f = load", 'f("t")'], {"read_table", "read_extra", "read_meta", "read_target"}),
+        (['load("t")', "other()"], {"read_table", "read_meta"}),
+    ],
+    ids=["defaults", "meta", "positional", "unpacked", "as-value", "another-caller"],
+)
+def test_branches_of_parameters_no_call_passes_are_skipped(make_package, body, expected):
+    other = "def other():\n    return load('t', meta=1)\n"
+    imports = "from pkg.loader import load\n\n\n" + other
+    reached = make_package({"loader.py": LOADER, "cmd.py": command(*body, imports=imports)})
+    found = {name.partition(":")[2] for name in reached if name.startswith("pkg.loader:")}
+    assert found == {"load", *expected}
+
+
+# --------------------------------------------------------------------------- the real package
 
 
 @pytest.fixture
@@ -35,28 +206,252 @@ def package_copy(tmp_path, monkeypatch):
     return copy
 
 
+def fingerprints() -> dict[str, str]:
+    return {command: prov.code_fingerprint(module) for command, module in MODULES.items()}
+
+
+def changed_by(edit, *args) -> set[str]:
+    """Commands whose fingerprint ``edit(*args)`` changes."""
+    before = fingerprints()
+    edit(*args)
+    after = fingerprints()
+    return {command for command in before if before[command] != after[command]}
+
+
+def module_path(root: Path, module: str) -> Path:
+    """File of ``module`` in the package copy ``root``."""
+    parts = module.split(".")[1:]
+    path = root.joinpath(*parts).with_suffix(".py")
+    return path if path.is_file() else root.joinpath(*parts, "__init__.py")
+
+
+def edit_body(root: Path, module: str, name: str) -> None:
+    """Append a statement to the body of top-level function or class ``name`` of ``module``."""
+    path = module_path(root, module)
+    lines = path.read_text().splitlines(keepends=True)
+    node = next(n for n in ast.parse("".join(lines)).body if getattr(n, "name", None) == name)
+    indent = " " * node.body[-1].col_offset
+    lines.insert(node.end_lineno, f"{indent}_edited = 1\n")
+    path.write_text("".join(lines))
+
+
+def replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_closure_follows_imports_including_function_level_ones():
+    modules = prov.reachable(MODULES["unifrac"]).modules
+    assert "aam.unifrac.cpu_kernel" in modules  # imported inside a function of engines.py
+    assert "aam.data.table" in modules and "aam.unifrac" in modules and "aam" in modules
+    assert not any(m.startswith(("aam.models", "aam.training")) for m in modules)
+
+
+def test_prediction_code_is_only_reached_by_predict():
+    for command, module in MODULES.items():
+        reached = ("aam.commands.predict", "run") in prov.reachable(module).definitions
+        assert reached == (command == "predict"), command
+
+
 def test_fingerprint_ignores_comments_and_formatting_but_not_code(package_copy):
-    before = prov.code_fingerprint("aam.commands.predict")
+    before = prov.code_fingerprint(MODULES["predict"])
     path = package_copy / "models" / "layers.py"
     text = path.read_text()
     path.write_text("# comment\n" + text.replace("1.0 / math.sqrt(dim)", "1.0/math.sqrt(dim)"))
-    assert prov.code_fingerprint("aam.commands.predict") == before
+    assert prov.code_fingerprint(MODULES["predict"]) == before
     path.write_text(text.replace("1.0 / math.sqrt(dim)", "2.0 / math.sqrt(dim)"))
-    assert prov.code_fingerprint("aam.commands.predict") != before
-    unifrac = prov.code_fingerprint("aam.commands.unifrac")
-    assert unifrac == prov.code_fingerprint("aam.commands.unifrac")
+    assert prov.code_fingerprint(MODULES["predict"]) != before
 
 
 def test_fingerprint_ignores_docstrings_but_not_other_strings(package_copy):
-    before = prov.code_fingerprint("aam.commands.predict")
+    before = prov.code_fingerprint(MODULES["predict"])
     path = package_copy / "models" / "layers.py"
     text = path.read_text()
     first = text.index('"""', text.index("def ")) + 3  # inside the first function's docstring
     edited = text[:first] + "Reworded. " + text[first:]
     path.write_text(edited.replace('"""', '"""Reworded module. ', 1))
-    assert prov.code_fingerprint("aam.commands.predict") == before
+    assert prov.code_fingerprint(MODULES["predict"]) == before
     path.write_text(text.replace('"auto"', '"math"', 1))
-    assert prov.code_fingerprint("aam.commands.predict") != before
+    assert prov.code_fingerprint(MODULES["predict"]) != before
+
+
+def reword_docstrings(path: Path) -> None:
+    """Prefix every docstring of ``path`` (module, classes, functions) with a word; add
+    comments at both ends."""
+    lines = path.read_text().splitlines(keepends=True)
+    starts = [
+        (node.body[0].lineno - 1, node.body[0].col_offset)
+        for node in ast.walk(ast.parse("".join(lines)))
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+        and isinstance(node.body[0].value.value, str)
+    ]
+    for row, col in starts:
+        lines[row] = lines[row][: col + 3] + "Reworded. " + lines[row][col + 3 :]
+    path.write_text("# a comment\n" + "".join(lines) + "\n# another\n")
+
+
+def test_docstring_and_comment_edits_everywhere_change_no_fingerprint(package_copy):
+    def reword_everything():
+        for path in package_copy.rglob("*.py"):
+            reword_docstrings(path)
+
+    assert changed_by(reword_everything) == set()
+
+
+def test_tokenizer_edit_changes_training_stages_not_unifrac(package_copy):
+    changed = changed_by(edit_body, package_copy, "aam.data.tokenize", "tokenize")
+    assert TRAINING <= changed and "unifrac" not in changed and "split" in changed
+
+
+def test_metadata_reader_edit_changes_finetune_and_predict_only(package_copy):
+    changed = changed_by(edit_body, package_copy, "aam.data.metadata", "load_metadata")
+    assert {"finetune", "predict"} <= changed
+    assert not {"unifrac", "pretrain", "tree", "stage"} & changed
+
+
+def test_unifrac_kernel_edit_changes_unifrac_only(package_copy):
+    # the default engine ("builtin") on the default device ("cpu")
+    changed = changed_by(edit_body, package_copy, "aam.unifrac.cpu_kernel", "pair_sums_cpu")
+    assert changed == {"unifrac"}
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new", "users"),
+    [
+        ("aam.training.config", "lr: float = ", "lr: float = 2 * ", TRAINING),
+        (
+            "aam.models.config",
+            "embedding_dim: int = ",
+            "embedding_dim: int = 2 * ",
+            {*TRAINING, "validate"},
+        ),
+    ],  # fmt: skip
+    ids=["TrainConfig.lr", "ModelConfig.embedding_dim"],
+)
+def test_config_default_edit_changes_the_stages_that_use_it(package_copy, module, old, new, users):
+    changed = changed_by(replace, module_path(package_copy, module), old, new)
+    assert users <= changed and not {"unifrac", "split", "tree", "stage"} & changed
+
+
+def test_edit_of_an_unreached_function_of_an_imported_module_changes_nothing(package_copy):
+    for command in ("unifrac", "split", "pretrain", "predict"):
+        found = prov.reachable(MODULES[command])
+        package = prov.read_package()
+        unreached = sorted(
+            (module, name)
+            for module in found.modules
+            for name, nodes in package.sources[module].definitions.items()
+            if (module, name) not in found.definitions and isinstance(nodes[0], ast.FunctionDef)
+        )
+        assert unreached, command
+        before = prov.code_fingerprint(MODULES[command])
+        for module, name in unreached[:: max(1, len(unreached) // 3)]:
+            edit_body(package_copy, module, name)
+            assert prov.code_fingerprint(MODULES[command]) == before, (command, module, name)
+
+
+def test_unifrac_does_not_reach_the_tokenizer_metadata_or_rarefaction():
+    reached = prov.reachable(MODULES["unifrac"])
+    assert "aam.data.tokenize" in reached.modules  # imported by aam/data/__init__.py ...
+    for module in ("aam.data.tokenize", "aam.data.metadata", "aam.data.rarefy"):
+        assert not any(m == module for m, _ in reached.definitions)  # ... but nothing of it runs
+
+
+@pytest.mark.parametrize("command", sorted(MODULES))
+def test_editing_any_reached_definition_changes_the_fingerprint(package_copy, command):
+    """A sample of what the command reaches (every definition of its own module, every
+    fifteenth of the others): appending a statement to it changes the fingerprint."""
+    reached = sorted(prov.reachable(MODULES[command]).definitions)
+    sample = [d for k, d in enumerate(reached) if d[0] == MODULES[command] or k % 15 == 0]
+    before = prov.code_fingerprint(MODULES[command])
+    for module, name in sample:
+        path = module_path(package_copy, module)
+        text = path.read_text()
+        edit_body(package_copy, module, name)
+        assert prov.code_fingerprint(MODULES[command]) != before, (module, name)
+        path.write_text(text)
+
+
+def test_import_time_code_of_an_imported_module_counts(package_copy):
+    def add_constant():
+        replace(package_copy / "data" / "rarefy.py", "import logging\n", "import logging\nX = 1\n")
+
+    assert {"unifrac", *TRAINING} <= changed_by(add_constant)  # aam.data imports aam.data.rarefy
+
+
+def test_fingerprints_of_all_commands_take_well_under_a_second():
+    import time
+
+    fingerprints()  # the first parse of the package
+    start = time.perf_counter()
+    fingerprints()
+    assert time.perf_counter() - start < 1.0  # cached: a re-parse of the unchanged Snakefile
+
+
+# --------------------------------------------------------------------------- traced runs
+
+
+def executed(argv: list[str]) -> set[tuple[str, str]]:
+    """(module, top-level definition or "" for module-level code) of every aam code object
+    that ``aam argv`` runs in this process."""
+    codes = set()
+
+    def record(frame, event, arg):
+        if event == "call":
+            codes.add(frame.f_code)
+
+    sys.setprofile(record)
+    threading.setprofile(record)
+    try:
+        assert main(argv) == 0
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    found = set()
+    for code in codes:
+        path = Path(code.co_filename)
+        if path.is_relative_to(prov.PACKAGE_DIR):
+            parts = ["aam", *path.relative_to(prov.PACKAGE_DIR).with_suffix("").parts]
+            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            top = code.co_qualname.split(".")[0]
+            import_time = top.startswith("<") or not code.co_flags & inspect.CO_OPTIMIZED
+            found.add((module, "" if import_time else top))  # a class body runs at import
+    return found
+
+
+def test_everything_a_traced_run_executes_is_reached(tmp_path, small_study, demo_dir):
+    """Soundness against a real run: each function that `aam split`, `aam unifrac` and
+    `aam pretrain` execute is in what their fingerprint covers."""
+    table, tree, metadata = (
+        small_study / "table.biom",
+        demo_dir / "tree.nwk",
+        demo_dir / "metadata.tsv",
+    )
+    runs = {
+        "split": ["--table", table, "--metadata", metadata, "--target-column", "age",
+                  "--output", tmp_path / "split.tsv", "--allow-missing-samples"],
+        "unifrac": ["--table", table, "--tree", tree, "--metric", "unweighted", "--threads", "1",
+                    "--output", tmp_path / "u.h5", "--no-progress"],
+        "pretrain": ["--table", table, "--unifrac", small_study / "unifrac.h5",
+                     "--split", tmp_path / "split.tsv", "--output-dir", tmp_path / "pretrain",
+                     *"--embedding-dim 8 --attention-heads 2 --layers 1 --max-bp 24".split(),
+                     *"--token-limit 16 --epochs 1 --batch-size 16 --threads 1".split(),
+                     "--no-progress"],
+    }  # fmt: skip
+    for command, args in runs.items():
+        ran = executed([command, *map(str, args)])
+        reached = prov.reachable(MODULES[command])
+        assert {m for m, name in ran if not name} <= reached.modules, command
+        assert {d for d in ran if d[1]} <= reached.definitions, command
+        assert ("aam.data.metadata", "load_metadata") in ran or command != "split"
+        assert ("aam.data.tokenize", "tokenize") in ran or command == "unifrac"
+
+
+# --------------------------------------------------------------------------- provenance records
 
 
 def test_cli_writes_provenance_beside_outputs(tmp_path, demo_dir):

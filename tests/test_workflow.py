@@ -35,6 +35,14 @@ def scheduled(cwd: Path) -> set[str]:
     return set(re.findall(r"^(\w+)\s+\d+\s*$", table, flags=re.M))
 
 
+def reasons(cwd: Path) -> dict[str, str]:
+    """Rule -> why a dry run schedules its job (the test config has one job per rule)."""
+    run = _snakemake(cwd, "--dry-run")
+    assert run.returncode == 0, run.stderr[-3000:]
+    job = r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    reason: (.*)$"
+    return dict(re.findall(job, run.stdout, flags=re.M))
+
+
 def _rename_target(root: Path, column: str) -> None:
     """Rename the demo's target column (metadata header and test config) to ``column``."""
     _edit(root / "data/demo/metadata.tsv", "sample_id\tage\t", f"sample_id\t{column}\t")
@@ -138,6 +146,32 @@ def test_prediction_code_change_reruns_predict_only(copy):
 def test_unifrac_engine_change_reruns_unifrac_and_everything_downstream(copy):
     _edit(copy / "aam/unifrac/cpu_kernel.py", "TILE = 128", "TILE = 64")
     assert scheduled(copy) == {"unifrac", *TRAINING}
+
+
+def test_tokenizer_edit_reruns_split_training_and_validation_not_unifrac(copy):
+    _edit(
+        copy / "aam/data/tokenize.py",
+        "    tokens[:, 0] = START\n",
+        "    tokens[:, 0] = START\n    tokens[:, 0] = START\n",
+    )
+    why = reasons(copy)
+    assert set(why) == {"split", "validate", *TRAINING}  # split tokenizes too (load_study)
+    # the training stages already rerun for the new split; split and validate for their code
+    changed = {rule for rule, reason in why.items() if "Params have changed" in reason}
+    assert changed == {"split", "validate"}
+
+
+def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
+    _edit(
+        copy / "aam/data/metadata.py",
+        "    lines = _LINE_BREAK.split(text)\n",
+        "    lines = list(_LINE_BREAK.split(text))\n",
+    )
+    why = reasons(copy)
+    assert set(why) == {"split", *TRAINING}
+    # pretrain's own code is unchanged: it reruns only because the split is rebuilt
+    assert why["pretrain"].startswith("Input files updated by another job")
+    assert "Params" not in why["pretrain"]
 
 
 @pytest.mark.parametrize(

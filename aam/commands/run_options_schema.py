@@ -11,13 +11,12 @@ workflow (which must not import torch on a login node) checks every run option b
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 from aam.atomic import atomic_output
-from aam.cli import COMMANDS
+from aam.commands import finetune, pretrain
 from aam.commands.common import MODEL_GROUP
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_options.schema.json"
@@ -35,7 +34,7 @@ SECTIONS = {"pretrain": "pretrain", "finetune": "finetune"}  # config section ->
 def command_parser(command: str) -> argparse.ArgumentParser:
     """The argument parser of ``aam <command>`` (pretrain or train)."""
     parser = argparse.ArgumentParser(prog=f"aam {command}")
-    importlib.import_module(COMMANDS[command][0]).add_arguments(parser)
+    {"pretrain": pretrain, "finetune": finetune}[command].add_arguments(parser)
     return parser
 
 
