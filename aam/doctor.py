@@ -13,8 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-BACKENDS = {"math": SDPBackend.MATH, "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
-            "flash": SDPBackend.FLASH_ATTENTION}  # fmt: skip
+BACKENDS = {
+    "math": SDPBackend.MATH,
+    "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+}
 SHAPE = (8, 4, 128, 32)  # batch, heads, sequence, head dim
 MAX_ERROR = 1e-3  # fp32 disagreement with math that marks a backend wrong
 
@@ -91,13 +94,17 @@ def diagnose(device: torch.device) -> dict:
     names = list(BACKENDS) if device.type == "cuda" else ["math"]
     rows = [check_backend(name, device, reference) for name in names]
     report = {
-        "torch": torch.__version__, "rocm": torch.version.hip, "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "rocm": torch.version.hip,
+        "cuda": torch.version.cuda,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "arch": getattr(torch.cuda.get_device_properties(device), "gcnArchName", None)
-        if device.type == "cuda" else None,
-        "backends": rows, "compile": compile_works(),
-    }  # fmt: skip
+        if device.type == "cuda"
+        else None,
+        "backends": rows,
+        "compile": compile_works(),
+    }
     report["recommendation"] = recommend(rows, device)
     return report
 

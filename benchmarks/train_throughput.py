@@ -25,8 +25,20 @@ import numpy as np
 import pandas as pd
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "oral"
-MODEL = ["--embedding-dim", "128", "--attention-heads", "4", "--layers", "2", "--max-bp", "100",
-         "--token-limit", "256", "--batch-size", "8"]  # fmt: skip
+MODEL = [
+    "--embedding-dim",
+    "128",
+    "--attention-heads",
+    "4",
+    "--layers",
+    "2",
+    "--max-bp",
+    "100",
+    "--token-limit",
+    "256",
+    "--batch-size",
+    "8",
+]
 PUBLIC = {"samples_per_s": 3.2, "peak_rss_gb": 5.3}  # public AAM, same settings, same machine type
 
 
@@ -59,13 +71,37 @@ def main() -> None:
         table.to_hdf5(handle, "benchmark")
     data = ["--table", str(wd / "table.biom")]
     unifrac = str(wd / "unifrac.h5")
-    run(["unifrac", *data, "--tree", str(args.data / "tree.nwk"), "--metric", "unweighted",
-         "--output", unifrac])  # fmt: skip
-    common = [*data, *MODEL, "--epochs", str(args.epochs), "--checkpoint-every-minutes", "0",
-              "--no-progress"]  # fmt: skip
+    run(
+        [
+            "unifrac",
+            *data,
+            "--tree",
+            str(args.data / "tree.nwk"),
+            "--metric",
+            "unweighted",
+            "--output",
+            unifrac,
+        ]
+    )
+    common = [
+        *data,
+        *MODEL,
+        "--epochs",
+        str(args.epochs),
+        "--checkpoint-every-minutes",
+        "0",
+        "--no-progress",
+    ]
     encoder = str(wd / "pretrain" / "encoder.pt")
-    target = ["--metadata", str(args.data / "metadata.tsv"), "--target-column", "age",
-              "--pretrained-encoder", encoder, "--allow-missing-samples"]  # fmt: skip
+    target = [
+        "--metadata",
+        str(args.data / "metadata.tsv"),
+        "--target-column",
+        "age",
+        "--pretrained-encoder",
+        encoder,
+        "--allow-missing-samples",
+    ]
     stages = [
         ("pretrain", "pretrain", ["pretrain", "--unifrac", unifrac]),
         ("fine-tune, --freeze-base", "frozen", ["finetune", *target, "--freeze-base"]),
@@ -76,14 +112,18 @@ def main() -> None:
         shutil.rmtree(wd / name, ignore_errors=True)  # measure fresh runs, not resumes
         rss = run([command, *common, "--output-dir", str(wd / name), *extra])
         rows.append((stage, throughput(wd / name), rss))
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; "
-          f"date {date.today()}; {args.samples} samples, {args.epochs} epochs")  # fmt: skip
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; "
+        f"date {date.today()}; {args.samples} samples, {args.epochs} epochs"
+    )
     print()
     print("| stage | samples/s | x public pretraining | peak RSS (GB) | x public RSS |")
     print("|---|---|---|---|---|")
     for stage, sps, rss in rows:
-        print(f"| {stage} | {sps:.1f} | {sps / PUBLIC['samples_per_s']:.1f}x | {rss:.2f} | "
-              f"{rss / PUBLIC['peak_rss_gb']:.2f} |")  # fmt: skip
+        print(
+            f"| {stage} | {sps:.1f} | {sps / PUBLIC['samples_per_s']:.1f}x | {rss:.2f} | "
+            f"{rss / PUBLIC['peak_rss_gb']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

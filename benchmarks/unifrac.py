@@ -102,25 +102,35 @@ def main() -> None:
     skbio_full = {m: s * scale for m, s in ref_sub["seconds"].items()}
     skbio_total = sum(skbio_full.values())
     ours_total = sum(full["seconds"].values())
-    print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores; date {date.today()}; threads {args.threads}")  # fmt: skip
+    print(
+        f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores; date {date.today()}; threads {args.threads}"
+    )
     print(f"data: {args.data} ({n} samples)")
     print(f"max |builtin - skbio| on the {n_sub}-sample subset, 3 metrics: {max_diff:.2e}")
-    print(f"skbio on {n_sub} samples: " + ", ".join(
-        f"{m} {s:.1f} s" for m, s in ref_sub["seconds"].items()
-    ) + f"; scaled x{scale:.1f} by pair count to {n} samples: {skbio_total:.0f} s")  # fmt: skip
+    print(
+        f"skbio on {n_sub} samples: "
+        + ", ".join(f"{m} {s:.1f} s" for m, s in ref_sub["seconds"].items())
+        + f"; scaled x{scale:.1f} by pair count to {n} samples: {skbio_total:.0f} s"
+    )
     print()
     print("| engine | metric | samples | wall (s) | peak RSS (GB) | speed-up vs skbio |")
     print("|---|---|---|---|---|---|")
     for metric in METRICS:
         ours = apart["seconds"][metric]
-        print(f"| aam builtin (cpu, fp64) | {metric} | {n} | {ours:.2f} | {apart_rss:.2f} | "
-              f"{skbio_full[metric] / ours:.0f}x |")  # fmt: skip
-    print(f"| aam builtin (cpu, fp64) | **all three, one call** | {n} | {ours_total:.2f} | "
-          f"{full_rss:.2f} | **{skbio_total / ours_total:.0f}x** |")  # fmt: skip
+        print(
+            f"| aam builtin (cpu, fp64) | {metric} | {n} | {ours:.2f} | {apart_rss:.2f} | "
+            f"{skbio_full[metric] / ours:.0f}x |"
+        )
+    print(
+        f"| aam builtin (cpu, fp64) | **all three, one call** | {n} | {ours_total:.2f} | "
+        f"{full_rss:.2f} | **{skbio_total / ours_total:.0f}x** |"
+    )
     for metric in METRICS:
-        print(f"| scikit-bio {skbio.__version__} (cython) | {metric} | {n} (scaled from {n_sub}) | "
-              f"{skbio_full[metric]:.0f} | {ref_rss:.2f} ({n_sub}) | 1x |")  # fmt: skip
+        print(
+            f"| scikit-bio {skbio.__version__} (cython) | {metric} | {n} (scaled from {n_sub}) | "
+            f"{skbio_full[metric]:.0f} | {ref_rss:.2f} ({n_sub}) | 1x |"
+        )
 
 
 if __name__ == "__main__":

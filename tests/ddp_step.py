@@ -18,18 +18,26 @@ from aam.training.study import load_study
 
 GLOBAL_BATCH = np.arange(8)
 MODEL = ModelConfig(
-    embedding_dim=16, attention_heads=2, asv_layers=1, sample_layers=1, encoder_layers=1,
-    max_bp=100, token_limit=64, dropout=0.0,
-)  # fmt: skip
+    embedding_dim=16,
+    attention_heads=2,
+    asv_layers=1,
+    sample_layers=1,
+    encoder_layers=1,
+    max_bp=100,
+    token_limit=64,
+    dropout=0.0,
+)
 TRAIN = TrainConfig(batch_size=8, mask_rate=0.0)
 
 
 def step(study_dir: Path, ctx: DistContext) -> tuple[float, dict[str, torch.Tensor]]:
     """Loss and parameter gradients of one step on GLOBAL_BATCH (this rank's share of it)."""
     study = load_study(
-        study_dir / "table.biom", max_bp=100, unifrac_path=study_dir / "unifrac.h5",
+        study_dir / "table.biom",
+        max_bp=100,
+        unifrac_path=study_dir / "unifrac.h5",
         val_fraction=0.0,
-    )  # fmt: skip
+    )
     torch.manual_seed(0)
     model = SequenceEncoder(MODEL)
     ddp = torch.nn.parallel.DistributedDataParallel

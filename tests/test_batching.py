@@ -47,9 +47,13 @@ def test_distances_targets_and_categories_follow_the_batch_order():
     samples = SampleSet.from_table(_table(), max_bp=10)
     dist = np.arange(9, dtype=float).reshape(3, 3)
     batch = make_batch(
-        samples, [2, 0], token_limit=10, distances=dist, targets=np.array([10.0, 11.0, 12.0]),
+        samples,
+        [2, 0],
+        token_limit=10,
+        distances=dist,
+        targets=np.array([10.0, 11.0, 12.0]),
         categories=np.array([[1], [2], [3]]),
-    )  # fmt: skip
+    )
     assert batch.distances.tolist() == [[8.0, 6.0], [2.0, 0.0]]
     assert batch.targets.tolist() == [12.0, 10.0]
     assert batch.categories.tolist() == [[3], [1]]

@@ -566,10 +566,24 @@ def test_error_exit_status_of_the_real_command(tmp_path):
     table = write_table(tmp_path / "table.biom", micro_table())
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "aam", "predict", "--model", str(tmp_path / "missing.pt"),
-         "--table", str(table), "--output-dir", str(out)],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "aam",
+            "predict",
+            "--model",
+            str(tmp_path / "missing.pt"),
+            "--table",
+            str(table),
+            "--output-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("aam predict: error: ")
     assert "model not found" in proc.stderr and not out.exists()
@@ -599,8 +613,12 @@ def test_a_start_removes_temporary_files_of_killed_runs(micro, tmp_path):
     out = tmp_path / "out"
     checkpoints = out / "checkpoints"
     checkpoints.mkdir(parents=True)
-    stale = [checkpoints / ".latest.pt.4242.tmp", checkpoints / ".best.pt.4242.tmp",
-             out / ".model.pt.k2j_x9a1.tmp", out / ".history.tsv.abcdefgh.tmp"]  # fmt: skip
+    stale = [
+        checkpoints / ".latest.pt.4242.tmp",
+        checkpoints / ".best.pt.4242.tmp",
+        out / ".model.pt.k2j_x9a1.tmp",
+        out / ".history.tsv.abcdefgh.tmp",
+    ]
     unrelated = [out / ".notes.txt.abcdefgh.tmp", out / "model.pt.tmp"]
     for path in stale + unrelated:
         path.write_bytes(b"partial")

@@ -111,8 +111,15 @@ def test_shipped_images_install_every_runtime_dependency(path):
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_test_section_checks_the_stack(path):
     test = path.read_text().split("%test", 1)[1]
-    for needle in ("torch.version.hip", "import torch", '"biom"', '"skbio"', '"numba"', '"unifrac"',
-                   "mafft --version"):  # fmt: skip
+    for needle in (
+        "torch.version.hip",
+        "import torch",
+        '"biom"',
+        '"skbio"',
+        '"numba"',
+        '"unifrac"',
+        "mafft --version",
+    ):
         assert needle in test
 
 
@@ -176,9 +183,21 @@ def test_unknown_section(name):
 
 @pytest.mark.parametrize(
     "header",
-    ["%setup", "%files", "%runscript", "%startscript", "%labels", "%help", "%arguments",
-     "%appinstall tool", "%apprun tool", "%appenv tool", "%apphelp tool", "%post -c /bin/bash"],
-)  # fmt: skip
+    [
+        "%setup",
+        "%files",
+        "%runscript",
+        "%startscript",
+        "%labels",
+        "%help",
+        "%arguments",
+        "%appinstall tool",
+        "%apprun tool",
+        "%appenv tool",
+        "%apphelp tool",
+        "%post -c /bin/bash",
+    ],
+)
 def test_known_sections_are_accepted(header):
     assert lint(GOOD.replace("%environment", header)) == []
 
@@ -511,10 +530,20 @@ def test_without_a_platform_there_is_no_image_to_wait_for(workflow_copy):
     run = _run(workflow_copy, None, "--dry-run")
     assert _jobs(run) == {"consumer"}
     listed = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", "workflow/Snakefile.images", "--list-rules",
-         "--configfile", "config/test.yaml"],
-        cwd=workflow_copy, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            "workflow/Snakefile.images",
+            "--list-rules",
+            "--configfile",
+            "config/test.yaml",
+        ],
+        cwd=workflow_copy,
+        capture_output=True,
+        text=True,
+    )
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert "build_container" not in listed.stdout
 

@@ -110,9 +110,14 @@ def test_duplicate_ids_json(tmp_path, axis, key):
 
 @pytest.mark.parametrize(  # BIOM JSON cannot hold NaN or infinity
     "bad,writer",
-    [(np.nan, write_hdf5), (np.inf, write_hdf5), (-np.inf, write_hdf5), (-2.0, write_hdf5),
-     (-2.0, write_json)],
-)  # fmt: skip
+    [
+        (np.nan, write_hdf5),
+        (np.inf, write_hdf5),
+        (-np.inf, write_hdf5),
+        (-2.0, write_hdf5),
+        (-2.0, write_json),
+    ],
+)
 def test_counts_must_be_finite_and_non_negative(tmp_path, bad, writer):
     data = np.array([[5, 0, 1], [0, bad, 2]])
     path = writer(biom.Table(data, ["ACGT", "GGTA"], ["10317.1", "s2", "s3"]), tmp_path / "t.biom")

@@ -16,10 +16,21 @@ def test_two_rank_step_matches_single_process_on_the_concatenated_batch(small_st
     out = tmp_path / "ddp.pt"
     script = Path(__file__).parent / "ddp_step.py"
     run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(script), str(small_study), str(out)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(small_study),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     ddp = torch.load(out, weights_only=True)
     single_loss, single_grads = step(small_study, DistContext())

@@ -31,9 +31,42 @@ from aam.unifrac.tree import load_tree
 pytestmark = pytest.mark.filterwarnings("error")
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TREE = "((A:1,B:2)x:1,(C:1,D:3)y:2)root;"
-ODD = ["$(touch pwned)", "`id`", '"', "'", "a b", " ", "", "é", "😀", "NaN", "inf", "-inf",
-       "nan", "1e999", "#q2:types", "# c", "1", "2.5", "-0", "\u2028", "\x0c", "\r", "\x85",
-       "a\tb", "id", "sample_id", "#SampleID", ";", "(", ")", ":", ",", "[x]", "_"]  # fmt: skip
+ODD = [
+    "$(touch pwned)",
+    "`id`",
+    '"',
+    "'",
+    "a b",
+    " ",
+    "",
+    "é",
+    "😀",
+    "NaN",
+    "inf",
+    "-inf",
+    "nan",
+    "1e999",
+    "#q2:types",
+    "# c",
+    "1",
+    "2.5",
+    "-0",
+    "\u2028",
+    "\x0c",
+    "\r",
+    "\x85",
+    "a\tb",
+    "id",
+    "sample_id",
+    "#SampleID",
+    ";",
+    "(",
+    ")",
+    ":",
+    ",",
+    "[x]",
+    "_",
+]
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=6)
 LABELS = st.one_of(st.sampled_from(ODD), TEXT)
 READS = st.one_of(st.integers(0, 1000).map(float), st.integers(0, 3).map(float), st.floats(0, 1e6))
@@ -102,8 +135,9 @@ def tables(draw) -> biom.Table:
     ids = LABELS.filter(lambda s: "\x00" not in s)  # HDF5 strings cannot hold NUL
     asvs = draw(st.lists(st.sampled_from("ABCD") | ids, min_size=1, max_size=5, unique=True))
     samples = draw(st.lists(ids, min_size=1, max_size=4, unique=True))
-    counts = draw(st.lists(COUNTS, min_size=len(asvs) * len(samples),
-                           max_size=len(asvs) * len(samples)))  # fmt: skip
+    counts = draw(
+        st.lists(COUNTS, min_size=len(asvs) * len(samples), max_size=len(asvs) * len(samples))
+    )
     data = np.array(counts, dtype=np.float64).reshape(len(asvs), len(samples))
     return biom.Table(data, asvs, samples)
 
@@ -118,9 +152,16 @@ def test_table_to_unifrac(table, as_json, alpha):
         assert np.isfinite(loaded.matrix_data.data).all() and (loaded.matrix_data.data >= 0).all()
         tree = load_tree(write_text(tmp / "t.nwk", TREE))
         result = outcome(
-            compute_unifrac, loaded, tree, list(METRICS), alpha=alpha, prune_missing=True,
-            threads=1, table_name="t.biom", tree_name="t.nwk",
-        )  # fmt: skip
+            compute_unifrac,
+            loaded,
+            tree,
+            list(METRICS),
+            alpha=alpha,
+            prune_missing=True,
+            threads=1,
+            table_name="t.biom",
+            tree_name="t.nwk",
+        )
         if result is None:
             return
         ids = [str(x) for x in loaded.ids()]
@@ -316,10 +357,13 @@ def test_read_tsv_matrix(text):
 def hdf5_contents(draw) -> tuple[np.ndarray, np.ndarray]:
     """(matrix, order) datasets, usually of matching sizes; order may hold numbers."""
     n = draw(st.integers(0, 3))
-    order = draw(st.one_of(
-        st.lists(IDS, min_size=n, max_size=n), st.lists(IDS, max_size=3),
-        st.lists(st.floats(), max_size=3),
-    ))  # fmt: skip
+    order = draw(
+        st.one_of(
+            st.lists(IDS, min_size=n, max_size=n),
+            st.lists(IDS, max_size=3),
+            st.lists(st.floats(), max_size=3),
+        )
+    )
     strings = all(isinstance(x, str) for x in order)
     return draw(square_matrices(n)), np.array(order, dtype=h5py.string_dtype() if strings else None)
 

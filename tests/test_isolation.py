@@ -24,8 +24,11 @@ def test_snapshot_sees_created_removed_and_modified_files_but_not_caches(tmp_pat
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "x.pyc").write_bytes(b"e")
     assert checkout.changes(before, checkout.snapshot(tmp_path)) == [
-        "modified edited.txt", "removed gone.txt", "created results", "created results/new.tsv",
-    ]  # fmt: skip
+        "modified edited.txt",
+        "removed gone.txt",
+        "created results",
+        "created results/new.tsv",
+    ]
 
 
 def _pytest(repo: Path, test_body: str, *options: str, env=None) -> subprocess.CompletedProcess:

@@ -181,8 +181,9 @@ def predict_into(trained_micro, model: Path, out: Path, metadata: Path) -> int:
 
 def test_predict_with_non_finite_weights_exits_3(trained_micro, tmp_path, capsys):
     state = torch.load(trained_micro.out / "model.pt", weights_only=True)
-    state["model"] = {k: v.fill_(math.nan) if v.is_floating_point() else v
-                      for k, v in state["model"].items()}  # fmt: skip
+    state["model"] = {
+        k: v.fill_(math.nan) if v.is_floating_point() else v for k, v in state["model"].items()
+    }
     model = tmp_path / "nan.pt"
     torch.save(state, model)
     out = tmp_path / "out"
@@ -216,17 +217,32 @@ def test_predict_undefined_r2_is_null_in_strict_json(trained_micro, tmp_path):
 def test_every_json_writer_writes_strict_json(tmp_path, monkeypatch, capsys):
     nan, inf = math.nan, math.inf
     write_provenance(tmp_path / "provenance.json", {"x": nan})
-    golden.write_report({"passed": False, "rows": [{"max_abs": inf, "x": nan}]},
-                        tmp_path / "golden.json")  # fmt: skip
+    golden.write_report(
+        {"passed": False, "rows": [{"max_abs": inf, "x": nan}]}, tmp_path / "golden.json"
+    )
     result = probe.ProfileResult(None, {"peak": nan}, {"rows": [{"samples_per_s": inf}]})
     probe.write_results(result, tmp_path / "profile")
     split = pd.Series(["train"], index=pd.Index(["s1"], name="sample_id"), name="split")
     run = TrainResult({}, [{"epoch": 1, "val_r2": nan}], 1, {"val_r2": nan})
-    common.write_outputs(tmp_path / "run", "m.pt", {}, run, SimpleNamespace(split=split),
-                         {"mean_baseline": {"val_r2": inf}})  # fmt: skip
-    report = {"torch": "t", "rocm": None, "cuda": None, "device": "cpu", "device_name": "cpu",
-              "arch": None, "backends": [{"backend": "math", "unmasked": nan, "masked": inf}],
-              "compile": "ok", "recommendation": "r"}  # fmt: skip
+    common.write_outputs(
+        tmp_path / "run",
+        "m.pt",
+        {},
+        run,
+        SimpleNamespace(split=split),
+        {"mean_baseline": {"val_r2": inf}},
+    )
+    report = {
+        "torch": "t",
+        "rocm": None,
+        "cuda": None,
+        "device": "cpu",
+        "device_name": "cpu",
+        "arch": None,
+        "backends": [{"backend": "math", "unmasked": nan, "masked": inf}],
+        "compile": "ok",
+        "recommendation": "r",
+    }
     monkeypatch.setattr(doctor, "diagnose", lambda device: report)
     assert aam("doctor", "--device", "cpu", "--output", tmp_path / "doctor.json") == 0
     assert strict_json(tmp_path / "provenance.json") == {"x": None}
@@ -256,22 +272,34 @@ def test_output_under_a_regular_file_fails_before_any_work(
     out = blocker / "out"
     table, metadata, model = trained_micro.table, trained_micro.metadata, trained_micro.out
     work = {
-        "pretrain": (pretrain, "load_study"), "finetune": (finetune_command, "load_study"),
-        "predict": (predict, "load_study"), "plot-history": (plot_history, "read_history"),
-        "profile": (probe, "profile_training"), "validate": (golden, "generate_golden"),
+        "pretrain": (pretrain, "load_study"),
+        "finetune": (finetune_command, "load_study"),
+        "predict": (predict, "load_study"),
+        "plot-history": (plot_history, "read_history"),
+        "profile": (probe, "profile_training"),
+        "validate": (golden, "generate_golden"),
         "doctor": (doctor, "diagnose"),
-    }  # fmt: skip
+    }
     monkeypatch.setattr(*work[command], refuse_work)
     argv = {
         "pretrain": ["--table", table, "--unifrac", metadata, "--output-dir", out, *MICRO],
-        "finetune": ["--table", table, "--metadata", metadata, "--target-column", "age",
-                  "--output-dir", out, *MICRO],
+        "finetune": [
+            "--table",
+            table,
+            "--metadata",
+            metadata,
+            "--target-column",
+            "age",
+            "--output-dir",
+            out,
+            *MICRO,
+        ],
         "predict": ["--model", model / "model.pt", "--table", table, "--output-dir", out],
         "plot-history": ["--history", model / "history.tsv", "--output", out / "plot.png"],
         "profile": ["--table", table, "--unifrac", metadata, "--output-dir", out],
         "validate": ["generate", "--output-dir", out],
         "doctor": ["--device", "cpu", "--output", out / "doctor.json"],
-    }  # fmt: skip
+    }
     rc = aam(command, *argv[command])
     line = error_line(capsys, command)
     assert rc == 2 and str(out) in line, line

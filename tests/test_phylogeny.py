@@ -236,5 +236,6 @@ def test_output_parent_is_a_file(tmp_path, capsys):
     out = tmp_path / "results" / "tree.nwk"
     assert main(["tree", "--table", str(tmp_path / "absent.biom"), "--output", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith(f"{tmp_path / 'results'}: tree directory is an existing file; "
-                        "choose another location")  # fmt: skip
+    assert err.endswith(
+        f"{tmp_path / 'results'}: tree directory is an existing file; choose another location"
+    )

@@ -25,8 +25,18 @@ from aam.profiling.probe import (
 from aam.profiling.report import read_benchmarks, recommend, rule_name
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rocprof"
-TINY = ["--embedding-dim", "16", "--attention-heads", "2", "--layers", "1", "--max-bp", "100",
-        "--token-limit", "64"]  # fmt: skip
+TINY = [
+    "--embedding-dim",
+    "16",
+    "--attention-heads",
+    "2",
+    "--layers",
+    "1",
+    "--max-bp",
+    "100",
+    "--token-limit",
+    "64",
+]
 TINY_KW = dict(embedding_dim=16, attention_heads=2, layers=1, max_bp=100, token_limit=64)
 
 
@@ -86,15 +96,25 @@ def test_pct_is_recomputed_over_the_table(tmp_path):
 @pytest.mark.parametrize(
     "name, category",
     [
-        ("aten::addmm", "GEMM"), ("aten::bmm", "GEMM"), ("aten::mm", "GEMM"),
-        ("rocblas_gemm_ex", "GEMM"), ("hipblasLt_kernel", "GEMM"),
-        ("aten::scaled_dot_product_attention", "attention"), ("aten::_softmax", "attention"),
-        ("aten::log_softmax", "reduction"), ("aten::native_layer_norm", "reduction"),
-        ("aten::sum", "reduction"), ("aten::copy_", "copy"), ("aten::to", "copy"),
-        ("Memcpy HtoD", "copy"), ("aten::add_", "elementwise"), ("aten::gelu", "elementwise"),
-        ("aten::embedding", "other"), ("aten::commit", "other"),
+        ("aten::addmm", "GEMM"),
+        ("aten::bmm", "GEMM"),
+        ("aten::mm", "GEMM"),
+        ("rocblas_gemm_ex", "GEMM"),
+        ("hipblasLt_kernel", "GEMM"),
+        ("aten::scaled_dot_product_attention", "attention"),
+        ("aten::_softmax", "attention"),
+        ("aten::log_softmax", "reduction"),
+        ("aten::native_layer_norm", "reduction"),
+        ("aten::sum", "reduction"),
+        ("aten::copy_", "copy"),
+        ("aten::to", "copy"),
+        ("Memcpy HtoD", "copy"),
+        ("aten::add_", "elementwise"),
+        ("aten::gelu", "elementwise"),
+        ("aten::embedding", "other"),
+        ("aten::commit", "other"),
     ],
-)  # fmt: skip
+)
 def test_categories(name, category):
     assert categorize(name) == category
 
@@ -102,13 +122,33 @@ def test_categories(name, category):
 def test_command_lines_exact():
     argv = ["python", "-m", "aam", "profile", "--steps-only"]
     assert rocprofv3_command("out/rp", argv) == [
-        "rocprofv3", "--kernel-trace", "--stats", "-d", "out/rp", "-o", "aam",
-        "--output-format", "csv", "--", "python", "-m", "aam", "profile", "--steps-only",
-    ]  # fmt: skip
+        "rocprofv3",
+        "--kernel-trace",
+        "--stats",
+        "-d",
+        "out/rp",
+        "-o",
+        "aam",
+        "--output-format",
+        "csv",
+        "--",
+        "python",
+        "-m",
+        "aam",
+        "profile",
+        "--steps-only",
+    ]
     assert rocprof_v1_command("out/rp", argv) == [
-        "rocprof", "--stats", "-o", "out/rp/results.csv",
-        "python", "-m", "aam", "profile", "--steps-only",
-    ]  # fmt: skip
+        "rocprof",
+        "--stats",
+        "-o",
+        "out/rp/results.csv",
+        "python",
+        "-m",
+        "aam",
+        "profile",
+        "--steps-only",
+    ]
 
 
 def test_choose_profiler():
@@ -124,9 +164,14 @@ def test_choose_profiler():
 
 def test_torch_profiler_real_training_steps(small_study):
     result = profile_training(
-        small_study / "table.biom", small_study / "unifrac.h5", steps=2, batch_sizes=[4],
-        device="cpu", sweep=False, **TINY_KW,
-    )  # fmt: skip
+        small_study / "table.biom",
+        small_study / "unifrac.h5",
+        steps=2,
+        batch_sizes=[4],
+        device="cpu",
+        sweep=False,
+        **TINY_KW,
+    )
     table = result.kernels
     _check_schema(table)
     assert len(table) > 10
@@ -138,18 +183,37 @@ def test_torch_profiler_real_training_steps(small_study):
 @pytest.fixture(scope="module")
 def profile_dir(small_study, tmp_path_factory):
     out = tmp_path_factory.mktemp("profile") / "out"
-    code = main(["profile", "--table", str(small_study / "table.biom"),
-                 "--unifrac", str(small_study / "unifrac.h5"), "--output-dir", str(out),
-                 *TINY, "--steps", "2", "--batch-sizes", "4", "8", "--device", "cpu",
-                 "--profiler", "torch"])  # fmt: skip
+    code = main(
+        [
+            "profile",
+            "--table",
+            str(small_study / "table.biom"),
+            "--unifrac",
+            str(small_study / "unifrac.h5"),
+            "--output-dir",
+            str(out),
+            *TINY,
+            "--steps",
+            "2",
+            "--batch-sizes",
+            "4",
+            "8",
+            "--device",
+            "cpu",
+            "--profiler",
+            "torch",
+        ]
+    )
     assert code == 0
     return out
 
 
 def test_aam_profile_writes_three_files(profile_dir):
     assert sorted(p.name for p in profile_dir.iterdir()) == [
-        "kernel_stats.csv", "memory.json", "throughput.json",
-    ]  # fmt: skip
+        "kernel_stats.csv",
+        "memory.json",
+        "throughput.json",
+    ]
     kernels = pd.read_csv(profile_dir / "kernel_stats.csv")
     _check_schema(kernels)
     memory = json.loads((profile_dir / "memory.json").read_text())
@@ -176,16 +240,38 @@ def test_aam_profile_under_rocprofv3(small_study, tmp_path, monkeypatch):
     monkeypatch.setattr(pcli.shutil, "which", lambda n: f"/opt/rocm/bin/{n}")
     monkeypatch.setattr(pcli.subprocess, "run", fake_run)
     out = tmp_path / "out"
-    args = ["profile", "--table", str(small_study / "table.biom"),
-            "--unifrac", str(small_study / "unifrac.h5"), "--output-dir", str(out),
-            *TINY, "--steps", "1", "--batch-sizes", "4", "--backends", "math",
-            "--device", "cpu"]  # fmt: skip
+    args = [
+        "profile",
+        "--table",
+        str(small_study / "table.biom"),
+        "--unifrac",
+        str(small_study / "unifrac.h5"),
+        "--output-dir",
+        str(out),
+        *TINY,
+        "--steps",
+        "1",
+        "--batch-sizes",
+        "4",
+        "--backends",
+        "math",
+        "--device",
+        "cpu",
+    ]
     assert main(args) == 0
     (command,) = calls
     assert command[: command.index("--") + 1] == [
-        "rocprofv3", "--kernel-trace", "--stats", "-d", str(out / "rocprof"), "-o", "aam",
-        "--output-format", "csv", "--",
-    ]  # fmt: skip
+        "rocprofv3",
+        "--kernel-trace",
+        "--stats",
+        "-d",
+        str(out / "rocprof"),
+        "-o",
+        "aam",
+        "--output-format",
+        "csv",
+        "--",
+    ]
     child = command[command.index("--") + 1 :]
     assert child[:6] == [sys.executable, "-m", "aam", "profile", "--steps-only", "--profiler"]
     assert child[child.index("--batch-sizes") + 1] == "4"
@@ -198,8 +284,19 @@ def test_aam_profile_under_rocprofv3(small_study, tmp_path, monkeypatch):
 def test_profiling_report(profile_dir, tmp_path):
     html = tmp_path / "report.html"
     bench = FIXTURES / "benchmarks" / "pretrain.tsv"
-    code = main(["profiling-report", "--profile-dir", str(profile_dir), "--benchmarks",
-                 str(bench), "--output", str(html), "--memory-budget-gb", "1000"])  # fmt: skip
+    code = main(
+        [
+            "profiling-report",
+            "--profile-dir",
+            str(profile_dir),
+            "--benchmarks",
+            str(bench),
+            "--output",
+            str(html),
+            "--memory-budget-gb",
+            "1000",
+        ]
+    )
     assert code == 0
     text = html.read_text()
     assert "Top 10 kernels" in text and 'class="dataframe kernels"' in text
@@ -215,19 +312,24 @@ def test_profiling_report(profile_dir, tmp_path):
 
 def test_report_from_rocprof_dir_only(tmp_path):
     html = tmp_path / "r.html"
-    assert main(["profiling-report", "--profile-dir", str(FIXTURES / "v3"),
-                 "--output", str(html)]) == 0  # fmt: skip
+    assert (
+        main(["profiling-report", "--profile-dir", str(FIXTURES / "v3"), "--output", str(html)])
+        == 0
+    )
     assert "Cijk_Alik" in html.read_text()
 
 
 def test_recommendation_and_benchmarks():
-    memory = {"device_memory_mb": 1000, "rows": [
-        {"backend": "auto", "batch_size": 4, "peak_memory_mb": 300, "error": None},
-        {"backend": "auto", "batch_size": 8, "peak_memory_mb": 700, "error": None},
-        {"backend": "auto", "batch_size": 16, "peak_memory_mb": 900, "error": None},
-        {"backend": "auto", "batch_size": 32, "peak_memory_mb": None, "error": "OOM"},
-        {"backend": "math", "batch_size": 16, "peak_memory_mb": 100, "error": None},
-    ]}  # fmt: skip
+    memory = {
+        "device_memory_mb": 1000,
+        "rows": [
+            {"backend": "auto", "batch_size": 4, "peak_memory_mb": 300, "error": None},
+            {"backend": "auto", "batch_size": 8, "peak_memory_mb": 700, "error": None},
+            {"backend": "auto", "batch_size": 16, "peak_memory_mb": 900, "error": None},
+            {"backend": "auto", "batch_size": 32, "peak_memory_mb": None, "error": "OOM"},
+            {"backend": "math", "batch_size": 16, "peak_memory_mb": 100, "error": None},
+        ],
+    }
     assert recommend(memory, 0.8 * 1000)[0] == 8
     assert recommend(memory, 200)[0] is None
     assert rule_name(Path("results/benchmarks/pretrain.tsv")) == "pretrain"
@@ -238,18 +340,44 @@ def test_recommendation_and_benchmarks():
 
 def test_bad_inputs_exit_2(tmp_path, capsys):
     out = tmp_path / "r.html"
-    assert main(["profiling-report", "--profile-dir", str(tmp_path / "missing"),
-                 "--output", str(out)]) == 2  # fmt: skip
+    assert (
+        main(["profiling-report", "--profile-dir", str(tmp_path / "missing"), "--output", str(out)])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "missing" in err and "no such directory" in err
     assert not out.exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["profiling-report", "--profile-dir", str(empty), "--output", str(out)]) == 2
-    assert main(["profiling-report", "--profile-dir", str(FIXTURES / "v3"), "--benchmarks",
-                 str(tmp_path / "nope.tsv"), "--output", str(out)]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "profiling-report",
+                "--profile-dir",
+                str(FIXTURES / "v3"),
+                "--benchmarks",
+                str(tmp_path / "nope.tsv"),
+                "--output",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert not out.exists()
-    assert main(["profile", "--table", str(tmp_path / "no.biom"), "--unifrac",
-                 str(tmp_path / "no.h5"), "--output-dir", str(tmp_path / "o")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "profile",
+                "--table",
+                str(tmp_path / "no.biom"),
+                "--unifrac",
+                str(tmp_path / "no.h5"),
+                "--output-dir",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     assert "no.biom: no such file" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

@@ -62,9 +62,16 @@ LIB = {
 
 def test_names_resolve_through_re_exports_and_module_attributes(make_package):
     reached = make_package(
-        {**LIB, "cmd.py": command("read()", "text.upper()", "text.CONSTANT",
-                                  imports="from pkg.lib import read\nimport pkg.lib.text as text")}
-    )  # fmt: skip
+        {
+            **LIB,
+            "cmd.py": command(
+                "read()",
+                "text.upper()",
+                "text.CONSTANT",
+                imports="from pkg.lib import read\nimport pkg.lib.text as text",
+            ),
+        }
+    )
     assert {"pkg.lib.io:read", "pkg.lib.io:_helper", "pkg.lib.text:upper"} <= reached
     assert not {"pkg.lib.io:write", "pkg.lib.text:lower", "pkg.other:unused"} & reached
     assert {"pkg.cmd:run", "pkg.cmd:add_arguments", "pkg.cli:main"} <= reached
@@ -138,9 +145,11 @@ VALUE = at_import()
 
 def test_classes_count_whole_and_import_time_code_reaches_what_it_names(make_package):
     reached = make_package(
-        {"shapes.py": SHAPES,
-         "cmd.py": command("Square()", "annotated(None)", imports="from pkg.shapes import *")}
-    )  # fmt: skip
+        {
+            "shapes.py": SHAPES,
+            "cmd.py": command("Square()", "annotated(None)", imports="from pkg.shapes import *"),
+        }
+    )
     expected = {"Square", "Base", "helper", "registered", "at_import", "annotated"}
     assert {f"pkg.shapes:{name}" for name in expected} <= reached
     assert not {"pkg.shapes:Unused", "pkg.shapes:never"} & reached  # annotations name types
@@ -329,7 +338,7 @@ def test_unifrac_kernel_edit_changes_unifrac_only(package_copy):
             "embedding_dim: int = 2 * ",
             {*TRAINING, "validate"},
         ),
-    ],  # fmt: skip
+    ],
     ids=["TrainConfig.lr", "ModelConfig.embedding_dim"],
 )
 def test_config_default_edit_changes_the_stages_that_use_it(package_copy, module, old, new, users):
@@ -432,16 +441,44 @@ def test_everything_a_traced_run_executes_is_reached(tmp_path, small_study, demo
         demo_dir / "metadata.tsv",
     )
     runs = {
-        "split": ["--table", table, "--metadata", metadata, "--target-column", "age",
-                  "--output", tmp_path / "split.tsv", "--allow-missing-samples"],
-        "unifrac": ["--table", table, "--tree", tree, "--metric", "unweighted", "--threads", "1",
-                    "--output", tmp_path / "u.h5", "--no-progress"],
-        "pretrain": ["--table", table, "--unifrac", small_study / "unifrac.h5",
-                     "--split", tmp_path / "split.tsv", "--output-dir", tmp_path / "pretrain",
-                     *"--embedding-dim 8 --attention-heads 2 --layers 1 --max-bp 24".split(),
-                     *"--token-limit 16 --epochs 1 --batch-size 16 --threads 1".split(),
-                     "--no-progress"],
-    }  # fmt: skip
+        "split": [
+            "--table",
+            table,
+            "--metadata",
+            metadata,
+            "--target-column",
+            "age",
+            "--output",
+            tmp_path / "split.tsv",
+            "--allow-missing-samples",
+        ],
+        "unifrac": [
+            "--table",
+            table,
+            "--tree",
+            tree,
+            "--metric",
+            "unweighted",
+            "--threads",
+            "1",
+            "--output",
+            tmp_path / "u.h5",
+            "--no-progress",
+        ],
+        "pretrain": [
+            "--table",
+            table,
+            "--unifrac",
+            small_study / "unifrac.h5",
+            "--split",
+            tmp_path / "split.tsv",
+            "--output-dir",
+            tmp_path / "pretrain",
+            *"--embedding-dim 8 --attention-heads 2 --layers 1 --max-bp 24".split(),
+            *"--token-limit 16 --epochs 1 --batch-size 16 --threads 1".split(),
+            "--no-progress",
+        ],
+    }
     for command, args in runs.items():
         ran = executed([command, *map(str, args)])
         reached = prov.reachable(MODULES[command])
@@ -456,8 +493,13 @@ def test_everything_a_traced_run_executes_is_reached(tmp_path, small_study, demo
 
 def test_cli_writes_provenance_beside_outputs(tmp_path, demo_dir):
     record_path = tmp_path / "provenance.json"
-    argv = ["stage", "--output-dir", str(tmp_path / "out"), "--file",
-            f"metadata.tsv={demo_dir / 'metadata.tsv'}"]  # fmt: skip
+    argv = [
+        "stage",
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--file",
+        f"metadata.tsv={demo_dir / 'metadata.tsv'}",
+    ]
     assert main(["--provenance", str(record_path), *argv]) == 0
     record = json.loads(record_path.read_text())
     assert record["command"] == ["aam", *argv]

@@ -32,8 +32,15 @@ def test_linters_pass(cmd):
 
 
 def test_snakemake_lint_has_no_findings(checkout_copy):
-    run = _run(sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--lint",
-               cwd=checkout_copy)  # fmt: skip
+    run = _run(
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--profile",
+        "profiles/local",
+        "--lint",
+        cwd=checkout_copy,
+    )
     assert run.returncode == 0 and "Congratulations" in run.stdout + run.stderr, run.stdout
 
 
@@ -49,9 +56,19 @@ def test_every_profile_dry_runs(profile, tmp_path, checkout_copy):
     shim.chmod(0o755)
     path = f"{shim.parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, **SITE_ENV, "AAM_WORKDIR": str(tmp_path), "PATH": path}
-    run = _run(sys.executable, "-m", "snakemake", "all", "--profile", f"profiles/{profile}",
-               "--dry-run", "--config", f"workdir={tmp_path / 'work'}", cwd=checkout_copy,
-               env=env)  # fmt: skip
+    run = _run(
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "--profile",
+        f"profiles/{profile}",
+        "--dry-run",
+        "--config",
+        f"workdir={tmp_path / 'work'}",
+        cwd=checkout_copy,
+        env=env,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "pretrain" in run.stdout and "predict" in run.stdout
     if profile != "local":  # stages run in the content-addressed image the workflow builds
@@ -62,7 +79,16 @@ def test_every_profile_dry_runs(profile, tmp_path, checkout_copy):
 @pytest.mark.parametrize("profile", ["cosmos", "lumi"])
 def test_site_profiles_name_unset_environment_variables(profile, checkout_copy):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAM_")}
-    run = _run(sys.executable, "-m", "snakemake", "all", "--profile", f"profiles/{profile}",
-               "--dry-run", cwd=checkout_copy, env=env)  # fmt: skip
+    run = _run(
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "--profile",
+        f"profiles/{profile}",
+        "--dry-run",
+        cwd=checkout_copy,
+        env=env,
+    )
     assert run.returncode != 0
     assert "AAM_SLURM_ACCOUNT" in run.stdout + run.stderr

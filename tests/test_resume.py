@@ -13,12 +13,39 @@ from aam.training.checkpoint import load_checkpoint
 
 def _command(study, out, *extra):
     return [
-        sys.executable, "-m", "aam", "pretrain", "--table", str(study / "table.biom"),
-        "--unifrac", str(study / "unifrac.h5"), "--output-dir", str(out), "--epochs", "3",
-        "--batch-size", "4", "--embedding-dim", "32", "--attention-heads", "2", "--layers", "1",
-        "--max-bp", "100", "--token-limit", "128", "--threads", "1", "--device", "cpu",
-        "--seed", "7", "--no-progress", *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "aam",
+        "pretrain",
+        "--table",
+        str(study / "table.biom"),
+        "--unifrac",
+        str(study / "unifrac.h5"),
+        "--output-dir",
+        str(out),
+        "--epochs",
+        "3",
+        "--batch-size",
+        "4",
+        "--embedding-dim",
+        "32",
+        "--attention-heads",
+        "2",
+        "--layers",
+        "1",
+        "--max-bp",
+        "100",
+        "--token-limit",
+        "128",
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
+        "--seed",
+        "7",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _interrupt(cmd, latest, send) -> dict:

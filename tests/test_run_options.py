@@ -142,8 +142,17 @@ def _dry_run(tmp_path, checkout_copy, section: str, key: str, value):
     config["runs"]["tiny"][section][key] = value
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
-           "--configfile", str(path), "--dry-run"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "--profile",
+        "profiles/local",
+        "--configfile",
+        str(path),
+        "--dry-run",
+    ]
     run = subprocess.run(cmd, cwd=checkout_copy, capture_output=True, text=True)
     assert run.returncode != 0
     assert not (tmp_path / "work").exists()

@@ -37,14 +37,28 @@ def snakemake_slurm(
     workdir: Path, *extra: str, timeout: float = 120
 ) -> subprocess.CompletedProcess:
     cmd = [
-        sys.executable, "-m", "snakemake", "--executor", "slurm", "--jobs", "2",
-        "--slurm-status-command", "squeue",
-        "--slurm-init-seconds-before-status-checks", "1",
-        "--seconds-between-status-checks", "2",
-        "--default-resources", "slurm_account=test", "slurm_partition=small", "mem_mb=500",
-        "--slurm-logdir", str(workdir / "slurm-logs"), "--slurm-keep-successful-logs",
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--executor",
+        "slurm",
+        "--jobs",
+        "2",
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--seconds-between-status-checks",
+        "2",
+        "--default-resources",
+        "slurm_account=test",
+        "slurm_partition=small",
+        "mem_mb=500",
+        "--slurm-logdir",
+        str(workdir / "slurm-logs"),
+        "--slurm-keep-successful-logs",
         *extra,
-    ]  # fmt: skip
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SNAKEMAKE_"))}
     return subprocess.run(
         cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout
@@ -73,8 +87,10 @@ def test_cluster_has_the_site_partitions_and_enforces_their_time_limits(slurm_cl
     assert fits == ""  # --test-only reports on stderr
     too_long = subprocess.run(
         ["sbatch", "--test-only", "-p", "dev-g", "-t", "181", "--wrap", "true"],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert too_long.returncode != 0 and "time limit" in too_long.stderr
 
 

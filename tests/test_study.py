@@ -56,9 +56,13 @@ def test_split_without_a_sample_lacking_a_class(tmp_path):
     table, metadata = _inputs(tmp_path, AGES, SITES)
     split = _split(tmp_path, ["s0", "s1", "s3", "s4", "s5"])  # s2 has no site
     study = load_study(
-        table, max_bp=10, metadata_path=metadata, target="site", classifier=True,
+        table,
+        max_bp=10,
+        metadata_path=metadata,
+        target="site",
+        classifier=True,
         split_path=split,
-    )  # fmt: skip
+    )
     assert study.classes == ["gut", "oral"]
     assert study.samples.sample_ids == ["s0", "s1", "s3", "s4", "s5"]
 
@@ -69,9 +73,13 @@ def test_split_missing_a_sample_that_has_a_target_is_still_an_error(tmp_path):
     with pytest.raises(InputError, match=r"split.tsv lacks 1 ID\(s\) .*\(s5\)"):
         load_study(table, max_bp=10, metadata_path=metadata, target="age", split_path=split)
     study = load_study(
-        table, max_bp=10, metadata_path=metadata, target="age", split_path=split,
+        table,
+        max_bp=10,
+        metadata_path=metadata,
+        target="age",
+        split_path=split,
         allow_missing=True,
-    )  # fmt: skip
+    )
     assert study.samples.sample_ids == ["s0", "s2", "s3"]
 
 
@@ -100,13 +108,18 @@ def test_truncated_unifrac_matrix_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("split.csv", "split.csv: unsupported split file name (extension '.csv'); "
-                      "name it one of *.tsv, *.txt"),
+        (
+            "split.csv",
+            "split.csv: unsupported split file name (extension '.csv'); "
+            "name it one of *.tsv, *.txt",
+        ),
         ("is_a_dir", "is_a_dir: unsupported split file name (no extension)"),
-        ("a_file/split.tsv", "a_file: split directory is an existing file; "
-                             "choose another location"),
+        (
+            "a_file/split.tsv",
+            "a_file: split directory is an existing file; choose another location",
+        ),
     ],
-)  # fmt: skip
+)
 def test_split_output_is_checked_first(tmp_path, capsys, name, message):
     (tmp_path / "a_file").write_text("not a directory\n")
     (tmp_path / "is_a_dir").mkdir()

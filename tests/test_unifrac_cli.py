@@ -125,9 +125,17 @@ def test_several_metrics_need_placeholder(tmp_path, demo_inputs, capsys):
     table_path, tree_path, _, _ = demo_inputs
     out = tmp_path / "out"
     code = unifrac(
-        "--table", table_path, "--tree", tree_path, "--metric", "unweighted",
-        "--metric", "weighted_normalized", "--output", out / "unifrac.h5",
-    )  # fmt: skip
+        "--table",
+        table_path,
+        "--tree",
+        tree_path,
+        "--metric",
+        "unweighted",
+        "--metric",
+        "weighted_normalized",
+        "--output",
+        out / "unifrac.h5",
+    )
     assert code == 2
     assert "{metric} placeholder" in error_line(capsys)
     assert not out.exists()
@@ -137,26 +145,55 @@ def test_several_metrics_need_placeholder(tmp_path, demo_inputs, capsys):
 
 BAD_INPUTS = {
     # name: (table rows, sample IDs, newick text or bytes, which file the message names, phrase)
-    "missing_asvs": ({**GOOD_TABLE, "Z1": [1, 1, 1], "Z2": [0, 2, 0]}, None, TREE, "table",
-                     "--prune-missing"),
+    "missing_asvs": (
+        {**GOOD_TABLE, "Z1": [1, 1, 1], "Z2": [0, 2, 0]},
+        None,
+        TREE,
+        "table",
+        "--prune-missing",
+    ),
     "unrooted": (GOOD_TABLE, None, "((A:1,B:2):1,C:1,D:3);", "tree", "--midpoint-root"),
-    "empty_sample": ({"A": [1, 0, 3], "C": [0, 0, 1]}, ["s1", "no_reads", "s3"], TREE, "table",
-                     "no_reads"),
+    "empty_sample": (
+        {"A": [1, 0, 3], "C": [0, 0, 1]},
+        ["s1", "no_reads", "s3"],
+        TREE,
+        "table",
+        "no_reads",
+    ),
     "duplicate_tips": (GOOD_TABLE, None, "((A:1,B:2):1,(C:1,A:3):2);", "tree", "duplicate"),
     "internal_label": ({**GOOD_TABLE, "x": [1, 1, 1]}, None, TREE, "table", "(e.g. x)"),
     "empty_newick": (GOOD_TABLE, None, "", "tree", "not a readable newick tree"),
-    "garbage_newick": (GOOD_TABLE, None, b"\x89PNG\r\n\x1a\n\x00garbage", "tree",
-                       "not a readable newick tree"),
+    "garbage_newick": (
+        GOOD_TABLE,
+        None,
+        b"\x89PNG\r\n\x1a\n\x00garbage",
+        "tree",
+        "not a readable newick tree",
+    ),
     # Before: NaN counts gave NaN distances, negative ones plausible numbers, lengthless trees
     # an all-zero matrix; all with exit 0.
-    "nan_count": ({**GOOD_TABLE, "C": [0, float("nan"), 1]}, None, TREE, "table",
-                  "1 count(s) are NaN, infinite or negative (e.g. nan for ASV C in sample s2)"),
-    "negative_count": ({**GOOD_TABLE, "B": [2, -1, 0], "D": [-3, 0, 2]}, None, TREE, "table",
-                       "2 count(s) are NaN, infinite or negative (e.g. -1.0 for ASV B in sample "
-                       "s2)"),
-    "no_lengths": (GOOD_TABLE, None, "((A,B),(C,D));", "tree",
-                   "6 branch(es) lack a finite length >= 0 (e.g. no length above tip A)"),
-}  # fmt: skip
+    "nan_count": (
+        {**GOOD_TABLE, "C": [0, float("nan"), 1]},
+        None,
+        TREE,
+        "table",
+        "1 count(s) are NaN, infinite or negative (e.g. nan for ASV C in sample s2)",
+    ),
+    "negative_count": (
+        {**GOOD_TABLE, "B": [2, -1, 0], "D": [-3, 0, 2]},
+        None,
+        TREE,
+        "table",
+        "2 count(s) are NaN, infinite or negative (e.g. -1.0 for ASV B in sample s2)",
+    ),
+    "no_lengths": (
+        GOOD_TABLE,
+        None,
+        "((A,B),(C,D));",
+        "tree",
+        "6 branch(es) lack a finite length >= 0 (e.g. no length above tip A)",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
@@ -173,9 +210,17 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, case):
     out = tmp_path / "out"
     out.mkdir()
     code = unifrac(
-        "--table", table_path, "--tree", tree_path, "--metric", "unweighted",
-        "--metric", "generalized", "--output", out / "u.{metric}.h5",
-    )  # fmt: skip
+        "--table",
+        table_path,
+        "--tree",
+        tree_path,
+        "--metric",
+        "unweighted",
+        "--metric",
+        "generalized",
+        "--output",
+        out / "u.{metric}.h5",
+    )
     assert code == 2
     line = error_line(capsys)
     assert str(table_path if named == "table" else tree_path) in line
@@ -189,9 +234,17 @@ def test_tree_without_lengths_skbio_engine(tmp_path, small_inputs, capsys):
     tree_path.write_text("((A,B),(C,D));")
     out = tmp_path / "u.h5"
     code = unifrac(
-        "--table", table_path, "--tree", tree_path, "--metric", "unweighted", "--output", out,
-        "--engine", "skbio",
-    )  # fmt: skip
+        "--table",
+        table_path,
+        "--tree",
+        tree_path,
+        "--metric",
+        "unweighted",
+        "--output",
+        out,
+        "--engine",
+        "skbio",
+    )
     assert code == 2
     assert f"{tree_path}: 6 branch(es) lack a finite length >= 0" in error_line(capsys)
     assert not out.exists()
@@ -212,9 +265,15 @@ def test_unknown_output_extension(tmp_path, small_inputs, capsys, inputs_never_r
     table_path, tree_path = small_inputs
     out = tmp_path / "out"
     code = unifrac(
-        "--table", table_path, "--tree", tree_path, "--metric", "unweighted",
-        "--output", out / name,
-    )  # fmt: skip
+        "--table",
+        table_path,
+        "--tree",
+        tree_path,
+        "--metric",
+        "unweighted",
+        "--output",
+        out / name,
+    )
     assert code == 2
     line = error_line(capsys)
     assert "unsupported distance matrix file name" in line
@@ -274,9 +333,17 @@ def test_threads_zero(tmp_path, small_inputs, capsys):
     table_path, tree_path = small_inputs
     out = tmp_path / "u.h5"
     code = unifrac(
-        "--table", table_path, "--tree", tree_path, "--metric", "unweighted", "--output", out,
-        "--threads", "0",
-    )  # fmt: skip
+        "--table",
+        table_path,
+        "--tree",
+        tree_path,
+        "--metric",
+        "unweighted",
+        "--output",
+        out,
+        "--threads",
+        "0",
+    )
     assert code == 2
     assert "--threads 0: must be at least 1" in error_line(capsys)
     assert not out.exists()
@@ -287,9 +354,17 @@ def test_device_cuda_without_gpu(tmp_path, small_inputs, capsys, monkeypatch):
     table_path, tree_path = small_inputs
     out = tmp_path / "u.h5"
     code = unifrac(
-        "--table", table_path, "--tree", tree_path, "--metric", "unweighted", "--output", out,
-        "--device", "cuda",
-    )  # fmt: skip
+        "--table",
+        table_path,
+        "--tree",
+        tree_path,
+        "--metric",
+        "unweighted",
+        "--output",
+        out,
+        "--device",
+        "cuda",
+    )
     assert code == 2
     line = error_line(capsys)
     assert "--device cuda" in line and "no GPU" in line and "--device cpu" in line
@@ -300,9 +375,17 @@ def test_device_must_be_cpu_or_cuda(tmp_path, small_inputs, capsys):
     table_path, tree_path = small_inputs
     with pytest.raises(SystemExit) as info:
         unifrac(
-            "--table", table_path, "--tree", tree_path, "--metric", "unweighted",
-            "--output", tmp_path / "u.h5", "--device", "gpu",
-        )  # fmt: skip
+            "--table",
+            table_path,
+            "--tree",
+            tree_path,
+            "--metric",
+            "unweighted",
+            "--output",
+            tmp_path / "u.h5",
+            "--device",
+            "gpu",
+        )
     assert info.value.code == 2
     assert "'gpu' is not cpu, cuda or cuda:N" in capsys.readouterr().err
 
@@ -312,9 +395,17 @@ def test_engine_unifrac_not_importable(tmp_path, small_inputs, capsys, monkeypat
     table_path, tree_path = small_inputs
     out = tmp_path / "u.h5"
     code = unifrac(
-        "--table", table_path, "--tree", tree_path, "--metric", "unweighted", "--output", out,
-        "--engine", "unifrac",
-    )  # fmt: skip
+        "--table",
+        table_path,
+        "--tree",
+        tree_path,
+        "--metric",
+        "unweighted",
+        "--output",
+        out,
+        "--engine",
+        "unifrac",
+    )
     assert code == 2
     line = error_line(capsys)
     assert "`unifrac` is not importable" in line and "--engine builtin" in line
@@ -371,9 +462,14 @@ def test_striped_adapter(fake_unifrac, demo_inputs):
     _, _, tab, tree = demo_inputs
     tab = tab.filter(tab.ids()[:12], inplace=False)
     ours = compute_unifrac(
-        tab, tree, ["weighted_normalized", "generalized"], alpha=0.25, engine="unifrac",
-        dtype=np.float32, threads=2,
-    )  # fmt: skip
+        tab,
+        tree,
+        ["weighted_normalized", "generalized"],
+        alpha=0.25,
+        engine="unifrac",
+        dtype=np.float32,
+        threads=2,
+    )
     assert [name for name, _ in fake_unifrac] == ["weighted_normalized_fp32", "generalized_fp32"]
     wn_call, gen_call = (kwargs for _, kwargs in fake_unifrac)
     assert "alpha" not in wn_call and gen_call["alpha"] == 0.25
@@ -407,9 +503,12 @@ def test_striped_adapter_checks_inputs_first(fake_unifrac):
         )
     assert fake_unifrac == []
     compute_unifrac(
-        tab, skbio.TreeNode.read(io.StringIO(TREE)), ["unweighted"], engine="unifrac",
+        tab,
+        skbio.TreeNode.read(io.StringIO(TREE)),
+        ["unweighted"],
+        engine="unifrac",
         prune_missing=True,
-    )  # fmt: skip
+    )
     assert list(fake_unifrac[0][1]["tab"].ids("observation")) == ["A", "B", "C", "D"]
 
 
@@ -417,10 +516,23 @@ def test_striped_adapter_through_cli(tmp_path, fake_unifrac, small_inputs):
     table_path, tree_path = small_inputs
     out = tmp_path / "u.{metric}.h5"
     code = unifrac(
-        "--table", table_path, "--tree", tree_path, "--metric", "generalized",
-        "--metric", "weighted_unnormalized", "--alpha", "0.75", "--engine", "unifrac",
-        "--dtype", "float32", "--output", out,
-    )  # fmt: skip
+        "--table",
+        table_path,
+        "--tree",
+        tree_path,
+        "--metric",
+        "generalized",
+        "--metric",
+        "weighted_unnormalized",
+        "--alpha",
+        "0.75",
+        "--engine",
+        "unifrac",
+        "--dtype",
+        "float32",
+        "--output",
+        out,
+    )
     assert code == 0
     assert [name for name, _ in fake_unifrac] == ["generalized_fp32", "weighted_unnormalized_fp32"]
     assert fake_unifrac[0][1]["alpha"] == 0.75

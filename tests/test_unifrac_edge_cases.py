@@ -73,9 +73,14 @@ def with_foreign_asvs(tab: biom.Table) -> biom.Table:
 def test_missing_asvs_are_an_error(demo, engine):
     tab, tree = demo
     message = one_line_error(
-        compute_unifrac, with_foreign_asvs(tab), tree, ["unweighted"], engine=engine,
-        table_name="t.biom", tree_name="t.nwk",
-    )  # fmt: skip
+        compute_unifrac,
+        with_foreign_asvs(tab),
+        tree,
+        ["unweighted"],
+        engine=engine,
+        table_name="t.biom",
+        tree_name="t.nwk",
+    )
     assert message.startswith("t.biom: 2 of 1596 ASVs are not tips of t.nwk")
     assert "NOT_IN_TREE_1" in message and "NOT_IN_TREE_2" in message
     assert "--prune-missing" in message
@@ -258,9 +263,13 @@ def test_branch_lengths_too_long_for_the_dtype(dtype):
     huge = float(np.finfo(dtype).max) / 3
     tab = table({"A": [1, 2], "B": [3, 0]})
     message = one_line_error(
-        compute_unifrac, tab, newick(f"(A:{huge!r},B:1);"), ["unweighted"], dtype=dtype,
+        compute_unifrac,
+        tab,
+        newick(f"(A:{huge!r},B:1);"),
+        ["unweighted"],
+        dtype=dtype,
         tree_name="t.nwk",
-    )  # fmt: skip
+    )
     assert message.startswith("t.nwk: the branch lengths sum to") and "rescale" in message
 
 

@@ -89,8 +89,18 @@ def test_ignored_padding_mask_fails(golden_dir, monkeypatch):
 def test_cli_compare_fails_with_one_line_exit_2(golden_dir, tmp_path, monkeypatch, capsys):
     _ignore_key_padding_mask(monkeypatch)
     out = tmp_path / "golden.json"
-    argv = ["validate", "compare", "--golden", str(golden_dir), "--device", "cpu",
-            "--output", str(out), "--precision", "fp32"]  # fmt: skip
+    argv = [
+        "validate",
+        "compare",
+        "--golden",
+        str(golden_dir),
+        "--device",
+        "cpu",
+        "--output",
+        str(out),
+        "--precision",
+        "fp32",
+    ]
     assert main(argv) == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
@@ -131,8 +141,16 @@ def test_missing_or_corrupt_golden_is_one_line_exit_2(tmp_path, capsys):
     cases["wrong"] = wrong
     for name, path in cases.items():
         out = tmp_path / f"{name}.json"
-        argv = ["validate", "compare", "--golden", str(path), "--device", "cpu",
-                "--output", str(out)]  # fmt: skip
+        argv = [
+            "validate",
+            "compare",
+            "--golden",
+            str(path),
+            "--device",
+            "cpu",
+            "--output",
+            str(out),
+        ]
         assert main(argv) == 2, name
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("aam validate: error:"), (name, err)
@@ -147,14 +165,23 @@ def test_committed_golden_passes_on_cpu(tmp_path):
     size = sum(p.stat().st_size for p in COMMITTED.iterdir())
     assert size < 1_000_000
     out = tmp_path / "golden.json"
-    argv = ["validate", "compare", "--golden", str(COMMITTED), "--device", "cpu",
-            "--output", str(out)]  # fmt: skip
+    argv = [
+        "validate",
+        "compare",
+        "--golden",
+        str(COMMITTED),
+        "--device",
+        "cpu",
+        "--output",
+        str(out),
+    ]
     assert main(argv) == 0
     report = json.loads(out.read_text())
     assert report["passed"] is True
     assert {(c["backend"], c["precision"]) for c in report["combinations"]} >= {
-        ("math", "fp32"), ("auto", "fp32"),
-    }  # fmt: skip
+        ("math", "fp32"),
+        ("auto", "fp32"),
+    }
 
 
 @pytest.mark.filterwarnings("ignore:attn_implementation='flash' needs a CUDA")

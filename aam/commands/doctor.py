@@ -26,8 +26,10 @@ def run(args: argparse.Namespace) -> None:
     if args.output:
         check_output_path(args.output, "report")
     report = diagnose(resolve_device(args.device))
-    print(f"torch {report['torch']}  rocm {report['rocm']}  cuda {report['cuda']}  "
-          f"device {report['device_name']} {report['arch'] or ''}")  # fmt: skip
+    print(
+        f"torch {report['torch']}  rocm {report['rocm']}  cuda {report['cuda']}  "
+        f"device {report['device_name']} {report['arch'] or ''}"
+    )
     header = ("backend", "max err (no mask)", "max err (mask)", "ms", "peak MB")
     print(f"{header[0]:<14}" + "".join(f"{h:>20}" for h in header[1:]))
     for row in report["backends"]:

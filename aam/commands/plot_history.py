@@ -10,8 +10,12 @@ import pandas as pd
 from aam.atomic import atomic_output, check_output_path
 from aam.errors import InputError
 
-SERIES = (("loss", "loss"), ("unifrac_loss", "UniFrac fit (MSE)"), ("mae", "MAE"),
-          ("nuc_accuracy", "masked-nucleotide accuracy"))  # fmt: skip
+SERIES = (
+    ("loss", "loss"),
+    ("unifrac_loss", "UniFrac fit (MSE)"),
+    ("mae", "MAE"),
+    ("nuc_accuracy", "masked-nucleotide accuracy"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +30,11 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(f"{args.history}: history not found; train first")
     check_output_path(args.output, "plot")
     history = read_history(args.history)
-    panels = [(key, title) for key, title in SERIES
-              if f"train_{key}" in history or f"val_{key}" in history]  # fmt: skip
+    panels = [
+        (key, title)
+        for key, title in SERIES
+        if f"train_{key}" in history or f"val_{key}" in history
+    ]
     if history.empty or not panels:
         raise InputError(f"{args.history}: no epochs recorded; train first")
     import matplotlib

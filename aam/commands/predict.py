@@ -55,17 +55,23 @@ def run(args: argparse.Namespace) -> None:
     model, state = load_model_file(args.model, "predictor", ("target", "categorical"))
     target, categorical = state["target"], state["categorical"]
     if categorical["columns"] and args.metadata is None:
-        raise InputError(f"{args.model}: the model uses covariates {categorical['columns']}; "
-                         "pass --metadata")  # fmt: skip
+        raise InputError(
+            f"{args.model}: the model uses covariates {categorical['columns']}; pass --metadata"
+        )
     out_dir = check_output_dir(args.output_dir, "output")
     inputs = {"table": args.table, "metadata": args.metadata, "split": args.split}
     with localized(inputs, args.scratch) as local:
         study = load_study(
-            local["table"], max_bp=model.config.max_bp, metadata_path=local.get("metadata"),
-            categorical=categorical["columns"], category_levels=categorical["levels"],
-            split_path=local.get("split"), val_fraction=0.0, rarefy_depth=args.rarefy_depth,
+            local["table"],
+            max_bp=model.config.max_bp,
+            metadata_path=local.get("metadata"),
+            categorical=categorical["columns"],
+            category_levels=categorical["levels"],
+            split_path=local.get("split"),
+            val_fraction=0.0,
+            rarefy_depth=args.rarefy_depth,
             allow_missing=args.allow_missing_samples,
-        )  # fmt: skip
+        )
     positions = study.subset(args.subset) if args.split else np.arange(len(study.samples))
     if not len(positions):
         raise InputError(f"{args.split}: no samples in split {args.subset!r}")
@@ -150,10 +156,13 @@ def _metrics(predicted, truth: pd.Series, target: dict, metadata_path: Path) -> 
     else:
         y = truth[known].to_numpy(dtype=np.float64)
         baseline = regression_metrics(np.full(len(y), target["mean"]), y)
-        metrics = {"n": int(known.sum()), "target": target["column"],
-                   "model": regression_metrics(predicted[known], y),
-                   "mean_baseline": baseline,
-                   "baseline_note": "predicts the training-set mean for every sample"}  # fmt: skip
+        metrics = {
+            "n": int(known.sum()),
+            "target": target["column"],
+            "model": regression_metrics(predicted[known], y),
+            "mean_baseline": baseline,
+            "baseline_note": "predicts the training-set mean for every sample",
+        }
     for part in ("model", "mean_baseline"):
         _check_metrics(metrics.get(part, {}), part, metadata_path, target["column"])
     return metrics

@@ -87,11 +87,31 @@ def choose_profiler(
 
 def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[str]:
     """The command rocprof traces: this profile's steps only, first batch size and backend."""
-    argv = [python, "-m", "aam", "profile", "--steps-only", "--profiler", "torch",
-            "--table", str(args.table), "--unifrac", str(args.unifrac),
-            "--output-dir", str(args.output_dir), "--steps", str(args.steps),
-            "--batch-sizes", str(args.batch_sizes[0]), "--device", args.device,
-            "--precision", args.precision, "--seed", str(args.seed)]  # fmt: skip
+    argv = [
+        python,
+        "-m",
+        "aam",
+        "profile",
+        "--steps-only",
+        "--profiler",
+        "torch",
+        "--table",
+        str(args.table),
+        "--unifrac",
+        str(args.unifrac),
+        "--output-dir",
+        str(args.output_dir),
+        "--steps",
+        str(args.steps),
+        "--batch-sizes",
+        str(args.batch_sizes[0]),
+        "--device",
+        args.device,
+        "--precision",
+        args.precision,
+        "--seed",
+        str(args.seed),
+    ]
     if args.backends:
         argv += ["--backends", args.backends[0]]
     if args.threads:
@@ -123,8 +143,14 @@ def run_profile(args: argparse.Namespace) -> None:
     common = dict(device=args.device, precision=args.precision, seed=args.seed, **model)
     if args.steps_only:
         backend = args.backends[0] if args.backends else "auto"
-        probe.run_steps_only(args.table, args.unifrac, steps=args.steps,
-                             batch_size=args.batch_sizes[0], backend=backend, **common)  # fmt: skip
+        probe.run_steps_only(
+            args.table,
+            args.unifrac,
+            steps=args.steps,
+            batch_size=args.batch_sizes[0],
+            backend=backend,
+            **common,
+        )
         return
     tool = choose_profiler(args.profiler, torch.version.hip)
     table = None
@@ -137,9 +163,14 @@ def run_profile(args: argparse.Namespace) -> None:
             raise InputError(f"{tool} failed: {' '.join(command)}")
         table = kern.read_rocprof_dir(trace_dir)
     result = probe.profile_training(
-        args.table, args.unifrac, steps=args.steps, batch_sizes=args.batch_sizes,
-        backends=args.backends, kernels=table is None, **common,
-    )  # fmt: skip
+        args.table,
+        args.unifrac,
+        steps=args.steps,
+        batch_sizes=args.batch_sizes,
+        backends=args.backends,
+        kernels=table is None,
+        **common,
+    )
     if table is not None:
         result.kernels = table
     for path in probe.write_results(result, args.output_dir):

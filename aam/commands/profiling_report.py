@@ -38,7 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """`aam profiling-report`: the HTML page of a profile dir + benchmark TSVs."""
-    write_report(args.profile_dir, args.benchmarks, args.output,
-                 memory_budget_gb=args.memory_budget_gb,
-                 memory_fraction=args.memory_fraction)  # fmt: skip
+    write_report(
+        args.profile_dir,
+        args.benchmarks,
+        args.output,
+        memory_budget_gb=args.memory_budget_gb,
+        memory_fraction=args.memory_fraction,
+    )
     log.info("wrote %s", args.output)

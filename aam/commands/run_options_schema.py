@@ -23,11 +23,26 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_option
 # Flags the workflow's rules pass themselves (inputs, outputs, the dataset's target and
 # covariates, threads, scratch, device, progress bars) or that the workflow's `split:` makes
 # moot (the fractions apply only without --split): not options of a run.
-RULE_FLAGS = frozenset({
-    "table", "unifrac", "split", "metadata", "target_column", "categorical_columns",
-    "classifier", "pretrained_encoder", "output_dir", "checkpoint_dir", "threads", "scratch",
-    "device", "progress", "val_fraction", "test_fraction",
-})  # fmt: skip
+RULE_FLAGS = frozenset(
+    {
+        "table",
+        "unifrac",
+        "split",
+        "metadata",
+        "target_column",
+        "categorical_columns",
+        "classifier",
+        "pretrained_encoder",
+        "output_dir",
+        "checkpoint_dir",
+        "threads",
+        "scratch",
+        "device",
+        "progress",
+        "val_fraction",
+        "test_fraction",
+    }
+)
 SECTIONS = {"pretrain": "pretrain", "finetune": "finetune"}  # config section -> `aam` command
 
 

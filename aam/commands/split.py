@@ -16,13 +16,18 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam split`."""
     parser.add_argument("--table", required=True, type=Path)
-    parser.add_argument("--metadata", type=Path, help="with --target-column: only samples "
-                        "that have a target value are assigned")  # fmt: skip
+    parser.add_argument(
+        "--metadata",
+        type=Path,
+        help="with --target-column: only samples that have a target value are assigned",
+    )
     parser.add_argument("--target-column")
     parser.add_argument(
-        "--output", required=True, type=Path,
+        "--output",
+        required=True,
+        type=Path,
         help=f"split file to write ({'/'.join(TSV_SUFFIXES)}): sample_id<TAB>split",
-    )  # fmt: skip
+    )
     parser.add_argument("--val-fraction", type=float, default=0.1)
     parser.add_argument("--test-fraction", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=42)
@@ -33,12 +38,17 @@ def run(args: argparse.Namespace) -> None:
     """Write OUTPUT as sample_id<TAB>split (its name and location are checked first)."""
     check_output_file(args.output, TSV_SUFFIXES, "split")
     study = load_study(
-        args.table, max_bp=1, metadata_path=args.metadata, target=args.target_column,
+        args.table,
+        max_bp=1,
+        metadata_path=args.metadata,
+        target=args.target_column,
         allow_missing=args.allow_missing_samples,
-    )  # fmt: skip
+    )
     split = make_split(
-        study.samples.sample_ids, val_fraction=args.val_fraction,
-        test_fraction=args.test_fraction, seed=args.seed,
-    )  # fmt: skip
+        study.samples.sample_ids,
+        val_fraction=args.val_fraction,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+    )
     write_split(args.output, split)
     log.info("%s: %s", args.output, split.value_counts().to_dict())

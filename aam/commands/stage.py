@@ -15,9 +15,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-dir", required=True, type=Path)
     parser.add_argument("--manifest", default="manifest.sha256", help="manifest file name")
     parser.add_argument(
-        "--file", action="append", required=True, metavar="NAME=PATH",
+        "--file",
+        action="append",
+        required=True,
+        metavar="NAME=PATH",
         help="copy PATH to OUTPUT_DIR/NAME (repeat)",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> None:

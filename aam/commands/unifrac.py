@@ -39,30 +39,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", required=True, type=Path, help="BIOM table (HDF5 or JSON)")
     parser.add_argument("--tree", required=True, type=Path, help="rooted newick tree")
     parser.add_argument(
-        "--metric", action="append", choices=METRICS, required=True,
+        "--metric",
+        action="append",
+        choices=METRICS,
+        required=True,
         help="metric to compute; repeat for several (then --output must contain {metric})",
-    )  # fmt: skip
+    )
     parser.add_argument("--alpha", type=float, default=0.5, help="generalized UniFrac alpha")
     parser.add_argument(
-        "--output", required=True,
+        "--output",
+        required=True,
         help=f"output file: {'/'.join(HDF5_SUFFIXES)} (matrix + order) or "
         f"{'/'.join(TSV_SUFFIXES)} (skbio lsmat); may contain {{metric}}",
-    )  # fmt: skip
+    )
     parser.add_argument("--engine", choices=ENGINES, default="builtin")
     parser.add_argument("--device", type=_device, default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float64")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     parser.add_argument(
-        "--prune-missing", action="store_true",
+        "--prune-missing",
+        action="store_true",
         help="drop ASVs that are not tips of the tree (the dropped read fraction is logged)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--midpoint-root", action="store_true", help="root an unrooted tree at its midpoint"
     )
     parser.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="progress bar (default: when stderr is a terminal)",
-    )  # fmt: skip
+    )
 
 
 def output_paths(template: str, metrics: list[str]) -> dict[str, Path]:
@@ -88,21 +95,37 @@ def run(args: argparse.Namespace) -> None:
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     start = time.perf_counter()
     matrices = compute_unifrac(
-        table, tree, metrics,
-        alpha=args.alpha, engine=args.engine, device=args.device, dtype=DTYPES[args.dtype],
-        threads=args.threads, prune_missing=args.prune_missing, progress=progress,
-        table_name=str(args.table), tree_name=str(args.tree),
-    )  # fmt: skip
+        table,
+        tree,
+        metrics,
+        alpha=args.alpha,
+        engine=args.engine,
+        device=args.device,
+        dtype=DTYPES[args.dtype],
+        threads=args.threads,
+        prune_missing=args.prune_missing,
+        progress=progress,
+        table_name=str(args.table),
+        tree_name=str(args.tree),
+    )
     log.info(
         "%d samples, %s: %.2f s with engine %s on %s",
-        table.shape[1], ", ".join(metrics), time.perf_counter() - start, args.engine, args.device,
-    )  # fmt: skip
+        table.shape[1],
+        ", ".join(metrics),
+        time.perf_counter() - start,
+        args.engine,
+        args.device,
+    )
     ids = [str(x) for x in table.ids()]
     for metric, matrix in matrices.items():
         attrs = {
-            "metric": metric, "engine": args.engine, "dtype": args.dtype,
-            "table": str(args.table), "tree": str(args.tree), "aam_version": aam.__version__,
-        }  # fmt: skip
+            "metric": metric,
+            "engine": args.engine,
+            "dtype": args.dtype,
+            "table": str(args.table),
+            "tree": str(args.tree),
+            "aam_version": aam.__version__,
+        }
         if metric == "generalized":
             attrs["alpha"] = args.alpha
         write_distance_matrix(paths[metric], ids, matrix, attrs)

@@ -27,13 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cmp.add_argument("--golden", required=True, type=Path, help="directory with golden.pt")
     cmp.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     cmp.add_argument("--output", type=Path, default=Path("golden.json"), help="JSON report")
-    cmp.add_argument("--backend", action="append", dest="backends",
-                     choices=["auto", "math", "mem_efficient", "flash"],
-                     help="restrict to these attention backends (repeatable; default: all "
-                     "available on the device)")  # fmt: skip
-    cmp.add_argument("--precision", action="append", dest="precisions", choices=["fp32", "bf16"],
-                     help="restrict to these precisions (repeatable; default: fp32, and bf16 "
-                     "where supported)")  # fmt: skip
+    cmp.add_argument(
+        "--backend",
+        action="append",
+        dest="backends",
+        choices=["auto", "math", "mem_efficient", "flash"],
+        help="restrict to these attention backends (repeatable; default: all "
+        "available on the device)",
+    )
+    cmp.add_argument(
+        "--precision",
+        action="append",
+        dest="precisions",
+        choices=["fp32", "bf16"],
+        help="restrict to these precisions (repeatable; default: fp32, and bf16 where supported)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -45,9 +53,12 @@ def run(args: argparse.Namespace) -> None:
         data = g.generate_golden(args.output_dir)
         log.info(
             "%s: %d weights, %d outputs, %d gradients (loss %.6f)",
-            args.output_dir / g.GOLDEN_FILE, len(data["state_dict"]), len(data["outputs"]),
-            len(data["gradients"]), float(data["loss"]),
-        )  # fmt: skip
+            args.output_dir / g.GOLDEN_FILE,
+            len(data["state_dict"]),
+            len(data["outputs"]),
+            len(data["gradients"]),
+            float(data["loss"]),
+        )
         return
     from aam.training.device import resolve_device
 

@@ -161,7 +161,7 @@ def batch_indices(
 
     A last batch smaller than ``min_size`` (e.g. a single sample where pairs are needed) is
     merged into the one before it.
-    """  # fmt: skip
+    """
     order = rng.permutation(n) if shuffle else np.arange(n)
     cuts = list(range(0, n, batch_size))
     if len(cuts) > 1 and n - cuts[-1] < min_size:

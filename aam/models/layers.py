@@ -115,9 +115,12 @@ class TransformerStack(nn.Module):
     def from_config(cls, num_layers: int, config: ModelConfig) -> TransformerStack:
         """A stack with the width, heads and dropouts of ``config``."""
         return cls(
-            num_layers, config.embedding_dim, config.attention_heads, config.dropout,
+            num_layers,
+            config.embedding_dim,
+            config.attention_heads,
+            config.dropout,
             config.attention_dropout,
-        )  # fmt: skip
+        )
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """x [B, S, D]; mask bool [B, S], True = real. Outputs at padded positions are finite but

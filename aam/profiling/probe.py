@@ -40,8 +40,19 @@ ROCPROF_PREFIX = "aam"
 
 def rocprofv3_command(out_dir: str | os.PathLike[str], argv: list[str]) -> list[str]:
     """``rocprofv3`` kernel trace + stats of ``argv`` as CSV into ``out_dir``."""
-    return ["rocprofv3", "--kernel-trace", "--stats", "-d", str(out_dir), "-o", ROCPROF_PREFIX,
-            "--output-format", "csv", "--", *argv]  # fmt: skip
+    return [
+        "rocprofv3",
+        "--kernel-trace",
+        "--stats",
+        "-d",
+        str(out_dir),
+        "-o",
+        ROCPROF_PREFIX,
+        "--output-format",
+        "csv",
+        "--",
+        *argv,
+    ]
 
 
 def rocprof_v1_command(out_dir: str | os.PathLike[str], argv: list[str]) -> list[str]:
@@ -157,10 +168,17 @@ def _measure(seg: _Segment, batch_size: int, steps: int) -> dict[str, Any]:
                 seg.step(batch_size)
             seconds = time.perf_counter() - started
         process_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        row.update(peak_memory_mb=rss.peak, memory_delta_mb=rss.peak - rss.baseline,
-                   memory_kind="cpu_rss", process_peak_rss_mb=process_peak)  # fmt: skip
-    row.update(seconds=seconds, seconds_per_step=seconds / steps,
-               samples_per_s=batch_size * steps / seconds if seconds > 0 else 0.0)  # fmt: skip
+        row.update(
+            peak_memory_mb=rss.peak,
+            memory_delta_mb=rss.peak - rss.baseline,
+            memory_kind="cpu_rss",
+            process_peak_rss_mb=process_peak,
+        )
+    row.update(
+        seconds=seconds,
+        seconds_per_step=seconds / steps,
+        samples_per_s=batch_size * steps / seconds if seconds > 0 else 0.0,
+    )
     return row
 
 
@@ -213,9 +231,16 @@ def profile_training(
     cfg = TrainConfig(batch_size=batch_sizes[0], precision=precision, seed=seed)
     study = load_study(Path(table), max_bp=mcfg.max_bp, unifrac_path=Path(unifrac), seed=seed)
     seg = _Segment(study, mcfg, cfg, dev)
-    meta = {"device": str(dev), "device_name": _device_name(dev), "torch": torch.__version__,
-            "hip": torch.version.hip, "precision": precision, "steps": steps,
-            "samples": len(study.samples), "model": mcfg.to_dict()}  # fmt: skip
+    meta = {
+        "device": str(dev),
+        "device_name": _device_name(dev),
+        "torch": torch.__version__,
+        "hip": torch.version.hip,
+        "precision": precision,
+        "steps": steps,
+        "samples": len(study.samples),
+        "model": mcfg.to_dict(),
+    }
 
     table_df = None
     if kernels:
@@ -238,12 +263,31 @@ def profile_training(
                         torch.cuda.empty_cache()
                 log.info("%s batch %d: %s", backend, bs, _summary(row))
                 rows.append(row)
-    memory_keys = ("backend", "effective_backend", "batch_size", "peak_memory_mb",
-                   "memory_delta_mb", "memory_kind", "process_peak_rss_mb", "error")  # fmt: skip
-    memory = {**meta, "device_memory_mb": device_memory_mb(dev),
-              "rows": [{k: r[k] for k in memory_keys if k in r} for r in rows]}  # fmt: skip
-    speed_keys = ("backend", "effective_backend", "batch_size", "steps", "seconds",
-                  "seconds_per_step", "samples_per_s", "error")  # fmt: skip
+    memory_keys = (
+        "backend",
+        "effective_backend",
+        "batch_size",
+        "peak_memory_mb",
+        "memory_delta_mb",
+        "memory_kind",
+        "process_peak_rss_mb",
+        "error",
+    )
+    memory = {
+        **meta,
+        "device_memory_mb": device_memory_mb(dev),
+        "rows": [{k: r[k] for k in memory_keys if k in r} for r in rows],
+    }
+    speed_keys = (
+        "backend",
+        "effective_backend",
+        "batch_size",
+        "steps",
+        "seconds",
+        "seconds_per_step",
+        "samples_per_s",
+        "error",
+    )
     throughput = {**meta, "rows": [{k: r[k] for k in speed_keys if k in r} for r in rows]}
     result = ProfileResult(table_df, memory, throughput)
     if output_dir is not None:

@@ -102,9 +102,14 @@ def read_benchmarks(paths: list[Path]) -> pd.DataFrame:
         rule = rule_name(path)
         if "rule_name" in data.columns and data["rule_name"].notna().any():
             rule = str(data["rule_name"].dropna().iloc[0])
-        row = {"rule": rule, "file": str(path), "runs": len(data),
-               "mean_s": _numeric(data, "s").mean(), "max_s": _numeric(data, "s").max(),
-               "h:m:s": str(data["h:m:s"].iloc[-1]) if "h:m:s" in data else ""}  # fmt: skip
+        row = {
+            "rule": rule,
+            "file": str(path),
+            "runs": len(data),
+            "mean_s": _numeric(data, "s").mean(),
+            "max_s": _numeric(data, "s").max(),
+            "h:m:s": str(data["h:m:s"].iloc[-1]) if "h:m:s" in data else "",
+        }
         for col in ("max_rss", "mean_load", "cpu_time"):
             values = _numeric(data, col)
             row[col] = values.max() if values is not None else float("nan")
@@ -138,8 +143,9 @@ def recommend(memory: dict[str, Any] | None, budget_mb: float | None) -> tuple[i
 
 
 def _table(frame: pd.DataFrame, css: str, floats: str = "{:,.1f}") -> str:
-    return frame.to_html(index=False, classes=css, border=0, na_rep="",
-                         float_format=lambda v: floats.format(v))  # fmt: skip
+    return frame.to_html(
+        index=False, classes=css, border=0, na_rep="", float_format=lambda v: floats.format(v)
+    )
 
 
 def _category_plot(kernels: pd.DataFrame) -> str:
@@ -241,12 +247,24 @@ def build_report(
         if throughput and throughput.get("rows"):
             speed = pd.DataFrame(throughput["rows"])
             keep = [c for c in ("samples_per_s", "seconds_per_step") if c in speed]
-            mem = mem.merge(speed[["backend", "batch_size", *keep]], on=["backend", "batch_size"],
-                            how="left")  # fmt: skip
+            mem = mem.merge(
+                speed[["backend", "batch_size", *keep]], on=["backend", "batch_size"], how="left"
+            )
         parts.append("<h2>Attention backends</h2>")
-        cols = [c for c in ("backend", "effective_backend", "batch_size", "samples_per_s",
-                            "seconds_per_step", "peak_memory_mb", "memory_kind", "error")
-                if c in mem]  # fmt: skip
+        cols = [
+            c
+            for c in (
+                "backend",
+                "effective_backend",
+                "batch_size",
+                "samples_per_s",
+                "seconds_per_step",
+                "peak_memory_mb",
+                "memory_kind",
+                "error",
+            )
+            if c in mem
+        ]
         parts.append(_table(mem[cols], "backends", "{:,.2f}"))
     else:
         parts.append("<p>No memory/throughput sweep in the profile directory.</p>")
@@ -278,8 +296,9 @@ def write_report(
     memory_fraction: float = 0.8,
 ) -> Path:
     """Build the report and write it atomically to ``output``."""
-    text = build_report(profile_dir, benchmarks, memory_budget_gb=memory_budget_gb,
-                        memory_fraction=memory_fraction)  # fmt: skip
+    text = build_report(
+        profile_dir, benchmarks, memory_budget_gb=memory_budget_gb, memory_fraction=memory_fraction
+    )
     with atomic_output(output) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(output)

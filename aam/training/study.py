@@ -137,9 +137,14 @@ def load_study(
             samples.sample_ids, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed
         )
     return Study(
-        samples=samples, split=split.reindex(samples.sample_ids), distances=distances,
-        targets=targets, classes=classes, categories=categories, category_levels=levels,
-    )  # fmt: skip
+        samples=samples,
+        split=split.reindex(samples.sample_ids),
+        distances=distances,
+        targets=targets,
+        classes=classes,
+        categories=categories,
+        category_levels=levels,
+    )
 
 
 def _read_split(path: Path) -> pd.Series:
@@ -175,8 +180,11 @@ def _targets(
     if missing.any():
         log.warning(
             "%s: dropped %d samples with no %s value (%s)",
-            path, int(missing.sum()), column, preview(values.index[missing]),
-        )  # fmt: skip
+            path,
+            int(missing.sum()),
+            column,
+            preview(values.index[missing]),
+        )
     kept = [sid for sid, m in zip(ids, missing, strict=True) if not m]
     values = values[~missing]
     if not classifier:

@@ -110,9 +110,12 @@ class Trainer:
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         rng = np.random.default_rng([self.cfg.seed, epoch])
         batches = batch_indices(
-            len(self.train_positions), self.cfg.batch_size, shuffle=True, rng=rng,
+            len(self.train_positions),
+            self.cfg.batch_size,
+            shuffle=True,
+            rng=rng,
             min_size=self.min_batch,
-        )  # fmt: skip
+        )
         world = self.ctx.world_size
         out = [b[: len(b) - len(b) % world] for b in batches]  # equal share per rank
         return [self.train_positions[b] for b in out if len(b)]
@@ -128,8 +131,13 @@ class Trainer:
                 state.start_epoch()
                 batches = self._epoch_batches(state.epoch)
                 desc = f"epoch {state.epoch + 1}/{self.cfg.epochs}"
-                bar = tqdm(total=len(batches), initial=state.batch, disable=not self.progress,
-                           desc=desc, leave=False)  # fmt: skip
+                bar = tqdm(
+                    total=len(batches),
+                    initial=state.batch,
+                    disable=not self.progress,
+                    desc=desc,
+                    leave=False,
+                )
                 self.model.train()
                 for b in range(state.batch, len(batches)):
                     at_step = (b + 1) % self.cfg.grad_accum == 0 or b + 1 == len(batches)
@@ -190,8 +198,12 @@ class Trainer:
         metric = self._metric_value(row) if self.ctx.is_main else None
         metric = broadcast_from_main(metric, self.ctx)  # every rank takes the same decisions
         if metric is not None and not math.isfinite(metric):
-            log.warning("epoch %d: %s is %s; not a candidate for best.pt", epoch + 1,
-                        self.cfg.best_metric, metric)  # fmt: skip
+            log.warning(
+                "epoch %d: %s is %s; not a candidate for best.pt",
+                epoch + 1,
+                self.cfg.best_metric,
+                metric,
+            )
         if metric is not None and self._improved(metric, state.best):
             state.best, state.best_epoch, state.bad_epochs = metric, epoch + 1, 0
             self._check_weights(f"epoch {epoch + 1}")
@@ -200,9 +212,10 @@ class Trainer:
         else:
             state.bad_epochs += 1
         (log.info if self.ctx.is_main else log.debug)(
-            "epoch %d: %s", epoch + 1,
+            "epoch %d: %s",
+            epoch + 1,
             ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)),
-        )  # fmt: skip
+        )
         return row
 
     def _metric_value(self, row: dict) -> float | None:
@@ -235,13 +248,17 @@ class Trainer:
         self._check_weights(f"step {self.state.step}")
         if not self.ctx.is_main:
             return
-        save_checkpoint(self.latest, {
-            "model": unwrap(self.model).state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            **self.state.state_dict(),
-            "rng": capture_rng_state(), "config": self.resume_config,
-        })  # fmt: skip
+        save_checkpoint(
+            self.latest,
+            {
+                "model": unwrap(self.model).state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                **self.state.state_dict(),
+                "rng": capture_rng_state(),
+                "config": self.resume_config,
+            },
+        )
 
     def _resume(self) -> None:
         """Load ``latest.pt`` (or its previous file) into the model, optimizer, scheduler, RNGs
@@ -257,8 +274,9 @@ class Trainer:
         self.scheduler.load_state_dict(saved["scheduler"])
         restore_rng_state(saved["rng"])
         self.state.load_state_dict(saved)
-        log.info("resumed from %s at epoch %d, batch %d", used, self.state.epoch + 1,
-                 self.state.batch)  # fmt: skip
+        log.info(
+            "resumed from %s at epoch %d, batch %d", used, self.state.epoch + 1, self.state.batch
+        )
 
     def _result(self) -> TrainResult:
         state = self.state

@@ -91,8 +91,13 @@ def match_tips(
             share = f"; they held {reads[tips < 0].sum() / max(reads.sum(), 1):.2%} of the reads"
         log.warning(
             "%s: dropped %d of %d ASVs that are not tips of %s (e.g. %s)%s",
-            table_name, len(missing), len(tips), tree_name, preview(missing, 2), share,
-        )  # fmt: skip
+            table_name,
+            len(missing),
+            len(tips),
+            tree_name,
+            preview(missing, 2),
+            share,
+        )
     return tips
 
 

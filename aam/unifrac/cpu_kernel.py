@@ -105,9 +105,18 @@ def pair_sums_cpu(
             for lo in range(0, len(pair_i), batch):
                 hi = min(lo + batch, len(pair_i))
                 _tile_pairs_kernel(
-                    ptr, samples, values, powered, node_lengths,
-                    pair_i[lo:hi], pair_j[lo:hi], dtype(alpha), mode, out_a, out_b,
-                )  # fmt: skip
+                    ptr,
+                    samples,
+                    values,
+                    powered,
+                    node_lengths,
+                    pair_i[lo:hi],
+                    pair_j[lo:hi],
+                    dtype(alpha),
+                    mode,
+                    out_a,
+                    out_b,
+                )
                 bar.update(hi - lo)
             out_a += out_a.T
             if mode == 2:

@@ -60,16 +60,25 @@ def compute_unifrac(
     ids = [str(x) for x in table.ids()]
     if engine == "builtin":
         abundance = node_abundance(
-            table.matrix_data, table.ids("observation"), ids, arrays,
-            prune_missing=prune_missing, table_name=table_name, tree_name=tree_name,
-        )  # fmt: skip
+            table.matrix_data,
+            table.ids("observation"),
+            ids,
+            arrays,
+            prune_missing=prune_missing,
+            table_name=table_name,
+            tree_name=tree_name,
+        )
         kinds = {SUM_FOR_METRIC[m] for m in metrics}
         sums = _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress)
         return {m: distance_matrix(m, abundance, sums, alpha) for m in metrics}
     tips = match_tips(
-        table.ids("observation"), arrays, prune_missing, table_name, tree_name,
+        table.ids("observation"),
+        arrays,
+        prune_missing,
+        table_name,
+        tree_name,
         counts=table.matrix_data,
-    )  # fmt: skip
+    )
     if (tips < 0).any():
         keep = table.ids("observation")[tips >= 0]
         table = table.filter(keep, axis="observation", inplace=False)
@@ -104,9 +113,14 @@ def _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress):
         from aam.unifrac.cpu_kernel import pair_sums_cpu
 
         return pair_sums_cpu(
-            abundance.proportions, abundance.lengths, kinds,
-            alpha=alpha, dtype=dtype, threads=threads, progress=progress,
-        )  # fmt: skip
+            abundance.proportions,
+            abundance.lengths,
+            kinds,
+            alpha=alpha,
+            dtype=dtype,
+            threads=threads,
+            progress=progress,
+        )
     import torch
 
     from aam.unifrac.torch_kernel import pair_sums_torch
@@ -114,9 +128,14 @@ def _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress):
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InputError(f"--device {device}: torch sees no GPU here; use --device cpu")
     return pair_sums_torch(
-        abundance.proportions, abundance.lengths, kinds,
-        alpha=alpha, dtype=dtype, device=device, progress=progress,
-    )  # fmt: skip
+        abundance.proportions,
+        abundance.lengths,
+        kinds,
+        alpha=alpha,
+        dtype=dtype,
+        device=device,
+        progress=progress,
+    )
 
 
 def _skbio(table: biom.Table, tree: skbio.TreeNode, metric: str) -> np.ndarray:
@@ -130,9 +149,13 @@ def _skbio(table: biom.Table, tree: skbio.TreeNode, metric: str) -> np.ndarray:
     name, kwargs = SKBIO_METRICS[metric]
     counts = table.matrix_data.T.toarray()
     result = beta_diversity(
-        name, counts, ids=list(table.ids()), taxa=list(table.ids("observation")), tree=tree,
+        name,
+        counts,
+        ids=list(table.ids()),
+        taxa=list(table.ids("observation")),
+        tree=tree,
         **kwargs,
-    )  # fmt: skip
+    )
     return result.data
 
 

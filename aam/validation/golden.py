@@ -69,12 +69,26 @@ GPU_BACKENDS = ("math", "mem_efficient", "flash", "auto")
 def golden_config() -> ModelConfig:
     """The tiny architecture of the golden model."""
     return ModelConfig(
-        embedding_dim=16, attention_heads=2, dropout=0.0, attention_dropout=0.0,
-        asv_layers=2, sample_layers=1, encoder_layers=1, max_bp=12, token_limit=8,
-        count_embedding="add", out_dim=2, classifier=False, count_prediction=True,
-        count_layers=1, target_layers=1, categorical_cardinalities=(3,),
-        categorical_embed_dim=4, categorical_fusion="concat", attn_implementation="math",
-    )  # fmt: skip
+        embedding_dim=16,
+        attention_heads=2,
+        dropout=0.0,
+        attention_dropout=0.0,
+        asv_layers=2,
+        sample_layers=1,
+        encoder_layers=1,
+        max_bp=12,
+        token_limit=8,
+        count_embedding="add",
+        out_dim=2,
+        classifier=False,
+        count_prediction=True,
+        count_layers=1,
+        target_layers=1,
+        categorical_cardinalities=(3,),
+        categorical_embed_dim=4,
+        categorical_fusion="concat",
+        attn_implementation="math",
+    )
 
 
 def golden_inputs(seed: int = SEED) -> dict[str, torch.Tensor]:
@@ -218,17 +232,22 @@ def load_golden(golden_dir: str | Path) -> dict[str, Any]:
             "`aam validate generate --output-dir DIR`"
         )
     if not path.is_file():
-        raise InputError(f"--golden {golden_dir}: {GOLDEN_FILE} missing; regenerate the golden "
-                         "files with `aam validate generate`")  # fmt: skip
+        raise InputError(
+            f"--golden {golden_dir}: {GOLDEN_FILE} missing; regenerate the golden "
+            "files with `aam validate generate`"
+        )
     try:
         golden = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
         reason = " ".join(str(err).split())[:200]
-        raise InputError(f"{path}: not a readable golden file ({type(err).__name__}: {reason}); "
-                         "regenerate it with `aam validate generate`") from None  # fmt: skip
+        raise InputError(
+            f"{path}: not a readable golden file ({type(err).__name__}: {reason}); "
+            "regenerate it with `aam validate generate`"
+        ) from None
     if not isinstance(golden, dict) or golden.get("format") != FORMAT:
-        raise InputError(f"{path}: not an {FORMAT} golden file; regenerate it with "
-                         "`aam validate generate`")  # fmt: skip
+        raise InputError(
+            f"{path}: not an {FORMAT} golden file; regenerate it with `aam validate generate`"
+        )
     for key in ("config", "state_dict", "inputs", "outputs", "gradients"):
         if not isinstance(golden.get(key), dict):
             raise InputError(f"{path}: field {key!r} missing or not a dict; regenerate it")
@@ -446,8 +465,10 @@ def format_table(report: dict[str, Any], max_failures: int = 6) -> str:
         worst = combo.worst()
         failed = f"{sum(not r['passed'] for r in combo.rows)}/{len(combo.rows)}"
         if worst is None:
-            lines.append(f"{combo.backend:<14}{combo.precision:<10}{combo.status:<13}"
-                         f"{'-':>8}  {combo.message}")  # fmt: skip
+            lines.append(
+                f"{combo.backend:<14}{combo.precision:<10}{combo.status:<13}"
+                f"{'-':>8}  {combo.message}"
+            )
             continue
         lines.append(
             f"{combo.backend:<14}{combo.precision:<10}{combo.status:<13}{failed:>8}  "
@@ -462,8 +483,10 @@ def format_table(report: dict[str, Any], max_failures: int = 6) -> str:
                 f"atol {row['atol']:g}) {row['note']}".rstrip()
             )
         if len(failed) > max_failures:
-            lines.append(f"  ... {len(failed) - max_failures} more failing tensors in "
-                         f"{combo.name} (all rows in the JSON report)")  # fmt: skip
+            lines.append(
+                f"  ... {len(failed) - max_failures} more failing tensors in "
+                f"{combo.name} (all rows in the JSON report)"
+            )
     verdict = "PASS" if report["passed"] else "FAIL: " + ", ".join(report["failed_combinations"])
     lines.append(verdict)
     return "\n".join(lines)
