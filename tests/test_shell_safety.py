@@ -35,7 +35,7 @@ def _shell_templates() -> dict[str, str]:
 
 def test_every_shell_placeholder_is_quoted_or_prequoted():
     templates = _shell_templates()
-    assert {"pretrain", "finetune", "predict", "unifrac", "split", "stage_data"} <= set(templates)
+    assert {"pretrain", "finetune", "predict", "unifrac", "split", "stage"} <= set(templates)
     for rule, template in templates.items():
         for name, spec in re.findall(r"(?<!\{)\{([\w.]+)(:q)?\}(?!\})", template):
             assert spec == ":q" or name in PREQUOTED, f"rule {rule}: {{{name}}} is not quoted"

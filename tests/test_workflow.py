@@ -17,7 +17,7 @@ from checkout import copy_checkout
 
 pytestmark = pytest.mark.xdist_group("workflow")  # one worker runs the shared DAG once
 OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
-TRAINING = {"pretrain", "finetune", "predict", "training_curves", "all"}
+TRAINING = {"pretrain", "finetune", "predict", "plot_history", "all"}
 
 
 def _snakemake(cwd: Path, *extra: str, targets=("all",)) -> subprocess.CompletedProcess:
@@ -81,7 +81,7 @@ def test_outputs_of_the_whole_dag(completed):
     for stage in ("pretrain", "finetune", "predict"):
         provenance = (run / stage / "provenance.json").read_text()
         assert '"code_fingerprint"' in provenance and '"torch"' in provenance
-    for rule in ("stage_data", "unifrac", "pretrain", "finetune", "predict"):
+    for rule in ("stage", "unifrac", "pretrain", "finetune", "predict"):
         assert list((completed / "results/test/benchmarks" / rule).glob("*.tsv")), rule
 
 

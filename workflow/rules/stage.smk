@@ -1,4 +1,4 @@
-rule stage_data:
+rule stage:
     """Copy a dataset's inputs into the work area (verified, with a sha256 manifest)."""
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
@@ -10,9 +10,9 @@ rule stage_data:
         manifest=WORK / "data/{dataset}/manifest.sha256",
         provenance=WORK / "data/{dataset}/provenance.json",
     log:
-        WORK / "logs/stage_data/{dataset}.log",
+        WORK / "logs/stage/{dataset}.log",
     benchmark:
-        WORK / "benchmarks/stage_data/{dataset}.tsv"
+        WORK / "benchmarks/stage/{dataset}.tsv"
     localrule: True
     conda:
         CONDA_ENV
@@ -27,7 +27,11 @@ rule stage_data:
 
 
 rule stage_tree:
-    """Copy a dataset's configured tree into the work area."""
+    """Copy a dataset's configured tree into the work area (`aam stage`, like rule `stage`).
+
+    A rule of its own, not an output of `stage`: the tree is optional (datasets without one get
+    `built_tree.nwk` from rule `tree`), and a rule's outputs cannot depend on the dataset.
+    """
     input:
         tree=lambda wc: DATASETS[wc.dataset]["tree"],
         image=IMAGE_INPUT,

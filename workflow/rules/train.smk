@@ -94,7 +94,7 @@ rule finetune:
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
-rule training_curves:
+rule plot_history:
     """Training curves for the report."""
     input:
         history=WORK / "runs/{run}/{stage}/history.tsv",
@@ -108,7 +108,7 @@ rule training_curves:
             labels={"run": "{run}", "stage": "{stage}", "file": "curves"},
         ),
     log:
-        WORK / "logs/training_curves/{run}.{stage}.log",
+        WORK / "logs/plot_history/{run}.{stage}.log",
     localrule: True
     conda:
         CONDA_ENV
