@@ -66,7 +66,10 @@ if config["container"]["platform"]:  # rules/container.smk builds the image
     if not config["container"]["image"]:
         IMAGE_INPUT = ancient(BUILT_IMAGE)
 
-CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda
+# Used only with --software-deployment-method conda, and named in each rule's own conda
+# directive. A global one would not give jobs an environment: Snakemake's global conda directive
+# injects an environment into the running Snakemake process (conda-inject), i.e. the login node.
+CONDA_ENV = "../envs/aam.yaml"
 # Every job runs `python -m aam` from this checkout: in a container with the image's python
 # (the image holds dependencies only), locally with the python running Snakemake.
 _exports = [

@@ -35,8 +35,6 @@ rule predict:
         WORK / "benchmarks/predict/{run}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,

@@ -20,8 +20,6 @@ rule profile:
         WORK / "benchmarks/profile/{run}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     resources:
         gpu=0,  # the cluster profiles set it

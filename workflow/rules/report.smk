@@ -17,8 +17,6 @@ rule profiling_report:
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         code=code("profiling-report"),
         profile_dir=lambda wc, input: Path(input.profile).parent,

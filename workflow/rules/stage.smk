@@ -16,8 +16,6 @@ rule stage:
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("stage"),
@@ -45,8 +43,6 @@ rule stage_tree:
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("stage"),
@@ -70,8 +66,6 @@ rule split:
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         code=code("split"),
         target=lambda wc: DATASETS[wc.dataset]["target"],

@@ -21,8 +21,6 @@ rule pretrain:
         WORK / "benchmarks/pretrain/{run}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
@@ -67,8 +65,6 @@ rule finetune:
         WORK / "benchmarks/finetune/{run}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
@@ -112,8 +108,6 @@ rule plot_history:
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         code=code("plot-history"),
     shell:

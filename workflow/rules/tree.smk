@@ -11,8 +11,6 @@ rule tree:
         WORK / "benchmarks/tree/{dataset}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         code=code("tree"),

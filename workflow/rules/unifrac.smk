@@ -13,8 +13,6 @@ rule unifrac:
         WORK / "benchmarks/unifrac/{dataset}.{metric}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         code=code("unifrac"),

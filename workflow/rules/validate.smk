@@ -17,8 +17,6 @@ rule validate:
         WORK / "benchmarks/validate/validate.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         code=code("validate"),
         golden_dir=lambda wc, input: Path(input.golden).parent,
