@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from aam.workflow_config import cli_flags, config_error_line
 
 # Placeholders a shell: directive may use unquoted: numbers, or flag strings that cli_flags built.
-PREQUOTED = {"threads", "params.options", "params.scratch", "params.covariates",
-             "params.classifier", "params.launcher"}  # fmt: skip
+PREQUOTED = {"threads", "params.options", "params.launcher"}
 HOSTILE = ["$(touch {marker})", "`touch {marker}`", "x; touch {marker}", "a'b\"c", "host age"]
 
 

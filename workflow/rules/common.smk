@@ -126,9 +126,18 @@ def dataset_of(wildcards):
     return DATASETS[RUNS[wildcards.run]["dataset"]]
 
 
-def staged(name, wildcards):
-    """A staged file of a run's dataset."""
-    return WORK / "data" / RUNS[wildcards.run]["dataset"] / name
+def staged(name):
+    """Input function: the staged file `name` of a run's dataset."""
+
+    def staged_file(wildcards):
+        return WORK / "data" / RUNS[wildcards.run]["dataset"] / name
+
+    return staged_file
+
+
+def unifrac_of(wildcards):
+    """Input function: the UniFrac matrix of a run's dataset."""
+    return WORK / f"unifrac/{RUNS[wildcards.run]['dataset']}.{METRIC}.h5"
 
 
 def tree_of(dataset):

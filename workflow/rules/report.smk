@@ -5,6 +5,7 @@ rule profiling_report:
     input:
         profile=WORK / f"profiling/{PROFILE_RUN}/kernel_stats.csv",
         benchmarks=benchmark_files(PROFILE_RUN),
+        image=IMAGE_INPUT,
     output:
         report(
             WORK / "profiling/report.html",

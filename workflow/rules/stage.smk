@@ -68,8 +68,9 @@ rule split:
         CONDA_ENV
     params:
         code=code("split"),
-        target=lambda wc: DATASETS[wc.dataset]["target"],
-        options=cli_flags(config["split"]),
+        options=lambda wc: cli_flags(
+            {"target_column": DATASETS[wc.dataset]["target"], **config["split"]}
+        ),
     shell:
         "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
-        " --target-column {params.target:q} {params.options} --output {output.split:q} > {log:q} 2>&1"
+        " --output {output.split:q} {params.options} > {log:q} 2>&1"
