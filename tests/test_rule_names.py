@@ -45,3 +45,12 @@ def test_every_rule_that_runs_in_the_image_waits_for_it():
             assert re.search(r"container:\s+None", body)
         elif re.search(r"^\s+(shell|script):", body, flags=re.M):
             assert "image=IMAGE_INPUT" in body, f"rule {rule}: no image=IMAGE_INPUT input"
+
+
+def test_every_rule_has_a_log_and_a_benchmark_under_its_name():
+    for rule, body in _rules().items():
+        for directive, root in (("log", "logs"), ("benchmark", "benchmarks")):
+            match = re.search(rf"^\s+{directive}:\s+WORK / f?\"{root}/(\w+)/", body, flags=re.M)
+            assert match and match.group(1) == rule, (
+                f"rule {rule}: {directive} not in {root}/{rule}/"
+            )

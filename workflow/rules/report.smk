@@ -15,6 +15,8 @@ rule profiling_report:
         ),
     log:
         WORK / "logs/profiling_report/report.log",
+    benchmark:
+        WORK / "benchmarks/profiling_report/report.tsv"
     localrule: True
     conda:
         CONDA_ENV
@@ -24,3 +26,4 @@ rule profiling_report:
     shell:
         "python -m aam profiling-report --profile-dir {params.profile_dir:q}"
         " --benchmarks {input.benchmarks:q} --output {output:q} > {log:q} 2>&1"
+

@@ -102,6 +102,8 @@ rule plot_history:
         ),
     log:
         WORK / "logs/plot_history/{run}.{stage}.log",
+    benchmark:
+        WORK / "benchmarks/plot_history/{run}.{stage}.tsv"
     localrule: True
     conda:
         CONDA_ENV
