@@ -171,5 +171,6 @@ def final_outputs():
         *expand(WORK / "runs/{run}/predict/predictions.tsv", run=runs),
         *expand(WORK / "runs/{run}/predict/metrics.json", run=runs),
         *expand(WORK / "runs/{run}/finetune/history.png", run=runs),
+        WORK / "summary.tsv",
         WORK / "validation/golden.json",
     ]
