@@ -29,8 +29,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check aam tests benchmarks
-	$(BIN)/ruff format --check aam tests benchmarks
+	$(BIN)/ruff check aam tests benchmarks workflow/scripts
+	$(BIN)/ruff format --check aam tests benchmarks workflow/scripts
 	$(BIN)/snakefmt --check workflow
 	$(BIN)/snakemake --profile profiles/local --lint
 

@@ -101,7 +101,7 @@ def localized(paths: dict[str, Path | None], scratch: str | None) -> Iterator[di
             if expected is not None and expected != digest:
                 raise InputError(
                     f"{source}: does not match {source.parent / 'manifest.sha256'}; the work "
-                    "area copy changed since staging: rerun the stage_data rule"
+                    "area copy changed since staging: rerun the stage rule"
                 )
             local[key] = target
         log.info("staged %d inputs to %s", len(local), workdir)

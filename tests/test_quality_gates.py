@@ -11,6 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 PROFILES = sorted(p.name for p in (REPO / "profiles").iterdir() if p.is_dir())
+PYTHON_DIRS = ("aam", "tests", "benchmarks", "workflow/scripts")
 
 
 def _run(*cmd: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -20,8 +21,8 @@ def _run(*cmd: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.Com
 @pytest.mark.parametrize(
     "cmd",
     [
-        ("ruff", "check", "--no-cache", "aam", "tests", "benchmarks"),
-        ("ruff", "format", "--check", "--no-cache", "aam", "tests", "benchmarks"),
+        ("ruff", "check", "--no-cache", *PYTHON_DIRS),
+        ("ruff", "format", "--check", "--no-cache", *PYTHON_DIRS),
         ("snakefmt", "--check", "workflow"),
     ],
     ids=["ruff", "ruff-format", "snakefmt"],

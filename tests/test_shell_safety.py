@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from aam.workflow_config import cli_flags, config_error_line
 
 # Placeholders a shell: directive may use unquoted: numbers, or flag strings that cli_flags built.
-PREQUOTED = {"threads", "params.options", "params.scratch", "params.covariates",
-             "params.classifier", "params.launcher"}  # fmt: skip
+PREQUOTED = {"threads", "params.options", "params.launcher"}
 HOSTILE = ["$(touch {marker})", "`touch {marker}`", "x; touch {marker}", "a'b\"c", "host age"]
 
 
@@ -35,7 +34,7 @@ def _shell_templates() -> dict[str, str]:
 
 def test_every_shell_placeholder_is_quoted_or_prequoted():
     templates = _shell_templates()
-    assert {"pretrain", "finetune", "predict", "unifrac", "split", "stage_data"} <= set(templates)
+    assert {"pretrain", "finetune", "predict", "unifrac", "split", "stage"} <= set(templates)
     for rule, template in templates.items():
         for name, spec in re.findall(r"(?<!\{)\{([\w.]+)(:q)?\}(?!\})", template):
             assert spec == ":q" or name in PREQUOTED, f"rule {rule}: {{{name}}} is not quoted"

@@ -9,7 +9,7 @@ from aam.staging import localized, scratch_root
 
 @pytest.fixture
 def work_area(tmp_path, demo_dir):
-    """The demo table staged into a work area with its manifest (as the stage_data rule does)."""
+    """The demo table staged into a work area with its manifest (as the stage rule does)."""
     work = tmp_path / "work"
     source = demo_dir / "table.biom"
     assert main(["stage", "--output-dir", str(work), "--file", f"table.biom={source}"]) == 0

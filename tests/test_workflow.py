@@ -17,7 +17,7 @@ from checkout import copy_checkout
 
 pytestmark = pytest.mark.xdist_group("workflow")  # one worker runs the shared DAG once
 OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
-TRAINING = {"pretrain", "finetune", "predict", "training_curves", "all"}
+TRAINING = {"pretrain", "finetune", "predict", "plot_history", "summary", "all"}
 
 
 def _snakemake(cwd: Path, *extra: str, targets=("all",)) -> subprocess.CompletedProcess:
@@ -86,10 +86,15 @@ def test_outputs_of_the_whole_dag(completed):
     assert '"mae"' in metrics and '"mean_baseline"' in metrics
     assert (run / "predict/predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"
     assert (run / "finetune/history.png").read_bytes()[:4] == b"\x89PNG"
+    summary = pd.read_csv(completed / "results/test/summary.tsv", sep="\t")
+    assert list(summary["run"]) == ["tiny"] and summary.loc[0, "dataset"] == "demo"
+    assert summary.loc[0, "target"].startswith("host age $(touch ")
+    assert summary.loc[0, "n"] == len(predictions)
+    assert {"model_mae", "mean_baseline_mae", "model_r2", "mean_baseline_r2"} <= set(summary)
     for stage in ("pretrain", "finetune", "predict"):
         provenance = (run / stage / "provenance.json").read_text()
         assert '"code_fingerprint"' in provenance and '"torch"' in provenance
-    for rule in ("stage_data", "unifrac", "pretrain", "finetune", "predict"):
+    for rule in ("stage", "unifrac", "pretrain", "finetune", "predict", "plot_history", "summary"):
         assert list((completed / "results/test/benchmarks" / rule).glob("*.tsv")), rule
 
 
@@ -140,7 +145,7 @@ def test_prediction_code_change_reruns_predict_only(copy):
         "ax.scatter(truth, predicted, s=10",
         "ax.scatter(truth, predicted, s=12",
     )
-    assert scheduled(copy) == {"predict", "all"}
+    assert scheduled(copy) == {"predict", "summary", "all"}
 
 
 def test_unifrac_engine_change_reruns_unifrac_and_everything_downstream(copy):

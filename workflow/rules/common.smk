@@ -66,7 +66,10 @@ if config["container"]["platform"]:  # rules/container.smk builds the image
     if not config["container"]["image"]:
         IMAGE_INPUT = ancient(BUILT_IMAGE)
 
-CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda
+# Used only with --software-deployment-method conda, and named in each rule's own conda
+# directive. A global one would not give jobs an environment: Snakemake's global conda directive
+# injects an environment into the running Snakemake process (conda-inject), i.e. the login node.
+CONDA_ENV = "../envs/aam.yaml"
 # Every job runs `python -m aam` from this checkout: in a container with the image's python
 # (the image holds dependencies only), locally with the python running Snakemake.
 _exports = [
@@ -123,9 +126,18 @@ def dataset_of(wildcards):
     return DATASETS[RUNS[wildcards.run]["dataset"]]
 
 
-def staged(name, wildcards):
-    """A staged file of a run's dataset."""
-    return WORK / "data" / RUNS[wildcards.run]["dataset"] / name
+def staged(name):
+    """Input function: the staged file `name` of a run's dataset."""
+
+    def staged_file(wildcards):
+        return WORK / "data" / RUNS[wildcards.run]["dataset"] / name
+
+    return staged_file
+
+
+def unifrac_of(wildcards):
+    """Input function: the UniFrac matrix of a run's dataset."""
+    return WORK / f"unifrac/{RUNS[wildcards.run]['dataset']}.{METRIC}.h5"
 
 
 def tree_of(dataset):
@@ -159,5 +171,6 @@ def final_outputs():
         *expand(WORK / "runs/{run}/predict/predictions.tsv", run=runs),
         *expand(WORK / "runs/{run}/predict/metrics.json", run=runs),
         *expand(WORK / "runs/{run}/finetune/history.png", run=runs),
+        WORK / "summary.tsv",
         WORK / "validation/golden.json",
     ]

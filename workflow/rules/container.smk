@@ -9,10 +9,11 @@
 #         ...,
 #         image=IMAGE_INPUT,
 # IMAGE_INPUT is ancient(<built image>) when the workflow builds the image, else [] (no
-# platform, or a prebuilt `container.image` pinned by the profile). Their `container:` must then
-# name the same file: BUILT_IMAGE here, or, set in common.smk before its shell.prefix,
+# platform, or a prebuilt `container.image` pinned by the profile). The container they run in
+# must then name the same file: BUILT_IMAGE here, or, set in common.smk before its shell.prefix,
 #     IMAGE = config["container"]["image"] or built_image(config["container"], REPO)
-# (aam.containers.built_image; standard library only).
+# (aam.containers.built_image; standard library only); the Snakefile's global
+# `container: IMAGE` gives it to every rule but build_container.
 # Include after common.smk (REPO, WORK, validated config) and before the rules that use it.
 if config["container"]["platform"]:
 
@@ -32,6 +33,9 @@ if config["container"]["platform"]:
         benchmark:
             WORK / f"benchmarks/build_container/{Path(BUILT_IMAGE).stem}.tsv"
         localrule: False
+        # on the host: the image does not exist yet
+        container:
+            None
         threads: config["threads"]
         resources:
             runtime=360,

@@ -2,9 +2,9 @@ rule predict:
     """Predictions on the test split, metrics against the mean predictor, and a plot."""
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
-        table=lambda wc: staged("table.biom", wc),
-        metadata=lambda wc: staged("metadata.tsv", wc),
-        split=lambda wc: staged("split.tsv", wc),
+        table=staged("table.biom"),
+        metadata=staged("metadata.tsv"),
+        split=staged("split.tsv"),
         image=IMAGE_INPUT,
     output:
         predictions=report(
@@ -35,16 +35,13 @@ rule predict:
         WORK / "benchmarks/predict/{run}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("predict"),
-        scratch=cli_flags({"scratch": config["scratch"]}),
-        device=config["device"],
+        options=cli_flags({"device": config["device"], "scratch": config["scratch"]}),
     shell:
         "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
         " --table {input.table:q} --metadata {input.metadata:q} --split {input.split:q}"
-        " --subset test --device {params.device:q} --threads {threads} {params.scratch}"
-        " --output-dir {params.out_dir:q} > {log:q} 2>&1"
+        " --subset test --threads {threads} --output-dir {params.out_dir:q} {params.options}"
+        " > {log:q} 2>&1"

@@ -5,8 +5,8 @@ rule profile:
     """A short training segment: kernel table (rocprofv3 on ROCm, torch.profiler elsewhere),
     peak memory and samples/s over batch sizes and attention backends."""
     input:
-        table=lambda wc: staged("table.biom", wc),
-        unifrac=lambda wc: WORK / f"unifrac/{RUNS[wc.run]['dataset']}.{METRIC}.h5",
+        table=staged("table.biom"),
+        unifrac=unifrac_of,
         image=IMAGE_INPUT,
     output:
         kernels=WORK / "profiling/{run}/kernel_stats.csv",
@@ -19,8 +19,6 @@ rule profile:
         WORK / "benchmarks/profile/{run}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     resources:
         gpu=0,  # the cluster profiles set it

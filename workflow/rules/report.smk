@@ -5,6 +5,7 @@ rule profiling_report:
     input:
         profile=WORK / f"profiling/{PROFILE_RUN}/kernel_stats.csv",
         benchmarks=benchmark_files(PROFILE_RUN),
+        image=IMAGE_INPUT,
     output:
         report(
             WORK / "profiling/report.html",
@@ -14,14 +15,46 @@ rule profiling_report:
         ),
     log:
         WORK / "logs/profiling_report/report.log",
+    benchmark:
+        WORK / "benchmarks/profiling_report/report.tsv"
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         code=code("profiling-report"),
         profile_dir=lambda wc, input: Path(input.profile).parent,
     shell:
         "python -m aam profiling-report --profile-dir {params.profile_dir:q}"
         " --benchmarks {input.benchmarks:q} --output {output:q} > {log:q} 2>&1"
+
+
+rule summary:
+    """Every run's test-split metrics beside the mean predictor's, one TSV row per run."""
+    input:
+        metrics=expand(WORK / "runs/{run}/predict/metrics.json", run=list(RUNS)),
+        image=IMAGE_INPUT,
+    output:
+        report(
+            WORK / "summary.tsv",
+            caption="../report/summary.rst",
+            category="Summary",
+            labels={"file": "metrics of every run"},
+        ),
+    log:
+        WORK / "logs/summary/summary.log",
+    benchmark:
+        WORK / "benchmarks/summary/summary.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        runs=[
+            {
+                "run": run,
+                "dataset": spec["dataset"],
+                "target": DATASETS[spec["dataset"]]["target"],
+            }
+            for run, spec in RUNS.items()
+        ],
+    script:
+        "../scripts/summary.py"

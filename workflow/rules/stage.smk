@@ -1,4 +1,4 @@
-rule stage_data:
+rule stage:
     """Copy a dataset's inputs into the work area (verified, with a sha256 manifest)."""
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
@@ -10,14 +10,12 @@ rule stage_data:
         manifest=WORK / "data/{dataset}/manifest.sha256",
         provenance=WORK / "data/{dataset}/provenance.json",
     log:
-        WORK / "logs/stage_data/{dataset}.log",
+        WORK / "logs/stage/{dataset}.log",
     benchmark:
-        WORK / "benchmarks/stage_data/{dataset}.tsv"
+        WORK / "benchmarks/stage/{dataset}.tsv"
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("stage"),
@@ -27,7 +25,11 @@ rule stage_data:
 
 
 rule stage_tree:
-    """Copy a dataset's configured tree into the work area."""
+    """Copy a dataset's configured tree into the work area (`aam stage`, like rule `stage`).
+
+    A rule of its own, not an output of `stage`: the tree is optional (datasets without one get
+    `built_tree.nwk` from rule `tree`), and a rule's outputs cannot depend on the dataset.
+    """
     input:
         tree=lambda wc: DATASETS[wc.dataset]["tree"],
         image=IMAGE_INPUT,
@@ -41,8 +43,6 @@ rule stage_tree:
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("stage"),
@@ -66,12 +66,11 @@ rule split:
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         code=code("split"),
-        target=lambda wc: DATASETS[wc.dataset]["target"],
-        options=cli_flags(config["split"]),
+        options=lambda wc: cli_flags(
+            {"target_column": DATASETS[wc.dataset]["target"], **config["split"]}
+        ),
     shell:
         "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
-        " --target-column {params.target:q} {params.options} --output {output.split:q} > {log:q} 2>&1"
+        " --output {output.split:q} {params.options} > {log:q} 2>&1"

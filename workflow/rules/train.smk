@@ -1,9 +1,9 @@
 rule pretrain:
     """Self-supervised base: UniFrac distances + masked nucleotides (resumes from checkpoints)."""
     input:
-        table=lambda wc: staged("table.biom", wc),
-        unifrac=lambda wc: WORK / f"unifrac/{RUNS[wc.run]['dataset']}.{METRIC}.h5",
-        split=lambda wc: staged("split.tsv", wc),
+        table=staged("table.biom"),
+        unifrac=unifrac_of,
+        split=staged("split.tsv"),
         image=IMAGE_INPUT,
     output:
         encoder=WORK / "runs/{run}/pretrain/encoder.pt",
@@ -21,34 +21,32 @@ rule pretrain:
         WORK / "benchmarks/pretrain/{run}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("pretrain"),
         launcher=lambda wc, resources: launcher(resources.get("gpu", 0)),
-        scratch=cli_flags({"scratch": config["scratch"]}),
         options=lambda wc: cli_flags(
             {
                 "device": config["device"],
+                "scratch": config["scratch"],
                 **RUNS[wc.run]["model"],
                 **RUNS[wc.run]["pretrain"],
             }
         ),
     shell:
         "{params.launcher} -m aam --provenance {output.provenance:q} pretrain --table {input.table:q}"
-        " --unifrac {input.unifrac:q} --split {input.split:q} --threads {threads} --no-progress {params.scratch}"
+        " --unifrac {input.unifrac:q} --split {input.split:q} --threads {threads} --no-progress"
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
 rule finetune:
     """Fine-tune on the dataset's target from a pretrained encoder."""
     input:
-        table=lambda wc: staged("table.biom", wc),
-        metadata=lambda wc: staged("metadata.tsv", wc),
-        unifrac=lambda wc: WORK / f"unifrac/{RUNS[wc.run]['dataset']}.{METRIC}.h5",
-        split=lambda wc: staged("split.tsv", wc),
+        table=staged("table.biom"),
+        metadata=staged("metadata.tsv"),
+        unifrac=unifrac_of,
+        split=staged("split.tsv"),
         encoder=lambda wc: WORK / f"runs/{encoder_run(wc)}/pretrain/encoder.pt",
         image=IMAGE_INPUT,
     output:
@@ -67,34 +65,29 @@ rule finetune:
         WORK / "benchmarks/finetune/{run}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("finetune"),
-        scratch=cli_flags({"scratch": config["scratch"]}),
-        target=lambda wc: dataset_of(wc)["target"],
-        covariates=lambda wc: cli_flags(
-            {"categorical_columns": ",".join(dataset_of(wc)["categorical"]) or None}
-        ),
-        classifier=lambda wc: "--classifier" if dataset_of(wc)["classifier"] else "",
         options=lambda wc: cli_flags(
             {
+                "target_column": dataset_of(wc)["target"],
+                "categorical_columns": ",".join(dataset_of(wc)["categorical"]) or None,
+                "classifier": dataset_of(wc)["classifier"],
                 "device": config["device"],
+                "scratch": config["scratch"],
                 **RUNS[wc.run]["model"],
                 **RUNS[wc.run]["finetune"],
             }
         ),
     shell:
         "python -m aam --provenance {output.provenance:q} finetune --table {input.table:q}"
-        " --metadata {input.metadata:q} --target-column {params.target:q} {params.covariates}"
-        " {params.classifier} --unifrac {input.unifrac:q} --split {input.split:q}"
-        " --pretrained-encoder {input.encoder:q} --threads {threads} --no-progress {params.scratch}"
+        " --metadata {input.metadata:q} --unifrac {input.unifrac:q} --split {input.split:q}"
+        " --pretrained-encoder {input.encoder:q} --threads {threads} --no-progress"
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
-rule training_curves:
+rule plot_history:
     """Training curves for the report."""
     input:
         history=WORK / "runs/{run}/{stage}/history.tsv",
@@ -108,12 +101,12 @@ rule training_curves:
             labels={"run": "{run}", "stage": "{stage}", "file": "curves"},
         ),
     log:
-        WORK / "logs/training_curves/{run}.{stage}.log",
+        WORK / "logs/plot_history/{run}.{stage}.log",
+    benchmark:
+        WORK / "benchmarks/plot_history/{run}.{stage}.tsv"
     localrule: True
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         code=code("plot-history"),
     shell:

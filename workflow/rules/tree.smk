@@ -1,4 +1,4 @@
-rule build_tree:
+rule tree:
     """Phylogeny of the ASV sequences, for datasets configured without a tree."""
     input:
         table=WORK / "data/{dataset}/table.biom",
@@ -6,13 +6,11 @@ rule build_tree:
     output:
         tree=WORK / "data/{dataset}/built_tree.nwk",
     log:
-        WORK / "logs/build_tree/{dataset}.log",
+        WORK / "logs/tree/{dataset}.log",
     benchmark:
-        WORK / "benchmarks/build_tree/{dataset}.tsv"
+        WORK / "benchmarks/tree/{dataset}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         code=code("tree"),

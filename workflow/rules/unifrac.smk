@@ -13,15 +13,13 @@ rule unifrac:
         WORK / "benchmarks/unifrac/{dataset}.{metric}.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     threads: config["threads"]
     params:
         code=code("unifrac"),
-        engine=config["unifrac"]["engine"],
-        alpha=config["unifrac"]["alpha"],
-        device=config["unifrac"]["device"],
+        options=cli_flags(
+            {key: config["unifrac"][key] for key in ("alpha", "engine", "device")}
+        ),
     shell:
         "python -m aam --provenance {output.provenance:q} unifrac --table {input.table:q} --tree {input.tree:q}"
-        " --metric {wildcards.metric:q} --alpha {params.alpha:q} --engine {params.engine:q}"
-        " --device {params.device:q} --threads {threads} --output {output.matrix:q} > {log:q} 2>&1"
+        " --metric {wildcards.metric:q} --threads {threads} --output {output.matrix:q} {params.options}"
+        " > {log:q} 2>&1"

@@ -17,13 +17,10 @@ rule validate:
         WORK / "benchmarks/validate/validate.tsv"
     conda:
         CONDA_ENV
-    container:
-        IMAGE
     params:
         code=code("validate"),
         golden_dir=lambda wc, input: Path(input.golden).parent,
-        device=config["device"],
+        options=cli_flags({"device": config["device"]}),
     shell:
         "python -m aam --provenance {output.provenance:q} validate compare"
-        " --golden {params.golden_dir:q} --device {params.device:q} --output {output.report:q}"
-        " > {log:q} 2>&1"
+        " --golden {params.golden_dir:q} --output {output.report:q} {params.options} > {log:q} 2>&1"

@@ -1,0 +1,74 @@
+"""workflow/scripts/summary.py: the cross-run summary table of the report (imported by path)."""
+
+import csv
+import importlib.util
+import json
+import sys
+
+import pytest
+from checkout import REPO
+
+
+@pytest.fixture(scope="module")
+def summary():
+    path = REPO / "workflow/scripts/summary.py"
+    spec = importlib.util.spec_from_file_location("workflow_summary", path)
+    module = importlib.util.module_from_spec(spec)
+    dont_write, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = dont_write
+    return module
+
+
+REGRESSION = {
+    "n": 12,
+    "target": "age",
+    "model": {"mae": 3.25, "rmse": 4.5, "r2": 0.123456789},
+    "mean_baseline": {"mae": 5.0, "rmse": 6.0, "r2": None},
+    "baseline_note": "predicts the training-set mean for every sample",
+}
+CLASSIFIER = {"n": 7, "model": {"accuracy": 0.75, "f1": 0.5}}
+
+
+def test_model_metrics_stand_beside_the_mean_baseline(summary):
+    runs = [{"run": "tiny", "dataset": "demo", "target": "age", "metrics": REGRESSION}]
+    header, rows = summary.summary_table(runs)
+    assert header[:4] == ["run", "dataset", "target", "n"]
+    assert header[4:] == ["model_mae", "mean_baseline_mae", "model_rmse", "mean_baseline_rmse",
+                          "model_r2", "mean_baseline_r2"]  # fmt: skip
+    assert rows == [["tiny", "demo", "age", "12", "3.25", "5", "4.5", "6", "0.123457", "NA"]]
+
+
+def test_runs_of_different_kinds_share_one_table(summary):
+    runs = [
+        {"run": "a", "dataset": "demo", "target": "age", "metrics": REGRESSION},
+        {"run": "b", "dataset": "demo", "target": "sex", "metrics": CLASSIFIER},
+    ]
+    header, rows = summary.summary_table(runs)
+    assert header[4:] == ["model_mae", "mean_baseline_mae", "model_rmse", "mean_baseline_rmse",
+                          "model_r2", "mean_baseline_r2", "model_accuracy", "model_f1"]  # fmt: skip
+    assert rows[0][-2:] == ["NA", "NA"]
+    assert rows[1] == ["b", "demo", "sex", "7", *["NA"] * 6, "0.75", "0.5"]
+
+
+def test_write_summary_reads_metrics_files_into_one_tsv(summary, tmp_path):
+    hostile = "host age $(touch x) `touch x`; 'q\"\t"
+    paths = []
+    for name, metrics in (("a", REGRESSION), ("b", CLASSIFIER)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(metrics))
+    runs = [
+        {"run": "a", "dataset": "demo", "target": hostile},
+        {"run": "b", "dataset": "d2", "target": "sex"},
+    ]
+    output = tmp_path / "summary.tsv"
+    assert summary.write_summary(runs, paths, output) == 2
+    with output.open(newline="") as handle:
+        table = list(csv.DictReader(handle, delimiter="\t"))
+    assert [row["run"] for row in table] == ["a", "b"]
+    assert table[0]["target"] == hostile and table[0]["mean_baseline_mae"] == "5"
+    assert table[1]["model_accuracy"] == "0.75" and table[1]["dataset"] == "d2"
+    with pytest.raises(ValueError, match="2 runs but 1 metrics files"):
+        summary.write_summary(runs, paths[:1], output)

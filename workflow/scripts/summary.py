@@ -1,0 +1,74 @@
+"""Cross-run summary for the report: one TSV row per run, the model's test-split metrics beside
+the mean predictor's (rule `summary`, run with `script:`).
+
+Workflow glue only (standard library): it reads the metrics.json that `aam predict` wrote.
+No `from __future__` import: Snakemake runs this file after a preamble of its own.
+"""
+
+import csv
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+PARTS = ("model", "mean_baseline")  # the metrics.json sections tabulated, as column prefixes
+
+
+def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the summary.
+
+    Each run is ``{"run", "dataset", "target", "metrics"}``, ``metrics`` being the content of its
+    metrics.json. Columns: run, dataset, target, n, then per metric (in first-seen order)
+    ``model_<metric>`` and, when any run has one, ``mean_baseline_<metric>``. Classifiers have
+    no mean baseline, and an undefined R^2 is null in metrics.json: such cells are ``NA``.
+    """
+    runs = list(runs)
+    sections = [[run["metrics"].get(part) or {} for part in PARTS] for run in runs]
+    metrics = list(dict.fromkeys(m for parts in sections for part in parts for m in part))
+    columns = [
+        (i, metric)
+        for metric in metrics
+        for i in range(len(PARTS))
+        if any(metric in parts[i] for parts in sections)
+    ]
+    header = ["run", "dataset", "target", "n", *(f"{PARTS[i]}_{metric}" for i, metric in columns)]
+    rows = [
+        [
+            str(run["run"]),
+            str(run["dataset"]),
+            str(run["target"]),
+            _cell(run["metrics"].get("n")),
+            *(_cell(parts[i].get(metric)) for i, metric in columns),
+        ]
+        for run, parts in zip(runs, sections, strict=True)
+    ]
+    return header, rows
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "NA"
+    if isinstance(value, float):
+        return format(value, ".6g")
+    return str(value)
+
+
+def write_summary(runs: Sequence[Mapping], metrics_files: Sequence[Path], output: Path) -> int:
+    """Read each run's metrics.json (same order as ``runs``) and write the TSV; rows written."""
+    if len(runs) != len(metrics_files):
+        raise ValueError(f"{len(runs)} runs but {len(metrics_files)} metrics files")
+    loaded = [
+        {**run, "metrics": json.loads(Path(path).read_text()) or {}}
+        for run, path in zip(runs, metrics_files, strict=True)
+    ]
+    header, rows = summary_table(loaded)
+    with open(output, "w", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+    return len(rows)
+
+
+if __name__ == "__main__":  # under Snakemake's script: directive, which defines `snakemake`
+    smk = globals()["snakemake"]
+    count = write_summary(smk.params.runs, list(smk.input.metrics), Path(smk.output[0]))
+    Path(smk.log[0]).write_text(f"summary of {count} run(s) in {smk.output[0]}\n")
