@@ -35,8 +35,19 @@ def test_each_rule_is_named_after_the_aam_command_it_runs():
         assert SAME_COMMAND.get(rule, rule) == command.replace("-", "_"), (rule, command)
         assert f'code=code("{command}")' in body, f"rule {rule}: no code=code({command!r})"
         named[rule] = command
-    assert {"stage", "tree", "unifrac", "split", "pretrain", "finetune", "predict",
-            "plot_history", "profile", "profiling_report", "validate"} <= set(named)  # fmt: skip
+    assert {
+        "stage",
+        "tree",
+        "unifrac",
+        "split",
+        "pretrain",
+        "finetune",
+        "predict",
+        "plot_history",
+        "profile",
+        "profiling_report",
+        "validate",
+    } <= set(named)
 
 
 def test_every_rule_that_runs_in_the_image_waits_for_it():

@@ -40,8 +40,14 @@ def test_every_shell_placeholder_is_quoted_or_prequoted():
             assert spec == ":q" or name in PREQUOTED, f"rule {rule}: {{{name}}} is not quoted"
 
 
-OPTION_VALUES = st.one_of(st.text(), st.integers(), st.floats(allow_nan=False),
-                          st.lists(st.text(), max_size=3), st.booleans(), st.none())  # fmt: skip
+OPTION_VALUES = st.one_of(
+    st.text(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.lists(st.text(), max_size=3),
+    st.booleans(),
+    st.none(),
+)
 
 
 @given(st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True), OPTION_VALUES))
@@ -84,8 +90,18 @@ def _config(tmp_path: Path, **changes) -> Path:
 
 
 def _dry_run(cwd: Path, config: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
-           "--configfile", str(config), "--dry-run", "--printshellcmds"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "--profile",
+        "profiles/local",
+        "--configfile",
+        str(config),
+        "--dry-run",
+        "--printshellcmds",
+    ]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
 
 
@@ -111,8 +127,15 @@ def test_unsafe_names_stop_before_any_job_with_one_line(tmp_path, checkout_copy,
 def test_config_error_line_is_one_line_naming_the_key():
     from jsonschema import Draft202012Validator
 
-    schema = {"type": "object", "properties": {"runs": {"type": "object", "properties": {
-        "r": {"type": "integer", "description": "epochs\nof training"}}}}}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            "runs": {
+                "type": "object",
+                "properties": {"r": {"type": "integer", "description": "epochs\nof training"}},
+            }
+        },
+    }
     error = next(Draft202012Validator(schema).iter_errors({"runs": {"r": "x\ny"}}))
     try:
         try:

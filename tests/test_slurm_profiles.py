@@ -30,8 +30,12 @@ pytestmark = pytest.mark.xdist_group("slurm")  # one cluster per machine: one xd
 SITE_ENV = {"cosmos": {"AAM_SLURM_PARTITION": "cluster"}, "lumi": {}}
 # The plugin's own options (snakemake-executor-plugin-slurm): first status check 1 s after
 # submission, then every 2 s (the plugin adds 10 s per round in which no job finished).
-STATUS_POLLING = ("--slurm-init-seconds-before-status-checks", "1",
-                  "--seconds-between-status-checks", "2")  # fmt: skip
+STATUS_POLLING = (
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--seconds-between-status-checks",
+    "2",
+)
 TIMEOUT = 900
 
 
@@ -54,14 +58,24 @@ class SiteRun:
 def _start(root: Path, profile: str) -> SiteRun:
     """Start the run of the checkout copy ``root/repo``, its outputs in ``root/work``."""
     repo, work = root / "repo", root / "work"
-    env = {**os.environ, "AAM_SLURM_ACCOUNT": "test", "AAM_WORKDIR": str(work),
-           **SITE_ENV[profile]}  # fmt: skip
+    env = {**os.environ, "AAM_SLURM_ACCOUNT": "test", "AAM_WORKDIR": str(work), **SITE_ENV[profile]}
     cmd = [
-        sys.executable, "-m", "snakemake", "all", "--profile", f"profiles/{profile}",
-        "--configfile", "config/test.yaml", "--config", f"workdir={work}",
-        "--slurm-status-command", "squeue", *STATUS_POLLING,
-        "--slurm-logdir", str(work / "slurm-logs"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "--profile",
+        f"profiles/{profile}",
+        "--configfile",
+        "config/test.yaml",
+        "--config",
+        f"workdir={work}",
+        "--slurm-status-command",
+        "squeue",
+        *STATUS_POLLING,
+        "--slurm-logdir",
+        str(work / "slurm-logs"),
+    ]
     output = root / "snakemake.out"
     with output.open("w") as handle:  # a file, not a pipe: nobody reads while the runs go
         proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=handle, stderr=subprocess.STDOUT)
@@ -120,8 +134,12 @@ def _expected(profile: str, rule: str) -> dict:
     if "$" in partition:
         partition = SITE_ENV[profile]["AAM_SLURM_PARTITION"]
     threads = settings["set-threads"].get(rule)
-    return {"partition": partition, "gpu": resources.get("gpu", 0),
-            "minutes": resources["runtime"], "threads": threads}  # fmt: skip
+    return {
+        "partition": partition,
+        "gpu": resources.get("gpu", 0),
+        "minutes": resources["runtime"],
+        "threads": threads,
+    }
 
 
 def _minutes(limit: str) -> int:

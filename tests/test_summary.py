@@ -36,8 +36,14 @@ def test_model_metrics_stand_beside_the_mean_baseline(summary):
     runs = [{"run": "tiny", "dataset": "demo", "target": "age", "metrics": REGRESSION}]
     header, rows = summary.summary_table(runs)
     assert header[:4] == ["run", "dataset", "target", "n"]
-    assert header[4:] == ["model_mae", "mean_baseline_mae", "model_rmse", "mean_baseline_rmse",
-                          "model_r2", "mean_baseline_r2"]  # fmt: skip
+    assert header[4:] == [
+        "model_mae",
+        "mean_baseline_mae",
+        "model_rmse",
+        "mean_baseline_rmse",
+        "model_r2",
+        "mean_baseline_r2",
+    ]
     assert rows == [["tiny", "demo", "age", "12", "3.25", "5", "4.5", "6", "0.123457", "NA"]]
 
 
@@ -47,8 +53,16 @@ def test_runs_of_different_kinds_share_one_table(summary):
         {"run": "b", "dataset": "demo", "target": "sex", "metrics": CLASSIFIER},
     ]
     header, rows = summary.summary_table(runs)
-    assert header[4:] == ["model_mae", "mean_baseline_mae", "model_rmse", "mean_baseline_rmse",
-                          "model_r2", "mean_baseline_r2", "model_accuracy", "model_f1"]  # fmt: skip
+    assert header[4:] == [
+        "model_mae",
+        "mean_baseline_mae",
+        "model_rmse",
+        "mean_baseline_rmse",
+        "model_r2",
+        "mean_baseline_r2",
+        "model_accuracy",
+        "model_f1",
+    ]
     assert rows[0][-2:] == ["NA", "NA"]
     assert rows[1] == ["b", "demo", "sex", "7", *["NA"] * 6, "0.75", "0.5"]
 

@@ -192,8 +192,12 @@ def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
 def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, message):
     other = tmp_path / "other.tsv"
     other.write_text("sample_id\tage\tqiita_study_id\nx1\t30\t1\nx2\t40\t1\n")
-    dataset = {"table": "data/demo/table.biom", "tree": "data/demo/tree.nwk",
-               "metadata": "data/demo/metadata.tsv", "target": "age"}  # fmt: skip
+    dataset = {
+        "table": "data/demo/table.biom",
+        "tree": "data/demo/tree.nwk",
+        "metadata": "data/demo/metadata.tsv",
+        "target": "age",
+    }
     dataset.update({k: str(v).replace("{other}", str(other)) for k, v in change.items()})
     lines = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:"]
     lines += [f"    {key}: {value}" for key, value in dataset.items()]
@@ -201,10 +205,21 @@ def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, messag
     config = tmp_path / "config.yaml"
     config.write_text("\n".join(lines) + "\n")
     run = subprocess.run(
-        [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local",
-         "--configfile", str(config), "--dry-run"],
-        cwd=checkout_copy, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "all",
+            "--profile",
+            "profiles/local",
+            "--configfile",
+            str(config),
+            "--dry-run",
+        ],
+        cwd=checkout_copy,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode != 0
     assert message in run.stdout + run.stderr, run.stdout[-2000:]
     assert not (tmp_path / "work").exists()
