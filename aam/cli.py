@@ -29,6 +29,7 @@ HELP = {
     "pretrain": "Pretrain the base on UniFrac + masked nucleotides",
     "finetune": "Fine-tune on a metadata target (regression or classes)",
     "predict": "Predict with a fine-tuned model; metrics if truth known",
+    "baselines": "Mean predictor and random forest fitted on the train split",
     "plot-history": "Training curves (PNG) from a history.tsv",
     "lint-def": "Check Singularity .def files (header, sections, no aam)",
     "profile": "Kernel table, peak memory and samples/s of a few steps",

@@ -253,6 +253,34 @@ def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
     assert (out / "predicted_vs_true.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, capsys):
+    baselines = tmp_path / "baselines.tsv"
+    args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
+    rc = aam("baselines", *args, "--split", demo["split"], "--output", baselines, "--trees", "20")
+    assert rc == 0
+    out = tmp_path / "predict"
+    extra = ["--metadata", demo["metadata"], "--baselines", baselines]
+    assert predict(trained / "model.pt", demo, out, *extra) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    sections = ("model", "mean_baseline", "random_forest_baseline")
+    assert set(metrics["intervals"]) == set(sections)
+    for name in sections:
+        for metric in ("mae", "rmse"):
+            low, high = metrics["intervals"][name][metric]
+            assert low <= metrics[name][metric] <= high, (name, metric)
+    table = pd.read_csv(baselines, sep="\t", dtype={"sample_id": str})
+    truth = pd.read_csv(demo["metadata"], sep="\t", dtype={"sample_id": str}).set_index("sample_id")
+    forest = table[(table["model"] == "random_forest") & (table["split"] == "test")]
+    mae = (forest["prediction"] - truth["age"].reindex(forest["sample_id"]).to_numpy()).abs().mean()
+    assert metrics["random_forest_baseline"]["mae"] == pytest.approx(mae, rel=1e-4)
+
+    table[table["sample_id"] != forest["sample_id"].iloc[0]].to_csv(
+        baselines, sep="\t", index=False
+    )
+    rc = predict(trained / "model.pt", demo, tmp_path / "bad", *extra)
+    assert_failed(rc, capsys, "predict", tmp_path / "bad", str(baselines), "no prediction for 1")
+
+
 def test_predict_rebuilds_the_model_from_the_checkpoint_alone(demo, trained, tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()

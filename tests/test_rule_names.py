@@ -47,6 +47,7 @@ def test_each_rule_is_named_after_the_aam_command_it_runs():
         "profile",
         "profiling_report",
         "validate",
+        "baselines",
     } <= set(named)
 
 

@@ -139,3 +139,45 @@ def test_split_output_that_is_a_directory(tmp_path, capsys):
         .err.strip()
         .endswith("split.tsv: split path is a directory; give a file name")
     )
+
+
+def _given(tmp_path: Path, labels: list[str | None]) -> tuple[Path, Path]:
+    """The AGES study with a metadata column ``fold`` holding ``labels``."""
+    table, metadata = _inputs(tmp_path, AGES, SITES)
+    frame = pd.read_csv(metadata, sep="\t")
+    frame["fold"] = labels
+    frame.to_csv(metadata, sep="\t", index=False)
+    return table, metadata
+
+
+def test_split_from_a_metadata_column_keeps_the_users_labels(tmp_path, capsys):
+    # s1 and s4 have no age: their (missing) labels do not matter.
+    table, metadata = _given(tmp_path, ["train", None, "test", "val", None, "train"])
+    out = tmp_path / "split.tsv"
+    args = ["--table", table, "--metadata", metadata, "--target-column", "age"]
+    assert main(["split", *map(str, args), "--from-column", "fold", "--output", str(out)]) == 0
+    split = pd.read_csv(out, sep="\t", index_col="sample_id")["split"]
+    assert split.to_dict() == {"s0": "train", "s2": "test", "s3": "val", "s5": "train"}
+    again = tmp_path / "again.tsv"
+    assert main(["split", *map(str, args), "--from-file", str(out), "--output", str(again)]) == 0
+    assert again.read_text() == out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (["train", None, "test", "holdout", None, "train"], "unknown split label(s) ['holdout']"),
+        (["train", None, None, "val", None, "train"], "no split label for 1 of 4 samples"),
+        (["test", None, "test", "val", None, "val"], "no sample is labelled train"),
+    ],
+    ids=["unknown-label", "sample-without-label", "no-train"],
+)
+def test_a_bad_user_split_is_one_line_naming_the_column(tmp_path, capsys, labels, message):
+    table, metadata = _given(tmp_path, labels)
+    out = tmp_path / "split.tsv"
+    args = ["--table", table, "--metadata", metadata, "--target-column", "age"]
+    assert main(["split", *map(str, args), "--from-column", "fold", "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("aam split: error: "), err
+    assert f"column 'fold': {message}" in err, err
+    assert not out.exists()

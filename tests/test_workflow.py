@@ -84,6 +84,7 @@ def test_outputs_of_the_whole_dag(completed):
     assert set(predictions["sample_id"]) == set(split.loc[split["split"] == "test", "sample_id"])
     metrics = (run / "predict/metrics.json").read_text()
     assert '"mae"' in metrics and '"mean_baseline"' in metrics
+    assert '"random_forest_baseline"' in metrics and '"intervals"' in metrics
     assert (run / "predict/predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"
     assert (run / "finetune/history.png").read_bytes()[:4] == b"\x89PNG"
     summary = pd.read_csv(completed / "results/test/summary.tsv", sep="\t")
@@ -91,10 +92,12 @@ def test_outputs_of_the_whole_dag(completed):
     assert summary.loc[0, "target"].startswith("host age $(touch ")
     assert summary.loc[0, "n"] == len(predictions)
     assert {"model_mae", "mean_baseline_mae", "model_r2", "mean_baseline_r2"} <= set(summary)
+    assert "random_forest_baseline_mae" in summary
     for stage in ("pretrain", "finetune", "predict"):
         provenance = (run / stage / "provenance.json").read_text()
         assert '"code_fingerprint"' in provenance and '"torch"' in provenance
-    for rule in ("stage", "unifrac", "pretrain", "finetune", "predict", "plot_history", "summary"):
+    stages = ("stage", "unifrac", "baselines", "pretrain", "finetune", "predict", "plot_history")
+    for rule in (*stages, "summary"):
         assert list((completed / "results/test/benchmarks" / rule).glob("*.tsv")), rule
 
 
@@ -160,10 +163,11 @@ def test_tokenizer_edit_reruns_split_training_and_validation_not_unifrac(copy):
         "    tokens[:, 0] = START\n    tokens[:, 0] = START\n",
     )
     why = reasons(copy)
-    assert set(why) == {"split", "validate", *TRAINING}  # split tokenizes too (load_study)
-    # the training stages already rerun for the new split; split and validate for their code
+    # split and baselines tokenize too (load_study)
+    assert set(why) == {"split", "baselines", "validate", *TRAINING}
+    # the training stages already rerun for the new split; the others for their code
     changed = {rule for rule, reason in why.items() if "Params have changed" in reason}
-    assert changed == {"split", "validate"}
+    assert changed == {"split", "baselines", "validate"}
 
 
 def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
@@ -173,7 +177,7 @@ def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
         "    lines = list(_LINE_BREAK.split(text))\n",
     )
     why = reasons(copy)
-    assert set(why) == {"split", *TRAINING}
+    assert set(why) == {"split", "baselines", *TRAINING}
     # pretrain's own code is unchanged: it reruns only because the split is rebuilt
     assert why["pretrain"].startswith("Input files updated by another job")
     assert "Params" not in why["pretrain"]
@@ -186,19 +190,31 @@ def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
         ({"target": "height"}, "has no column(s) ['height']"),
         ({"metadata": "{other}"}, "share no sample IDs"),
         ({"bogus_key": 1}, "bogus_key"),
+        ({"split_column": "qiita_study_id"}, "unknown split label(s) ['10052'"),
+        ({"split_file": "{split}"}, "no split label for"),
     ],
-    ids=["missing-file", "absent-target", "no-shared-samples", "unknown-key"],
+    ids=[
+        "missing-file",
+        "absent-target",
+        "no-shared-samples",
+        "unknown-key",
+        "split-column-labels",
+        "split-file-missing-samples",
+    ],
 )
 def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, message):
     other = tmp_path / "other.tsv"
     other.write_text("sample_id\tage\tqiita_study_id\nx1\t30\t1\nx2\t40\t1\n")
+    split = tmp_path / "split.tsv"  # labels two samples: the others have none
+    split.write_text("sample_id\tsplit\n10317.000003995\ttrain\n550.L6S86.s.6.sequence\ttest\n")
     dataset = {
         "table": "data/demo/table.biom",
         "tree": "data/demo/tree.nwk",
         "metadata": "data/demo/metadata.tsv",
         "target": "age",
     }
-    dataset.update({k: str(v).replace("{other}", str(other)) for k, v in change.items()})
+    paths = {"{other}": str(other), "{split}": str(split)}
+    dataset.update({k: paths.get(str(v), str(v)) for k, v in change.items()})
     lines = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:"]
     lines += [f"    {key}: {value}" for key, value in dataset.items()]
     lines += ["runs:", "  r:", "    dataset: demo"]

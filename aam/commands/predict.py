@@ -16,11 +16,16 @@ from aam.data import load_metadata
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options
+from aam.predictions import prediction_table, read_model_predictions
 from aam.staging import localized
 from aam.training.config import RuntimeConfig, StudyOptions
 from aam.training.device import resolve_device
 from aam.training.inference import predict
-from aam.training.metrics import classification_metrics, regression_metrics
+from aam.training.metrics import (
+    bootstrap_intervals,
+    classification_metrics,
+    regression_metrics,
+)
 from aam.training.objective import TargetScale
 from aam.training.study import load_study
 
@@ -39,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--split", type=Path, help="predict only one split of this split.tsv")
     parser.add_argument("--subset", default="test", choices=["train", "val", "test"])
+    parser.add_argument(
+        "--baselines",
+        type=Path,
+        help="`aam baselines` predictions, scored beside the model on the same samples",
+    )
     parser.add_argument("--scratch", help="node-local dir to copy inputs to first")
     parser.add_argument("--batch-size", type=int, default=32)
     add_options(parser, StudyOptions, "predict")
@@ -87,16 +97,20 @@ def run(args: argparse.Namespace) -> None:
     )
     _check_finite(predicted, args.model)
     ids = [study.samples.sample_ids[p] for p in positions]
-    table = _prediction_table(ids, predicted, target["classes"])
+    table = prediction_table(ids, predicted, target["classes"])
+    baselines = {}
+    if args.baselines:
+        baselines = read_model_predictions(args.baselines, ids, target["classes"])
     truth = _truth(args.metadata, target, ids) if args.metadata else None
     metrics = None
     if truth is not None:
         table["true"] = truth
-        metrics = _metrics(predicted, truth, target, args.metadata)
+        models = {"model": predicted, **{f"{k}_baseline": v for k, v in baselines.items()}}
+        metrics = _metrics(models, truth, target, args.metadata)
     with atomic_output(out_dir / "predictions.tsv") as tmp:
         table.to_csv(tmp, sep="\t", index=False, float_format="%.6g")
     if metrics is not None:
-        _write_metrics(out_dir, metrics, predicted, truth, target)
+        _write_metrics(out_dir, metrics, models, truth, target)
     log.info("wrote %d predictions to %s", len(ids), out_dir / "predictions.tsv")
 
 
@@ -109,16 +123,6 @@ def _check_finite(predicted: np.ndarray, model_path: Path) -> None:
             "the model's weights or this table's inputs overflow: retrain the model (e.g. "
             "with a lower --lr) or check the table"
         )
-
-
-def _prediction_table(ids: list[str], predicted: np.ndarray, classes: list[str]) -> pd.DataFrame:
-    if not classes:
-        return pd.DataFrame({"sample_id": ids, "prediction": predicted})
-    probs = np.exp(predicted)
-    table = pd.DataFrame({"sample_id": ids, "prediction": [classes[k] for k in probs.argmax(1)]})
-    for k, label in enumerate(classes):
-        table[f"prob_{label}"] = probs[:, k]
-    return table
 
 
 def _truth(metadata_path: Path, target: dict, ids: list[str]) -> pd.Series | None:
@@ -139,9 +143,12 @@ def _truth(metadata_path: Path, target: dict, ids: list[str]) -> pd.Series | Non
     return values.reset_index(drop=True)
 
 
-def _metrics(predicted, truth: pd.Series, target: dict, metadata_path: Path) -> dict | None:
-    """metrics.json content (None when no sample has a known truth); NonFiniteError when a
-    metric is not finite."""
+def _metrics(
+    models: dict[str, np.ndarray], truth: pd.Series, target: dict, metadata_path: Path
+) -> dict | None:
+    """metrics.json content: each model's metrics on the samples with a known truth and their
+    bootstrap intervals (None when no sample has a known truth); NonFiniteError when a metric
+    is not finite."""
     known = truth.notna().to_numpy()
     lookup = {c: k for k, c in enumerate(target["classes"])}
     if lookup:
@@ -151,27 +158,39 @@ def _metrics(predicted, truth: pd.Series, target: dict, metadata_path: Path) -> 
         return None
     if lookup:
         y = truth[known].astype(str).map(lookup).to_numpy(dtype=np.int64)
-        model_metrics = classification_metrics(torch.from_numpy(predicted[known]), y)
-        metrics = {"n": int(known.sum()), "model": model_metrics}
+
+        def score(values: np.ndarray, idx: np.ndarray) -> dict[str, float]:
+            return classification_metrics(torch.from_numpy(values[idx]), y[idx])
     else:
         y = truth[known].to_numpy(dtype=np.float64)
-        baseline = regression_metrics(np.full(len(y), target["mean"]), y)
-        metrics = {
-            "n": int(known.sum()),
-            "target": target["column"],
-            "model": regression_metrics(predicted[known], y),
-            "mean_baseline": baseline,
-            "baseline_note": "predicts the training-set mean for every sample",
-        }
-    for part in ("model", "mean_baseline"):
-        _check_metrics(metrics.get(part, {}), part, metadata_path, target["column"])
+        models.setdefault("mean_baseline", np.full(len(known), target["mean"]))
+
+        def score(values: np.ndarray, idx: np.ndarray) -> dict[str, float]:
+            return regression_metrics(values[idx], y[idx])
+
+    everything = np.arange(len(y))
+    metrics = {"n": int(known.sum()), "target": target["column"]}
+    intervals = {}
+    for name, values in models.items():
+        metrics[name] = score(values[known], everything)
+        _check_metrics(metrics[name], name, metadata_path, target["column"])
+        intervals[name] = bootstrap_intervals(lambda idx, v=values[known]: score(v, idx), len(y))
+    metrics["intervals"] = intervals
+    metrics["interval_note"] = (
+        f"95% percentile bootstrap over the {len(y)} samples (1000 resamples, the same for "
+        "every model)"
+    )
+    metrics["baseline_note"] = (
+        "baselines are fitted on the training samples: mean = the training mean (for classes, "
+        "the training class frequencies), random_forest = 500 trees on relative abundances"
+    )
     return metrics
 
 
 def _check_metrics(metrics: dict, part: str, metadata_path: Path, column: str) -> None:
-    """NonFiniteError for a non-finite metric. An undefined R^2 (every true value equal) is
-    allowed: metrics.json records it as null."""
-    bad = [k for k, v in metrics.items() if not math.isfinite(v) and k != "r2"]
+    """NonFiniteError for a non-finite metric. An undefined R^2 (every true value equal) or
+    AUC (one class only) is allowed: metrics.json records it as null."""
+    bad = [k for k, v in metrics.items() if not math.isfinite(v) and k not in ("r2", "auc")]
     if bad:
         raise NonFiniteError(
             f"{metadata_path}: {part} {', '.join(bad)} not finite (the {column!r} values or "
@@ -180,30 +199,36 @@ def _check_metrics(metrics: dict, part: str, metadata_path: Path, column: str) -
 
 
 def _write_metrics(
-    out_dir: Path, metrics: dict, predicted: np.ndarray, truth: pd.Series, target: dict
+    out_dir: Path, metrics: dict, models: dict[str, np.ndarray], truth: pd.Series, target: dict
 ) -> None:
-    """metrics.json, and predicted_vs_true.png for a regression target."""
+    """metrics.json, and predicted_vs_true.png (a panel per model) for a regression target."""
     write_json(out_dir / "metrics.json", metrics)
     if not target["classes"]:
         known = truth.notna().to_numpy()
         y = truth[known].to_numpy(dtype=np.float64)
-        _plot(out_dir / "predicted_vs_true.png", y, predicted[known], target["column"])
+        panels = {name: values[known] for name, values in models.items()}
+        _plot(out_dir / "predicted_vs_true.png", y, panels, target["column"])
 
 
-def _plot(path: Path, truth: np.ndarray, predicted: np.ndarray, column: str) -> None:
+def _plot(path: Path, truth: np.ndarray, panels: dict[str, np.ndarray], column: str) -> None:
+    """Predicted vs true, one panel per model, on shared axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    ax.scatter(truth, predicted, s=10, alpha=0.7)
-    lo, hi = float(min(truth.min(), predicted.min())), float(max(truth.max(), predicted.max()))
-    ax.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
-    ax.set_xlabel(f"true {column}")
-    ax.set_ylabel(f"predicted {column}")
-    mae = float(np.abs(truth - predicted).mean())
-    ax.set_title(f"n={len(truth)}, MAE {mae:.2f}")
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4 * len(panels), 4.2), sharex=True, sharey=True, squeeze=False
+    )
+    values = np.concatenate([truth, *panels.values()])
+    lo, hi = float(values.min()), float(values.max())
+    for ax, (name, predicted) in zip(axes[0], panels.items(), strict=True):
+        ax.scatter(truth, predicted, s=10, alpha=0.7)
+        ax.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
+        ax.set_xlabel(f"true {column}")
+        mae = float(np.abs(truth - predicted).mean())
+        ax.set_title(f"{name.removesuffix('_baseline')}: n={len(truth)}, MAE {mae:.2f}")
+    axes[0][0].set_ylabel(f"predicted {column}")
     fig.tight_layout()
     with atomic_output(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)

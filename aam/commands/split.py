@@ -6,8 +6,10 @@ import argparse
 import logging
 from pathlib import Path
 
+from aam.data.metadata import load_metadata
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
-from aam.data.split import make_split, write_split
+from aam.data.split import given_split, make_split, read_split, write_split
+from aam.errors import InputError
 from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help=f"split file to write ({'/'.join(TSV_SUFFIXES)}): sample_id<TAB>split",
     )
+    parser.add_argument(
+        "--from-column",
+        help="use this metadata column's train/val/test labels instead of a seeded split",
+    )
+    parser.add_argument(
+        "--from-file",
+        type=Path,
+        help="use this sample_id<TAB>split file's labels instead of a seeded split",
+    )
     parser.add_argument("--val-fraction", type=float, default=0.1)
     parser.add_argument("--test-fraction", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=42)
@@ -44,11 +55,20 @@ def run(args: argparse.Namespace) -> None:
         target=args.target_column,
         allow_missing=args.allow_missing_samples,
     )
-    split = make_split(
-        study.samples.sample_ids,
-        val_fraction=args.val_fraction,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-    )
+    ids = study.samples.sample_ids
+    if args.from_column and args.from_file:
+        raise InputError("--from-column and --from-file: give one of them")
+    if args.from_column:
+        metadata = load_metadata(args.metadata)
+        if args.from_column not in metadata.columns:
+            raise InputError(f"{args.metadata}: no column {args.from_column!r} (--from-column)")
+        source = f"{args.metadata} column {args.from_column!r}"
+        split = given_split(metadata[args.from_column], ids, source)
+    elif args.from_file:
+        split = given_split(read_split(args.from_file), ids, str(args.from_file))
+    else:
+        split = make_split(
+            ids, val_fraction=args.val_fraction, test_fraction=args.test_fraction, seed=args.seed
+        )
     write_split(args.output, split)
     log.info("%s: %s", args.output, split.value_counts().to_dict())

@@ -5,27 +5,50 @@ from __future__ import annotations
 from pathlib import Path
 
 from aam.data.metadata import load_metadata
+from aam.data.split import given_split, read_split
 from aam.data.table import load_table
 from aam.errors import InputError
 
 
 def check_dataset(
-    name: str, table: Path, metadata: Path, target: str, categorical: list[str], tree: Path | None
+    name: str,
+    table: Path,
+    metadata: Path,
+    target: str,
+    categorical: list[str],
+    tree: Path | None,
+    split_column: str | None = None,
+    split_file: Path | None = None,
 ) -> None:
-    """Files exist, the target and covariate columns exist, table and metadata share samples."""
-    for label, path in (("table", table), ("metadata", metadata), ("tree", tree)):
+    """Files exist, the target and covariate columns exist, table and metadata share samples,
+    and a user-given split (a metadata column or a file) labels every sample with a target."""
+    if split_column and split_file:
+        raise InputError(f"datasets.{name}: split_column and split_file both set; keep one of them")
+    files = (("table", table), ("metadata", metadata), ("tree", tree), ("split_file", split_file))
+    for label, path in files:
         if path is not None and not Path(path).is_file():
             raise InputError(f"datasets.{name}.{label}: {path} not found; fix the path in config")
     columns = load_metadata(metadata)
-    missing = [c for c in [target, *categorical] if c not in columns.columns]
+    named = [target, *categorical, *([split_column] if split_column else [])]
+    missing = [c for c in named if c not in columns.columns]
     if missing:
         raise InputError(
             f"datasets.{name}: {metadata} has no column(s) {missing} "
-            f"(columns: {', '.join(map(str, columns.columns))}); fix target/categorical"
+            f"(columns: {', '.join(map(str, columns.columns))}); "
+            "fix target/categorical/split_column"
         )
     shared = set(map(str, load_table(table).ids())) & set(columns.index)
     if not shared:
         raise InputError(
             f"datasets.{name}: {table} and {metadata} share no sample IDs; "
             "check that both files describe the same samples"
+        )
+    targets = columns[target].reindex(sorted(shared))
+    with_target = list(targets.index[targets.notna()])
+    if split_column:
+        source = f"datasets.{name}.split_column: {metadata} column {split_column!r}"
+        given_split(columns[split_column], with_target, source)
+    if split_file:
+        given_split(
+            read_split(split_file), with_target, f"datasets.{name}.split_file: {split_file}"
         )

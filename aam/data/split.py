@@ -58,3 +58,25 @@ def read_split(path: str | Path) -> pd.Series:
     if bad:
         raise InputError(f"{path}: unknown split name(s) {bad}; use {', '.join(SPLITS)}")
     return frame.set_index("sample_id")["split"]
+
+
+def given_split(labels: pd.Series, sample_ids: Sequence[str], source: str) -> pd.Series:
+    """A user's split of ``sample_ids`` from ``labels`` (sample_id -> train/val/test, e.g. a
+    metadata column): InputError naming ``source`` for an unknown label, a sample without a
+    label or no train sample. Labels of other samples are ignored."""
+    labels = labels.dropna().astype(str).str.strip()
+    unknown = sorted(set(labels) - set(SPLITS))
+    if unknown:
+        raise InputError(f"{source}: unknown split label(s) {unknown[:5]}; use {', '.join(SPLITS)}")
+    chosen = labels.reindex(list(sample_ids))
+    missing = chosen.index[chosen.isna()]
+    if len(missing):
+        raise InputError(
+            f"{source}: no split label for {len(missing)} of {len(chosen)} samples with a "
+            f"target (e.g. {', '.join(map(str, missing[:3]))}); label every sample "
+            f"{'/'.join(SPLITS)}"
+        )
+    if not (chosen == "train").any():
+        raise InputError(f"{source}: no sample is labelled train; label the training samples")
+    chosen.index.name, chosen.name = "sample_id", "split"
+    return chosen

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import rankdata
 
 from aam.atomic import atomic_output
 from aam.training.losses import embedding_distances
@@ -27,14 +28,56 @@ def regression_metrics(predicted: np.ndarray, truth: np.ndarray) -> dict[str, fl
 
 
 def classification_metrics(log_probs: torch.Tensor, truth: np.ndarray) -> dict[str, float]:
-    """Accuracy and macro-averaged F1 over the classes present in truth or prediction."""
+    """Accuracy, macro-averaged F1 over the classes present in truth or prediction, and
+    macro one-vs-rest AUC over the classes with both positive and negative samples (NaN when
+    there is none)."""
     predicted = log_probs.argmax(-1).numpy()
     f1s = []
     for c in np.union1d(predicted, truth):
         tp = np.sum((predicted == c) & (truth == c))
         denom = np.sum(predicted == c) + np.sum(truth == c)
         f1s.append(2 * tp / denom if denom else 0.0)
-    return {"accuracy": float((predicted == truth).mean()), "f1": float(np.mean(f1s))}
+    return {
+        "accuracy": float((predicted == truth).mean()),
+        "f1": float(np.mean(f1s)),
+        "auc": macro_auc(log_probs.numpy(), truth),
+    }
+
+
+def macro_auc(scores: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over classes of the one-vs-rest ROC AUC of ``scores[:, c]`` (Mann-Whitney U with
+    midranks for ties); classes without positives or negatives in ``truth`` are skipped."""
+    aucs = []
+    for c in range(scores.shape[1]):
+        positive = truth == c
+        n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+        if n_pos and n_neg:
+            ranks = rankdata(scores[:, c])
+            aucs.append((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return float(np.mean(aucs)) if aucs else float("nan")
+
+
+def bootstrap_intervals(
+    score: Callable[[np.ndarray], dict[str, float]],
+    n: int,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, list[float]]:
+    """Percentile bootstrap intervals of every metric ``score(indices)`` returns, over
+    ``resamples`` draws of ``n`` sample indices with replacement (the same draws for every
+    caller with the same seed, so models scored on the same samples are compared pairwise).
+    A metric undefined in a draw (NaN) is left out of that draw; None when undefined in all."""
+    rng = np.random.default_rng(seed)
+    draws = [score(rng.integers(0, n, n)) for _ in range(resamples)]
+    tail = 100 * (1 - level) / 2
+    intervals = {}
+    for key in draws[0]:
+        values = np.array([d[key] for d in draws], dtype=np.float64)
+        values = values[np.isfinite(values)]
+        bounds = np.percentile(values, [tail, 100 - tail]) if len(values) else [None, None]
+        intervals[key] = [None if b is None else float(b) for b in bounds]
+    return intervals
 
 
 def unifrac_fit(embeddings: torch.Tensor, truth: torch.Tensor) -> dict[str, float]:

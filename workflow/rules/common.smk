@@ -101,6 +101,8 @@ for _name, _data in DATASETS.items():
             _data["target"],
             _data["categorical"],
             Path(_data["tree"]) if _data["tree"] else None,
+            _data["split_column"],
+            Path(_data["split_file"]) if _data["split_file"] else None,
         )
     except InputError as err:
         raise WorkflowError(str(err)) from None
@@ -138,6 +140,11 @@ def staged(name):
 def unifrac_of(wildcards):
     """Input function: the UniFrac matrix of a run's dataset."""
     return WORK / f"unifrac/{RUNS[wildcards.run]['dataset']}.{METRIC}.h5"
+
+
+def baselines_of(wildcards):
+    """Input function: the baseline predictions of a run's dataset."""
+    return WORK / f"baselines/{RUNS[wildcards.run]['dataset']}.tsv"
 
 
 def tree_of(dataset):

@@ -1,10 +1,12 @@
 rule predict:
-    """Predictions on the test split, metrics against the mean predictor, and a plot."""
+    """Predictions on the test split; metrics of the model beside the baselines (bootstrap
+    intervals), and a predicted-vs-true panel per model."""
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
         table=staged("table.biom"),
         metadata=staged("metadata.tsv"),
         split=staged("split.tsv"),
+        baselines=baselines_of,
         image=IMAGE_INPUT,
     output:
         predictions=report(
@@ -43,5 +45,6 @@ rule predict:
     shell:
         "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
         " --table {input.table:q} --metadata {input.metadata:q} --split {input.split:q}"
+        " --baselines {input.baselines:q}"
         " --subset test --threads {threads} --output-dir {params.out_dir:q} {params.options}"
         " > {log:q} 2>&1"

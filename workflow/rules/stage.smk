@@ -52,10 +52,12 @@ rule stage_tree:
 
 
 rule split:
-    """Seeded train/validation/test split of the samples that have a target value."""
+    """Train/validation/test split of the samples that have a target value: seeded, or the
+    dataset's own (split_column / split_file), validated."""
     input:
         table=WORK / "data/{dataset}/table.biom",
         metadata=WORK / "data/{dataset}/metadata.tsv",
+        given=lambda wc: DATASETS[wc.dataset]["split_file"] or [],
         image=IMAGE_INPUT,
     output:
         split=WORK / "data/{dataset}/split.tsv",
@@ -68,8 +70,13 @@ rule split:
         CONDA_ENV
     params:
         code=code("split"),
-        options=lambda wc: cli_flags(
-            {"target_column": DATASETS[wc.dataset]["target"], **config["split"]}
+        options=lambda wc, input: cli_flags(
+            {
+                "target_column": DATASETS[wc.dataset]["target"],
+                "from_column": DATASETS[wc.dataset]["split_column"],
+                "from_file": input.given or None,
+                **config["split"],
+            }
         ),
     shell:
         "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"

@@ -1,5 +1,5 @@
 """Cross-run summary for the report: one TSV row per run, the model's test-split metrics beside
-the mean predictor's (rule `summary`, run with `script:`).
+the baselines' (rule `summary`, run with `script:`).
 
 Workflow glue only (standard library): it reads the metrics.json that `aam predict` wrote.
 No `from __future__` import: Snakemake runs this file after a preamble of its own.
@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-PARTS = ("model", "mean_baseline")  # the metrics.json sections tabulated, as column prefixes
+# The metrics.json sections tabulated, as column prefixes.
+PARTS = ("model", "mean_baseline", "random_forest_baseline")
 
 
 def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
@@ -18,8 +19,9 @@ def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
 
     Each run is ``{"run", "dataset", "target", "metrics"}``, ``metrics`` being the content of its
     metrics.json. Columns: run, dataset, target, n, then per metric (in first-seen order)
-    ``model_<metric>`` and, when any run has one, ``mean_baseline_<metric>``. Classifiers have
-    no mean baseline, and an undefined R^2 is null in metrics.json: such cells are ``NA``.
+    ``model_<metric>`` and, when any run has them, ``mean_baseline_<metric>`` and
+    ``random_forest_baseline_<metric>``. An undefined R^2 or AUC is null in metrics.json, and a
+    run may lack a section: such cells are ``NA``.
     """
     runs = list(runs)
     sections = [[run["metrics"].get(part) or {} for part in PARTS] for run in runs]

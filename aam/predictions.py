@@ -1,0 +1,52 @@
+"""Prediction tables: what `aam predict` and `aam baselines` write, and reading them back.
+
+A regression prediction is a value in the target's units; a classifier's is the predicted label
+with one ``prob_<label>`` column per class. `aam baselines` writes one row per (sample, model)
+with a ``model`` column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from aam.errors import InputError
+
+LOG_FLOOR = 1e-12  # probabilities are floored before the log: a log-probability stays finite
+
+
+def prediction_table(ids: list[str], predicted: np.ndarray, classes: list[str]) -> pd.DataFrame:
+    """``sample_id``, ``prediction`` (and ``prob_<label>`` for log-probabilities over classes)."""
+    if not classes:
+        return pd.DataFrame({"sample_id": ids, "prediction": predicted})
+    probs = np.exp(predicted)
+    table = pd.DataFrame({"sample_id": ids, "prediction": [classes[k] for k in probs.argmax(1)]})
+    for k, label in enumerate(classes):
+        table[f"prob_{label}"] = probs[:, k]
+    return table
+
+
+def read_model_predictions(path: Path, ids: list[str], classes: list[str]) -> dict[str, np.ndarray]:
+    """Each model's predictions of a `aam baselines` table for ``ids``, in that order (values, or
+    log-probabilities over ``classes``); InputError naming the file when one is missing."""
+    table = pd.read_csv(path, sep="\t", dtype={"sample_id": str, "model": str})
+    columns = ["prediction"] if not classes else [f"prob_{label}" for label in classes]
+    missing = sorted({"sample_id", "model", *columns} - set(table.columns))
+    if missing:
+        raise InputError(
+            f"{path}: no column(s) {missing}; write it with `aam baselines` for this target"
+        )
+    out = {}
+    for model, rows in table.groupby("model", sort=False):
+        rows = rows.set_index("sample_id").reindex(ids)
+        absent = rows.index[rows[columns[0]].isna()]
+        if len(absent):
+            raise InputError(
+                f"{path}: model {model!r} has no prediction for {len(absent)} sample(s) "
+                f"(e.g. {', '.join(absent[:3])}); rerun `aam baselines` with the same split"
+            )
+        values = rows[columns].to_numpy(dtype=np.float64)
+        out[model] = values[:, 0] if not classes else np.log(np.maximum(values, LOG_FLOOR))
+    return out

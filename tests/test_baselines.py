@@ -1,0 +1,116 @@
+"""Baselines fitted on the training samples (`aam baselines`), the AUC and bootstrap intervals
+that metrics.json reports for every model."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_cli_training import aam, assert_failed, demo  # noqa: F401  (module fixture)
+
+from aam.baselines import fit_predict, relative_abundances
+from aam.data.batching import SampleSet
+from aam.data.split import read_split
+from aam.predictions import read_model_predictions
+from aam.training.metrics import bootstrap_intervals, classification_metrics, macro_auc
+from aam.training.study import Study
+
+
+def synthetic_study(n: int = 120, n_asvs: int = 6, classes: bool = False, seed: int = 0) -> Study:
+    """Every sample has every ASV; the target grows with ASV 0's relative abundance."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 100, size=(n, n_asvs)).astype(np.float32)
+    share = counts[:, 0] / counts.sum(1)
+    samples = SampleSet(
+        sample_ids=[f"s{i}" for i in range(n)],
+        tokens=np.zeros((n_asvs, 2), dtype=np.uint8),
+        asv_ptr=np.arange(0, n * n_asvs + 1, n_asvs, dtype=np.int64),
+        asv_idx=np.tile(np.arange(n_asvs, dtype=np.int64), n),
+        counts=counts.ravel(),
+    )
+    labels = ["train"] * (n // 2) + ["test"] * (n - n // 2)
+    split = pd.Series(labels, index=pd.Index(samples.sample_ids, name="sample_id"), name="split")
+    if classes:
+        targets = (share > np.median(share)).astype(np.int64)
+        return Study(samples, split, targets=targets, classes=["low", "high"])
+    return Study(samples, split, targets=100 * share.astype(np.float64))
+
+
+def test_relative_abundances_are_each_samples_shares():
+    study = synthetic_study(n=5)
+    matrix = relative_abundances(study.samples, np.array([3, 1]))
+    assert matrix.shape == (2, 6)
+    np.testing.assert_allclose(np.asarray(matrix.sum(1)).ravel(), 1.0)
+    first = study.samples.sample_asvs(3)[1]
+    np.testing.assert_allclose(matrix[0].toarray().ravel(), first / first.sum())
+
+
+def test_regression_baselines_fit_on_train_only_and_the_forest_finds_the_signal():
+    study = synthetic_study()
+    train, test = study.subset("train"), study.subset("test")
+    predicted = fit_predict(study, train, test, trees=50)
+    np.testing.assert_allclose(predicted["mean"], study.targets[train].mean())
+    error = {k: np.abs(v - study.targets[test]).mean() for k, v in predicted.items()}
+    assert error["random_forest"] < 0.5 * error["mean"], error
+
+
+def test_classifier_baselines_give_log_probabilities():
+    study = synthetic_study(classes=True)
+    train, test = study.subset("train"), study.subset("test")
+    predicted = fit_predict(study, train, test, trees=50)
+    prior = np.bincount(study.targets[train], minlength=2) / len(train)
+    np.testing.assert_allclose(np.exp(predicted["mean"]), np.tile(prior, (len(test), 1)))
+    for values in predicted.values():
+        np.testing.assert_allclose(np.exp(values).sum(1), 1.0, atol=1e-9)
+    forest = classification_metrics(
+        torch.from_numpy(predicted["random_forest"]), study.targets[test]
+    )
+    assert forest["accuracy"] > 0.8 and forest["auc"] > 0.9, forest
+
+
+def test_macro_auc_is_the_rank_statistic():
+    truth = np.array([0, 0, 1, 1, 2])
+    scores = np.array([[0.9, 0.1, 0], [0.2, 0.8, 0], [0.3, 0.7, 0], [0.1, 0.9, 0], [0, 0, 1.0]])
+    # Pairs (positive, negative) ranked right: class 0 {0.9, 0.2} vs {0.3, 0.1, 0}: 5 of 6;
+    # class 1 {0.7, 0.9} vs {0.1, 0.8, 0}: 5 of 6; class 2: 1 of 1.
+    assert macro_auc(scores, truth) == pytest.approx((5 / 6 + 5 / 6 + 1) / 3)
+    assert np.isnan(macro_auc(scores, np.zeros(5, dtype=int)))  # one class: undefined
+
+
+def test_bootstrap_interval_holds_the_estimate_and_narrows_with_more_samples():
+    rng = np.random.default_rng(1)
+
+    def width(n: int) -> tuple[float, list[float]]:
+        errors = rng.normal(size=n)
+        interval = bootstrap_intervals(lambda idx: {"mae": float(np.abs(errors[idx]).mean())}, n)
+        return float(np.abs(errors).mean()), interval["mae"]
+
+    estimate, (low, high) = width(50)
+    assert low < estimate < high
+    _, (low_big, high_big) = width(2000)
+    assert high_big - low_big < 0.5 * (high - low)
+    assert bootstrap_intervals(lambda idx: {"r2": float("nan")}, 5) == {"r2": [None, None]}
+
+
+def test_cli_writes_every_baseline_for_every_sample(demo, tmp_path):  # noqa: F811
+    out = tmp_path / "baselines.tsv"
+    args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
+    assert aam("baselines", *args, "--split", demo["split"], "--output", out, "--trees", "20") == 0
+    table = pd.read_csv(out, sep="\t", dtype={"sample_id": str})
+    split = read_split(demo["split"])
+    assert sorted(table["model"].unique()) == ["mean", "random_forest"]
+    for _, rows in table.groupby("model"):
+        assert sorted(rows["sample_id"]) == sorted(split.index)
+        assert (rows.set_index("sample_id")["split"] == split.reindex(rows["sample_id"])).all()
+    ids = list(split.index[split == "test"])
+    read = read_model_predictions(out, ids, [])
+    assert set(read) == {"mean", "random_forest"} and len(read["mean"]) == len(ids)
+    assert read_model_predictions(out, ids[:3], [])["mean"].shape == (3,)
+
+
+def test_cli_rejects_zero_trees_and_a_wrong_file_name(demo, tmp_path, capsys):  # noqa: F811
+    args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
+    args += ["--split", demo["split"]]
+    rc = aam("baselines", *args, "--output", tmp_path / "b.tsv", "--trees", "0")
+    assert_failed(rc, capsys, "baselines", tmp_path, "--trees 0")
+    rc = aam("baselines", *args, "--output", tmp_path / "b.csv")
+    assert_failed(rc, capsys, "baselines", tmp_path, "b.csv", "*.tsv")
