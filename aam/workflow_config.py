@@ -6,9 +6,14 @@ config file or a metadata header can execute: values are quoted with ``shlex.quo
 
 from __future__ import annotations
 
+import copy
 import difflib
+import itertools
+import json
+import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -54,3 +59,55 @@ def config_error_line(error: BaseException) -> str:
         close = difflib.get_close_matches(key, known, n=1)
         message = "unknown key" + (f" (did you mean {close[0]}?)" if close else "")
     return f"config {where}: {message}{hint}; fix it in the config file or --config"
+
+
+def run_option_names(schema_file: str | os.PathLike[str]) -> dict[str, list[str]]:
+    """Each run section's option names, from the generated run-options schema."""
+    schema = json.loads(Path(schema_file).read_text())
+    return {section: list(spec["properties"]) for section, spec in schema["$defs"].items()}
+
+
+def expand_sweeps(
+    runs: Mapping[str, Mapping[str, Any]], options: Mapping[str, Collection[str]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, dict[str, Any]]]]:
+    """Runs with every point of a run's ``sweep:`` grid (``"section.option": [values]``) as a run
+    of its own, ``<run>_s<k>`` (k from 1; the last key varies fastest), and the sweeps:
+    ``{run: {member: {"section.option": value, ...}}}``. Members whose ``model`` and
+    ``pretrain`` sections are equal share one pretrained encoder (``encoder_from`` the first
+    such member), so a grid over fine-tuning options pretrains once. ``options`` holds each
+    section's option names; ValueError (one line) for a key that is not one, or a member name
+    that is already a run."""
+    expanded: dict[str, dict[str, Any]] = {}
+    sweeps: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, spec in runs.items():
+        grid = spec.get("sweep") or {}
+        base = {key: value for key, value in spec.items() if key != "sweep"}
+        if not grid:
+            expanded[name] = copy.deepcopy(base)
+            continue
+        keys, encoders = list(grid), {}
+        for key in keys:
+            section, _, option = key.partition(".")
+            if option not in options.get(section, ()):
+                known = [f"{sec}.{opt}" for sec, names in options.items() for opt in names]
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                raise ValueError(
+                    f"config runs.{name}.sweep.{key}: not a run option{hint}; use "
+                    "<section>.<option> with a section of model, pretrain, finetune"
+                )
+        sweeps[name] = {}
+        for k, values in enumerate(itertools.product(*grid.values()), start=1):
+            member, run = f"{name}_s{k}", copy.deepcopy(base)
+            if member in runs:
+                raise ValueError(f"runs.{name}.sweep: member {member} is already a run; rename it")
+            for key, value in zip(keys, values, strict=True):
+                section, option = key.split(".", 1)
+                run.setdefault(section, {})[option] = value
+            if not run.get("encoder_from"):
+                shape = json.dumps([run.get("model"), run.get("pretrain")], sort_keys=True)
+                first = encoders.setdefault(shape, member)
+                run["encoder_from"] = first if first != member else None
+            expanded[member] = run
+            sweeps[name][member] = dict(zip(keys, values, strict=True))
+    return expanded, sweeps

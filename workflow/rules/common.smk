@@ -15,12 +15,25 @@ from aam.containers import built_image, lint_def  # noqa: E402
 from aam.data.check import check_dataset  # noqa: E402
 from aam.errors import InputError  # noqa: E402
 from aam.provenance import code_fingerprint  # noqa: E402
-from aam.workflow_config import cli_flags, config_error_line  # noqa: E402
+from aam.workflow_config import (  # noqa: E402
+    cli_flags,
+    config_error_line,
+    expand_sweeps,
+    run_option_names,
+)
 
 try:
     validate(config, "../schemas/config.schema.yaml")
+    # Every sweep point becomes a run; validating again types each of its values.
+    _options = run_option_names(
+        Path(workflow.basedir) / "schemas/run_options.schema.json"
+    )
+    config["runs"], SWEEPS = expand_sweeps(config["runs"], _options)
+    validate(config, "../schemas/config.schema.yaml")
 except WorkflowError as err:
     raise WorkflowError(config_error_line(err)) from None
+except ValueError as err:
+    raise WorkflowError(str(err)) from None
 _unset = [name for name in config["required_env"] if not os.environ.get(name)]
 if _unset:
     raise WorkflowError(
@@ -82,6 +95,7 @@ if not IMAGE:
 shell.prefix("".join(f"export {e}; " for e in _exports))
 DATASETS = config["datasets"]
 RUNS = config["runs"]
+SWEEP_RUNS = [member for members in SWEEPS.values() for member in members]
 
 for _run, _spec in RUNS.items():
     if _spec["dataset"] not in DATASETS:
@@ -179,5 +193,6 @@ def final_outputs():
         *expand(WORK / "runs/{run}/predict/metrics.json", run=runs),
         *expand(WORK / "runs/{run}/finetune/history.png", run=runs),
         WORK / "summary.tsv",
+        *([WORK / "leaderboard.tsv"] if SWEEPS else []),
         WORK / "validation/golden.json",
     ]

@@ -29,7 +29,7 @@ rule profiling_report:
 
 
 rule summary:
-    """Every run's test-split metrics beside the mean predictor's, one TSV row per run."""
+    """Every run's test-split metrics beside the baselines', one TSV row per run."""
     input:
         metrics=expand(WORK / "runs/{run}/predict/metrics.json", run=list(RUNS)),
         image=IMAGE_INPUT,
@@ -58,3 +58,31 @@ rule summary:
         ],
     script:
         "../scripts/summary.py"
+
+
+rule leaderboard:
+    """Each sweep's runs ranked by their validation metric (the test split is reported beside
+    it, never used to choose); the best run is marked."""
+    input:
+        summaries=[WORK / f"runs/{run}/finetune/summary.json" for run in SWEEP_RUNS],
+        metrics=[WORK / f"runs/{run}/predict/metrics.json" for run in SWEEP_RUNS],
+        image=IMAGE_INPUT,
+    output:
+        report(
+            WORK / "leaderboard.tsv",
+            caption="../report/leaderboard.rst",
+            category="Summary",
+            labels={"file": "sweep leaderboard"},
+        ),
+    log:
+        WORK / "logs/leaderboard/leaderboard.log",
+    benchmark:
+        WORK / "benchmarks/leaderboard/leaderboard.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        sweeps=SWEEPS,
+        runs=SWEEP_RUNS,
+    script:
+        "../scripts/leaderboard.py"

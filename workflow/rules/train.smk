@@ -51,6 +51,7 @@ rule finetune:
         image=IMAGE_INPUT,
     output:
         model=WORK / "runs/{run}/finetune/model.pt",
+        summary=WORK / "runs/{run}/finetune/summary.json",
         history=report(
             WORK / "runs/{run}/finetune/history.tsv",
             caption="../report/history.rst",
