@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,3 +47,10 @@ def changes(before: Snapshot, after: Snapshot) -> list[str]:
     removed = [f"removed {p}" for p in before.keys() - after.keys()]
     modified = [f"modified {p}" for p in before.keys() & after.keys() if before[p] != after[p]]
     return sorted(created + removed + modified, key=lambda line: line.split(" ", 1)[1])
+
+
+def dry_run(cwd: Path, config: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`snakemake all --profile profiles/local --configfile CONFIG --dry-run` in ``cwd``."""
+    cmd = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local"]
+    cmd += ["--configfile", str(config), "--dry-run", *extra]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)

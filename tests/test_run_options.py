@@ -4,12 +4,10 @@ the schema is generated from the parsers, committed, and checked before any job.
 import argparse
 import dataclasses
 import re
-import subprocess
-import sys
 
 import pytest
 import yaml
-from checkout import REPO
+from checkout import REPO, dry_run
 from jsonschema import Draft202012Validator
 
 from aam.commands import common
@@ -142,18 +140,7 @@ def _dry_run(tmp_path, checkout_copy, section: str, key: str, value):
     config["runs"]["tiny"][section][key] = value
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "all",
-        "--profile",
-        "profiles/local",
-        "--configfile",
-        str(path),
-        "--dry-run",
-    ]
-    run = subprocess.run(cmd, cwd=checkout_copy, capture_output=True, text=True)
+    run = dry_run(checkout_copy, path)
     assert run.returncode != 0
     assert not (tmp_path / "work").exists()
     lines = [ln for ln in (run.stdout + run.stderr).splitlines() if re.match(r"config \S", ln)]

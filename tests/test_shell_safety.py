@@ -4,12 +4,11 @@ quoted, names used in paths match a safe pattern, and a bad config stops with on
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from checkout import REPO
+from checkout import REPO, dry_run
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -90,19 +89,7 @@ def _config(tmp_path: Path, **changes) -> Path:
 
 
 def _dry_run(cwd: Path, config: Path) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "all",
-        "--profile",
-        "profiles/local",
-        "--configfile",
-        str(config),
-        "--dry-run",
-        "--printshellcmds",
-    ]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    return dry_run(cwd, config, "--printshellcmds")
 
 
 @pytest.mark.parametrize("where", ["datasets", "runs"])

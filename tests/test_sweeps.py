@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import yaml
-from checkout import REPO
+from checkout import REPO, dry_run
 
 from aam.commands.run_options_schema import SCHEMA_FILE
 from aam.workflow_config import expand_sweeps, run_option_names
@@ -63,18 +63,7 @@ def _dry_run(tmp_path, checkout_copy, sweep) -> subprocess.CompletedProcess:
     config["runs"]["tiny"]["sweep"] = sweep
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "all",
-        "--profile",
-        "profiles/local",
-        "--configfile",
-        str(path),
-        "--dry-run",
-    ]  # noqa: E501
-    return subprocess.run(cmd, cwd=checkout_copy, capture_output=True, text=True)
+    return dry_run(checkout_copy, path)
 
 
 def test_a_sweep_in_the_dag_pretrains_once_and_adds_the_leaderboard(tmp_path, checkout_copy):

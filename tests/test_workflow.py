@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from checkout import copy_checkout
+from checkout import copy_checkout, dry_run
 
 pytestmark = pytest.mark.xdist_group("workflow")  # one worker runs the shared DAG once
 OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
@@ -220,22 +220,7 @@ def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, messag
     lines += ["runs:", "  r:", "    dataset: demo"]
     config = tmp_path / "config.yaml"
     config.write_text("\n".join(lines) + "\n")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "all",
-            "--profile",
-            "profiles/local",
-            "--configfile",
-            str(config),
-            "--dry-run",
-        ],
-        cwd=checkout_copy,
-        capture_output=True,
-        text=True,
-    )
+    run = dry_run(checkout_copy, config)
     assert run.returncode != 0
     assert message in run.stdout + run.stderr, run.stdout[-2000:]
     assert not (tmp_path / "work").exists()
