@@ -157,7 +157,7 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, site_runs, 
     assert (work / "runs/tiny/predict/predictions.tsv").is_file()
     assert (work / "runs/tiny/predict/metrics.json").is_file()
     jobs = _jobs_by_rule(work)
-    gpu_and_cpu_jobs = {"unifrac", "pretrain", "finetune", "predict", "validate"}
+    gpu_and_cpu_jobs = {"unifrac", "baselines", "pretrain", "finetune", "predict", "validate"}
     assert set(jobs) == gpu_and_cpu_jobs, jobs  # the rest are localrules
     assert (work / "validation/golden.json").is_file()
     for rule in sorted(gpu_and_cpu_jobs):
