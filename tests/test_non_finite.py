@@ -25,8 +25,13 @@ from test_cli_training import (
     write_table,
 )
 
-from aam import doctor
-from aam.commands import common, plot_history, predict, pretrain
+from aam.commands import (
+    common,
+    doctor,  # patched where the command looks `diagnose` up
+    plot_history,
+    predict,
+    pretrain,
+)
 from aam.commands import finetune as finetune_command
 from aam.profiling import probe
 from aam.provenance import write_provenance
