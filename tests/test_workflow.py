@@ -4,6 +4,7 @@ outputs and report, then which rules a dry run schedules after each kind of code
 The run's target column has a hostile name (spaces, quotes, `$(...)`, backticks, `;`), as a
 metadata file from someone else may have: it must work end to end and execute nothing."""
 
+import json
 import re
 import shutil
 import subprocess
@@ -115,6 +116,27 @@ def test_validate_and_profiling_report_targets(copy):
     html = (copy / "results/test/profiling/report.html").read_text()
     assert html.count("<img") >= 2 and "Top 10 kernels" in html
     assert "Recommended batch size" in html and "pretrain/tiny" in html
+
+
+def test_a_sweep_runs_and_its_leaderboard_ranks_on_validation(copy):
+    config = yaml.safe_load((copy / "config/test.yaml").read_text())
+    config["runs"]["tiny"]["sweep"] = {"finetune.lr": [0.001, 0.0003]}
+    (copy / "config/test.yaml").write_text(yaml.safe_dump(config))
+    run = _snakemake(copy, "--cores", "2")
+    assert run.returncode == 0, run.stderr[-3000:]
+    work = copy / "results/test"
+    board = pd.read_csv(work / "leaderboard.tsv", sep="\t")
+    assert sorted(board["run"]) == ["tiny_s1", "tiny_s2"] and list(board["rank"]) == [1, 2]
+    assert list(board["best"].fillna("")) == ["yes", ""]
+    val = {
+        r: json.loads((work / f"runs/{r}/finetune/summary.json").read_text()) for r in board["run"]
+    }
+    assert board["val_value"].tolist() == pytest.approx(
+        [val[r]["val_mae"] for r in board["run"]], rel=1e-5
+    )
+    assert board["val_value"].is_monotonic_increasing
+    # one pretrained encoder for the two learning rates
+    assert not (work / "runs/tiny_s2/pretrain").exists()
 
 
 def test_nothing_changed_schedules_nothing(copy):
