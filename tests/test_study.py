@@ -181,3 +181,14 @@ def test_a_bad_user_split_is_one_line_naming_the_column(tmp_path, capsys, labels
     assert "\n" not in err and err.startswith("aam split: error: "), err
     assert f"column 'fold': {message}" in err, err
     assert not out.exists()
+
+
+def test_split_from_a_column_needs_the_metadata(tmp_path, capsys):
+    table, _ = _given(tmp_path, ["train", None, "test", "val", None, "train"])
+    out = tmp_path / "split.tsv"
+    argv = ["split", "--table", str(table), "--from-column", "fold", "--output", str(out)]
+    assert main(argv) == 2
+    assert (
+        capsys.readouterr().err.strip() == "aam split: error: --from-column fold: needs --metadata"
+    )
+    assert not out.exists()

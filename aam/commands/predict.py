@@ -13,6 +13,7 @@ import torch
 
 from aam.atomic import atomic_output, check_output_dir, write_json
 from aam.data import load_metadata
+from aam.data.split import SPLITS
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options
@@ -22,6 +23,7 @@ from aam.training.config import RuntimeConfig, StudyOptions
 from aam.training.device import resolve_device
 from aam.training.inference import predict
 from aam.training.metrics import (
+    BOOTSTRAP_RESAMPLES,
     bootstrap_intervals,
     classification_metrics,
     regression_metrics,
@@ -43,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="truth for metrics; needed by models with categorical covariates",
     )
     parser.add_argument("--split", type=Path, help="predict only one split of this split.tsv")
-    parser.add_argument("--subset", default="test", choices=["train", "val", "test"])
+    parser.add_argument("--subset", default="test", choices=SPLITS)
     parser.add_argument(
         "--baselines",
         type=Path,
@@ -177,12 +179,13 @@ def _metrics(
         intervals[name] = bootstrap_intervals(lambda idx, v=values[known]: score(v, idx), len(y))
     metrics["intervals"] = intervals
     metrics["interval_note"] = (
-        f"95% percentile bootstrap over the {len(y)} samples (1000 resamples, the same for "
-        "every model)"
+        f"95% percentile bootstrap over the {len(y)} samples ({BOOTSTRAP_RESAMPLES} resamples, "
+        "the same for every model)"
     )
     metrics["baseline_note"] = (
         "baselines are fitted on the training samples: mean = the training mean (for classes, "
-        "the training class frequencies), random_forest = 500 trees on relative abundances"
+        "the training class frequencies), random_forest = a random forest on relative "
+        "abundances (aam baselines)"
     )
     return metrics
 

@@ -30,11 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help=f"split file to write ({'/'.join(TSV_SUFFIXES)}): sample_id<TAB>split",
     )
-    parser.add_argument(
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument(
         "--from-column",
         help="use this metadata column's train/val/test labels instead of a seeded split",
     )
-    parser.add_argument(
+    given.add_argument(
         "--from-file",
         type=Path,
         help="use this sample_id<TAB>split file's labels instead of a seeded split",
@@ -56,9 +57,9 @@ def run(args: argparse.Namespace) -> None:
         allow_missing=args.allow_missing_samples,
     )
     ids = study.samples.sample_ids
-    if args.from_column and args.from_file:
-        raise InputError("--from-column and --from-file: give one of them")
     if args.from_column:
+        if args.metadata is None:
+            raise InputError(f"--from-column {args.from_column}: needs --metadata")
         metadata = load_metadata(args.metadata)
         if args.from_column not in metadata.columns:
             raise InputError(f"{args.metadata}: no column {args.from_column!r} (--from-column)")

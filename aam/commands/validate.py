@@ -14,6 +14,7 @@ from pathlib import Path
 
 from aam.atomic import check_output_dir, check_output_path
 from aam.errors import InputError
+from aam.models.config import ATTN_IMPLEMENTATIONS
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend",
         action="append",
         dest="backends",
-        choices=["auto", "math", "mem_efficient", "flash"],
+        choices=ATTN_IMPLEMENTATIONS,
         help="restrict to these attention backends (repeatable; default: all "
         "available on the device)",
     )

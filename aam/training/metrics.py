@@ -12,6 +12,8 @@ import torch
 from aam.atomic import atomic_output
 from aam.training.losses import embedding_distances
 
+BOOTSTRAP_RESAMPLES = 1000  # draws behind every interval in metrics.json
+
 
 def regression_metrics(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """MAE, RMSE and R^2 in the target's own units (R^2 NaN when every true value is equal;
@@ -61,7 +63,7 @@ def macro_auc(scores: np.ndarray, truth: np.ndarray) -> float:
 def bootstrap_intervals(
     score: Callable[[np.ndarray], dict[str, float]],
     n: int,
-    resamples: int = 1000,
+    resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
     level: float = 0.95,
 ) -> dict[str, list[float]]:
