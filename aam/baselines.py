@@ -2,15 +2,20 @@
 class's frequencies for categorical targets) and a random forest on relative abundances.
 
 Predictions take the form of the model's: target units for regression, log-probabilities over
-``study.classes`` for classes, so the same metrics apply to all of them.
+``study.classes`` for classes, so the same metrics apply to all of them. Another study's table
+is predicted on the fitted study's ASVs (``aligned_abundances``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import biom
 import numpy as np
 import scipy.sparse as sp
 
 from aam.data.batching import SampleSet
+from aam.errors import InputError
 from aam.predictions import LOG_FLOOR
 from aam.training.study import Study
 
@@ -28,35 +33,56 @@ def relative_abundances(samples: SampleSet, positions: np.ndarray) -> sp.csr_mat
     return matrix[positions]
 
 
+def aligned_abundances(table: biom.Table, asv_ids: Sequence[str], name: str) -> sp.csr_matrix:
+    """(samples of ``table``, len(``asv_ids``)) reads / sample total on the columns ``asv_ids``:
+    an ASV the table lacks is 0; the table's other ASVs have no column, but their reads count
+    in each sample's total. InputError naming ``name`` for a sample without reads."""
+    totals = np.asarray(table.matrix_data.sum(axis=0), dtype=np.float64).ravel()
+    empty = [str(s) for s, total in zip(table.ids(), totals, strict=True) if total <= 0]
+    if empty:
+        raise InputError(
+            f"{name}: {len(empty)} sample(s) have no reads (e.g. {', '.join(empty[:3])}); "
+            "remove them from the table"
+        )
+    column = {asv: k for k, asv in enumerate(asv_ids)}
+    position = np.array([column.get(str(asv), -1) for asv in table.ids("observation")])
+    entries = table.matrix_data.tocoo()
+    known = position[entries.row] >= 0
+    rows, asvs = entries.col[known], position[entries.row[known]]
+    values = entries.data[known] / totals[rows]
+    return sp.csr_matrix((values, (rows, asvs)), shape=(len(totals), len(asv_ids)))
+
+
 def fit_predict(
     study: Study,
     train: np.ndarray,
-    positions: np.ndarray,
+    features: sp.csr_matrix,
     *,
     trees: int = 500,
     seed: int = 42,
     threads: int = 1,
 ) -> dict[str, np.ndarray]:
-    """Each baseline fitted on ``train`` positions, predicting ``positions``."""
+    """Each baseline fitted on the ``train`` positions of ``study``, predicting the rows of
+    ``features`` (relative abundances on the study's ASVs, one row per sample to predict)."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     y = study.targets[train]
     x_train = relative_abundances(study.samples, train)
-    x = relative_abundances(study.samples, positions)
+    x, n = features, features.shape[0]
     options = dict(n_estimators=trees, random_state=seed, n_jobs=threads)
     if not study.classes:
         forest = RandomForestRegressor(**options).fit(x_train, y)
         return {
-            "mean": np.full(len(positions), float(np.mean(y))),
+            "mean": np.full(n, float(np.mean(y))),
             "random_forest": forest.predict(x),
         }
     n_classes = len(study.classes)
     labels = y.astype(np.int64)
     prior = np.bincount(labels, minlength=n_classes) / len(labels)
     forest = RandomForestClassifier(**options).fit(x_train, labels)
-    probs = np.zeros((len(positions), n_classes))
+    probs = np.zeros((n, n_classes))
     probs[:, forest.classes_] = forest.predict_proba(x)  # classes absent from train stay 0
     return {
-        "mean": np.log(np.maximum(np.tile(prior, (len(positions), 1)), LOG_FLOOR)),
+        "mean": np.log(np.maximum(np.tile(prior, (n, 1)), LOG_FLOOR)),
         "random_forest": np.log(np.maximum(probs, LOG_FLOOR)),
     }

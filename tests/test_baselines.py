@@ -22,6 +22,7 @@ def synthetic_study(n: int = 120, n_asvs: int = 6, classes: bool = False, seed: 
     share = counts[:, 0] / counts.sum(1)
     samples = SampleSet(
         sample_ids=[f"s{i}" for i in range(n)],
+        asv_ids=[f"asv{k}" for k in range(n_asvs)],
         tokens=np.zeros((n_asvs, 2), dtype=np.uint8),
         asv_ptr=np.arange(0, n * n_asvs + 1, n_asvs, dtype=np.int64),
         asv_idx=np.tile(np.arange(n_asvs, dtype=np.int64), n),
@@ -47,7 +48,8 @@ def test_relative_abundances_are_each_samples_shares():
 def test_regression_baselines_fit_on_train_only_and_the_forest_finds_the_signal():
     study = synthetic_study()
     train, test = study.subset("train"), study.subset("test")
-    predicted = fit_predict(study, train, test, trees=50)
+    features = relative_abundances(study.samples, test)
+    predicted = fit_predict(study, train, features, trees=50)
     np.testing.assert_allclose(predicted["mean"], study.targets[train].mean())
     error = {k: np.abs(v - study.targets[test]).mean() for k, v in predicted.items()}
     assert error["random_forest"] < 0.5 * error["mean"], error
@@ -56,7 +58,8 @@ def test_regression_baselines_fit_on_train_only_and_the_forest_finds_the_signal(
 def test_classifier_baselines_give_log_probabilities():
     study = synthetic_study(classes=True)
     train, test = study.subset("train"), study.subset("test")
-    predicted = fit_predict(study, train, test, trees=50)
+    features = relative_abundances(study.samples, test)
+    predicted = fit_predict(study, train, features, trees=50)
     prior = np.bincount(study.targets[train], minlength=2) / len(train)
     np.testing.assert_allclose(np.exp(predicted["mean"]), np.tile(prior, (len(test), 1)))
     for values in predicted.values():

@@ -192,3 +192,19 @@ def test_split_from_a_column_needs_the_metadata(tmp_path, capsys):
         capsys.readouterr().err.strip() == "aam split: error: --from-column fold: needs --metadata"
     )
     assert not out.exists()
+
+
+def test_samples_below_the_rarefaction_depth_leave_the_study_not_a_mismatch(tmp_path, caplog):
+    table, metadata = _inputs(tmp_path, AGES, SITES)
+    counts = biom.load_table(str(table)).matrix_data.toarray()
+    depths = counts.sum(axis=0)
+    depth = int(np.sort(depths)[1])  # the shallowest sample falls below
+    shallow = f"s{int(np.argmin(depths))}"
+    split = _split(tmp_path, ["s0", "s2", "s3", "s5"])
+    study = load_study(
+        table, max_bp=10, metadata_path=metadata, target="age", split_path=split, rarefy_depth=depth
+    )
+    kept = [s for s in ["s0", "s2", "s3", "s5"] if s != shallow]
+    assert study.samples.sample_ids == kept
+    with pytest.raises(InputError, match="--rarefy-depth 1000: no sample has that many reads"):
+        load_study(table, max_bp=10, metadata_path=metadata, rarefy_depth=1000)

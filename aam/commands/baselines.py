@@ -1,5 +1,6 @@
 """`aam baselines`: the mean predictor and a random forest on relative abundances, fitted on
-the training samples of a split, predicting every sample (``aam.baselines``)."""
+the training samples of a split, predicting every sample, or every sample of another study's
+table (``aam.baselines``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from aam.atomic import atomic_output
-from aam.baselines import BASELINES, fit_predict
+from aam.baselines import BASELINES, aligned_abundances, fit_predict, relative_abundances
+from aam.data import load_table
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.errors import InputError
 from aam.predictions import prediction_table
@@ -35,13 +37,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="TSV: sample_id, split, model, prediction (prob_<label> columns for classes)",
     )
+    parser.add_argument(
+        "--predict-table",
+        type=Path,
+        help="predict this other study's BIOM table instead (features: the fitted table's ASVs)",
+    )
     parser.add_argument("--trees", type=int, default=500, help="trees of the random forest")
     parser.add_argument("--seed", type=int, default=42, help="seed of the random forest")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of the forest")
 
 
 def run(args: argparse.Namespace) -> None:
-    """Fit every baseline on the split's train samples; write the predictions of all samples."""
+    """Fit every baseline on the split's train samples; write the predictions of every sample
+    of the table (split as in the split file), or of ``--predict-table`` (split empty)."""
     check_output_file(args.output, TSV_SUFFIXES, "baseline predictions")
     if args.trees < 1:
         raise InputError(f"--trees {args.trees}: must be at least 1")
@@ -56,12 +64,18 @@ def run(args: argparse.Namespace) -> None:
     train = study.subset("train")
     if not len(train):
         raise InputError(f"{args.split}: no train samples to fit the baselines on")
-    positions = np.arange(len(study.samples))
+    if args.predict_table is None:
+        ids = list(study.samples.sample_ids)
+        split = study.split.reindex(ids).to_numpy()
+        features = relative_abundances(study.samples, np.arange(len(ids)))
+    else:
+        other = load_table(args.predict_table)
+        ids, split = [str(s) for s in other.ids()], np.full(len(other.ids()), "")
+        features = aligned_abundances(other, study.samples.asv_ids, str(args.predict_table))
+        _log_unmatched(other, study.samples.asv_ids, args.predict_table)
     predicted = fit_predict(
-        study, train, positions, trees=args.trees, seed=args.seed, threads=args.threads
+        study, train, features, trees=args.trees, seed=args.seed, threads=args.threads
     )
-    ids = list(study.samples.sample_ids)
-    split = study.split.reindex(ids).to_numpy()
     tables = []
     for model in BASELINES:
         table = prediction_table(ids, predicted[model], study.classes)
@@ -71,3 +85,18 @@ def run(args: argparse.Namespace) -> None:
     with atomic_output(args.output) as tmp:
         pd.concat(tables).to_csv(tmp, sep="\t", index=False, float_format="%.8g")
     log.info("wrote %s: %s fitted on %d train samples", args.output, BASELINES, len(train))
+
+
+def _log_unmatched(table, asv_ids: list[str], path: Path) -> None:
+    """Log how many of ``table``'s ASVs (and what share of its reads) have no feature."""
+    known = set(asv_ids)
+    unmatched = np.array([str(asv) not in known for asv in table.ids("observation")])
+    reads = np.asarray(table.matrix_data.sum(axis=1)).ravel()
+    share = reads[unmatched].sum() / reads.sum()
+    log.info(
+        "%s: %d of %d ASVs (%.1f%% of the reads) are not in the fitted table: no feature",
+        path,
+        int(unmatched.sum()),
+        len(unmatched),
+        100 * share,
+    )

@@ -1,4 +1,5 @@
-"""`aam predict`: predictions in the target's own units, metrics when the truth is known."""
+"""`aam predict`: predictions in the target's own units, metrics when the truth is known, and
+with the model's training table and split a domain-shift report of this table."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 from aam.atomic import atomic_output, check_output_dir, write_json
 from aam.data import load_metadata
 from aam.data.split import SPLITS
+from aam.domain_shift import domain_shift_report
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options
@@ -51,6 +53,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="`aam baselines` predictions, scored beside the model on the same samples",
     )
+    parser.add_argument(
+        "--target-column",
+        help="metadata column holding the truth (default: the model's target column)",
+    )
+    parser.add_argument(
+        "--training-table",
+        type=Path,
+        help="the table the model was fine-tuned on: write domain_shift.json (needs "
+        "--training-split)",
+    )
+    parser.add_argument("--training-split", type=Path, help="the split the model was fine-tuned on")
     parser.add_argument("--scratch", help="node-local dir to copy inputs to first")
     parser.add_argument("--batch-size", type=int, default=32)
     add_options(parser, StudyOptions, "predict")
@@ -58,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Write predictions.tsv, and metrics.json + predicted_vs_true.png when truth is known."""
+    """Write predictions.tsv; with --metadata metrics.json (+ predicted_vs_true.png) when truth
+    is known, else metrics.json saying why not; domain_shift.json with --training-table."""
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.batch_size < 1:
@@ -70,8 +84,17 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(
             f"{args.model}: the model uses covariates {categorical['columns']}; pass --metadata"
         )
+    if (args.training_table is None) != (args.training_split is None):
+        raise InputError("--training-table and --training-split: give both or neither")
+    target = {**target, "column": args.target_column or target["column"]}
     out_dir = check_output_dir(args.output_dir, "output")
-    inputs = {"table": args.table, "metadata": args.metadata, "split": args.split}
+    inputs = {
+        "table": args.table,
+        "metadata": args.metadata,
+        "split": args.split,
+        "training_table": args.training_table,
+        "training_split": args.training_split,
+    }
     with localized(inputs, args.scratch) as local:
         study = load_study(
             local["table"],
@@ -84,6 +107,18 @@ def run(args: argparse.Namespace) -> None:
             rarefy_depth=args.rarefy_depth,
             allow_missing=args.allow_missing_samples,
         )
+        shift = None
+        if args.training_table is not None:
+            shift = domain_shift_report(
+                local["table"],
+                local.get("metadata"),
+                local["training_table"],
+                local["training_split"],
+                study.samples,
+                categorical["levels"],
+                model.config.token_limit,
+                args.rarefy_depth,
+            )
     positions = study.subset(args.subset) if args.split else np.arange(len(study.samples))
     if not len(positions):
         raise InputError(f"{args.split}: no samples in split {args.subset!r}")
@@ -103,16 +138,21 @@ def run(args: argparse.Namespace) -> None:
     baselines = {}
     if args.baselines:
         baselines = read_model_predictions(args.baselines, ids, target["classes"])
-    truth = _truth(args.metadata, target, ids) if args.metadata else None
-    metrics = None
+    models = {"model": predicted, **{f"{k}_baseline": v for k, v in baselines.items()}}
+    metrics = truth = None
+    if args.metadata is not None:
+        truth = _truth(args.metadata, target, ids)
+        metrics = _metrics(models, truth, target, args.metadata, ids)
     if truth is not None:
         table["true"] = truth
-        models = {"model": predicted, **{f"{k}_baseline": v for k, v in baselines.items()}}
-        metrics = _metrics(models, truth, target, args.metadata)
     with atomic_output(out_dir / "predictions.tsv") as tmp:
         table.to_csv(tmp, sep="\t", index=False, float_format="%.6g")
+    if shift is not None:
+        write_json(out_dir / "domain_shift.json", shift)
     if metrics is not None:
-        _write_metrics(out_dir, metrics, models, truth, target)
+        write_json(out_dir / "metrics.json", metrics)
+        if "no_metrics" not in metrics and not target["classes"]:
+            _plot_known(out_dir / "predicted_vs_true.png", models, truth, target["column"])
     log.info("wrote %d predictions to %s", len(ids), out_dir / "predictions.tsv")
 
 
@@ -146,18 +186,37 @@ def _truth(metadata_path: Path, target: dict, ids: list[str]) -> pd.Series | Non
 
 
 def _metrics(
-    models: dict[str, np.ndarray], truth: pd.Series, target: dict, metadata_path: Path
-) -> dict | None:
+    models: dict[str, np.ndarray],
+    truth: pd.Series | None,
+    target: dict,
+    metadata_path: Path,
+    ids: list[str],
+) -> dict:
     """metrics.json content: each model's metrics on the samples with a known truth and their
-    bootstrap intervals (None when no sample has a known truth); NonFiniteError when a metric
-    is not finite."""
+    bootstrap intervals, and which samples were left out and why (``excluded``); without any
+    known truth ``no_metrics`` says why. NonFiniteError when a metric is not finite."""
+    column = target["column"]
+    if truth is None:
+        reason = f"{metadata_path} has no column {column!r}"
+        return {"n": 0, "target": column, "no_metrics": reason, "excluded": {}}
     known = truth.notna().to_numpy()
+    excluded = {}
+    if not known.all():
+        excluded["no_target_value"] = [ids[k] for k in np.flatnonzero(~known)]
     lookup = {c: k for k, c in enumerate(target["classes"])}
     if lookup:
-        known = known & truth.astype(str).map(lookup).notna().to_numpy()
+        unseen = known & truth.astype(str).map(lookup).isna().to_numpy()
+        if unseen.any():
+            labels = truth.astype(str).to_numpy()
+            excluded["class_not_in_training"] = {
+                label: [ids[k] for k in np.flatnonzero(unseen & (labels == label))]
+                for label in sorted(set(labels[unseen]))
+            }
+        known = known & ~unseen
     if not known.any():
-        log.info("%s: no sample has a known %s: no metrics", metadata_path, target["column"])
-        return None
+        log.info("%s: no sample has a known %s: no metrics", metadata_path, column)
+        reason = f"no predicted sample has a {column!r} value the model can be scored on"
+        return {"n": 0, "target": column, "no_metrics": reason, "excluded": excluded}
     if lookup:
         y = truth[known].astype(str).map(lookup).to_numpy(dtype=np.int64)
 
@@ -171,11 +230,11 @@ def _metrics(
             return regression_metrics(values[idx], y[idx])
 
     everything = np.arange(len(y))
-    metrics = {"n": int(known.sum()), "target": target["column"]}
+    metrics = {"n": int(known.sum()), "target": column, "excluded": excluded}
     intervals = {}
     for name, values in models.items():
         metrics[name] = score(values[known], everything)
-        _check_metrics(metrics[name], name, metadata_path, target["column"])
+        _check_metrics(metrics[name], name, metadata_path, column)
         intervals[name] = bootstrap_intervals(lambda idx, v=values[known]: score(v, idx), len(y))
     metrics["intervals"] = intervals
     metrics["interval_note"] = (
@@ -201,16 +260,11 @@ def _check_metrics(metrics: dict, part: str, metadata_path: Path, column: str) -
         )
 
 
-def _write_metrics(
-    out_dir: Path, metrics: dict, models: dict[str, np.ndarray], truth: pd.Series, target: dict
-) -> None:
-    """metrics.json, and predicted_vs_true.png (a panel per model) for a regression target."""
-    write_json(out_dir / "metrics.json", metrics)
-    if not target["classes"]:
-        known = truth.notna().to_numpy()
-        y = truth[known].to_numpy(dtype=np.float64)
-        panels = {name: values[known] for name, values in models.items()}
-        _plot(out_dir / "predicted_vs_true.png", y, panels, target["column"])
+def _plot_known(path: Path, models: dict[str, np.ndarray], truth: pd.Series, column: str) -> None:
+    """predicted_vs_true.png of the samples with a known regression target."""
+    known = truth.notna().to_numpy()
+    y = truth[known].to_numpy(dtype=np.float64)
+    _plot(path, y, {name: values[known] for name, values in models.items()}, column)
 
 
 def _plot(path: Path, truth: np.ndarray, panels: dict[str, np.ndarray], column: str) -> None:

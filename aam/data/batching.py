@@ -25,6 +25,7 @@ class SampleSet:
     """A table's samples as ASV index lists (CSR) plus the tokens of every table ASV."""
 
     sample_ids: list[str]
+    asv_ids: list[str]  # table observation IDs (the ASV sequences), row k of ``tokens``
     tokens: np.ndarray  # (n_asvs, max_bp + 1) uint8, row k = table observation k
     asv_ptr: np.ndarray  # sample s owns asv_idx[asv_ptr[s]:asv_ptr[s + 1]]
     asv_idx: np.ndarray  # table observation indices, table order within a sample
@@ -43,9 +44,11 @@ class SampleSet:
                 f"{table_name}: {len(empty)} samples have no ASVs (e.g. {', '.join(empty[:3])}); "
                 "drop them (rarefaction does) before training"
             )
+        asv_ids = [str(o) for o in table.ids("observation")]
         return cls(
             sample_ids=sample_ids,
-            tokens=tokenize([str(o) for o in table.ids("observation")], max_bp),
+            asv_ids=asv_ids,
+            tokens=tokenize(asv_ids, max_bp),
             asv_ptr=matrix.indptr.astype(np.int64),
             asv_idx=matrix.indices.astype(np.int64),
             counts=matrix.data.astype(np.float32),

@@ -90,13 +90,16 @@ def load_study(
 ) -> Study:
     """Load, reconcile sample IDs across the inputs, and align everything to one order.
 
-    Samples whose target is missing are dropped and counted (an error if all are). Without
+    Samples whose target is missing, or with fewer reads than ``rarefy_depth``, are dropped
+    and counted (an error if all are); the other inputs may list the latter. Without
     ``split_path`` a seeded split is made (the caller records ``study.split``).
     """
     table = load_table(table_path)
-    if rarefy_depth:
-        table, _ = rarefy(table, rarefy_depth, seed)
     sources: dict[str, list[str]] = {str(table_path): [str(s) for s in table.ids()]}
+    too_shallow: set[str] = set()  # fewer reads than rarefy_depth: dropped (rarefy logs them)
+    if rarefy_depth:
+        table, dropped = rarefy(table, rarefy_depth, seed)
+        too_shallow = set(dropped)
     distances = metadata = split = None
     if unifrac_path is not None:
         dm_ids, distances = read_distance_matrix(unifrac_path)
@@ -114,6 +117,12 @@ def load_study(
             unassigned = metadata.index[metadata[target].isna()].difference(split.index)
             sources[str(split_path)] += list(unassigned)
     ids = reconcile_sample_ids(sources, allow_missing=allow_missing)
+    ids = [sid for sid in ids if sid not in too_shallow]
+    if not ids:
+        raise InputError(
+            f"--rarefy-depth {rarefy_depth}: every sample shared by the inputs has fewer reads; "
+            "choose a lower --rarefy-depth"
+        )
 
     targets, classes = None, []
     if target is not None:
