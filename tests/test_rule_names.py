@@ -3,12 +3,15 @@ that command's code, and waits for the image it runs in (static checks of workfl
 
 import re
 
+import pytest
+import yaml
 from checkout import REPO
 
 from aam.cli import COMMANDS
 
-# stage_tree also runs `aam stage`: the optional tree is staged by a rule of its own (stage.smk).
-SAME_COMMAND = {"stage_tree": "stage"}
+# stage_tree also runs `aam stage`: the optional tree is staged by a rule of its own (stage.smk);
+# baselines_on and predict_on run `aam baselines` / `aam predict` for another dataset (predict_on).
+SAME_COMMAND = {"stage_tree": "stage", "baselines_on": "baselines", "predict_on": "predict"}
 
 
 def _rules() -> dict[str, str]:
@@ -66,3 +69,15 @@ def test_every_rule_has_a_log_and_a_benchmark_under_its_name():
             assert match and match.group(1) == rule, (
                 f"rule {rule}: {directive} not in {root}/{rule}/"
             )
+
+
+@pytest.mark.parametrize("profile", ["cosmos", "lumi"])
+def test_a_rule_running_another_rules_command_gets_its_resources(profile):
+    # The site DAG of test_slurm_profiles has no predict_on dataset: its rules are checked here.
+    settings = yaml.safe_load((REPO / f"profiles/{profile}/config.yaml").read_text())
+    for rule, namesake in SAME_COMMAND.items():
+        if re.search(r"localrule:\s+True", _rules()[rule]):
+            continue
+        for section in ("set-resources", "set-threads"):
+            assert settings[section].get(rule) == settings[section].get(namesake), (rule, section)
+            assert settings[section].get(rule) is not None, (rule, section)

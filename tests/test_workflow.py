@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import biom
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from biom.util import biom_open
 from checkout import copy_checkout, dry_run
 
 pytestmark = pytest.mark.xdist_group("workflow")  # one worker runs the shared DAG once
@@ -139,6 +142,78 @@ def test_a_sweep_runs_and_its_leaderboard_ranks_on_validation(copy):
     assert not (work / "runs/tiny_s2/pretrain").exists()
 
 
+def _other_dataset(root: Path, target: str) -> dict:
+    """Dataset `other` in ``root/data/other``: 20 samples of study 1841 under new IDs, three
+    times the reads, two ASVs the demo lacks, 5 samples of a study ID unseen in training, 3
+    without a target value."""
+    demo = biom.load_table(str(root / "data/demo/table.biom"))
+    ids = [s for s in demo.ids() if s.startswith("1841.")][:20]
+    part = demo.filter(ids, inplace=False).remove_empty(axis="observation")
+    counts = 3 * part.matrix_data.toarray()
+    new = np.zeros((2, len(ids)))
+    new[:, :10] = 40
+    asvs = [*part.ids("observation"), "ACGT" * 25, "TTGCA" * 20]
+    names = [f"other.{s}" for s in ids]
+    (root / "data/other").mkdir()
+    with biom_open(str(root / "data/other/table.biom"), "w") as handle:
+        biom.Table(np.vstack([counts, new]), asvs, names).to_hdf5(handle, "test")
+    metadata = pd.read_csv(
+        root / "data/demo/metadata.tsv", sep="\t", dtype=str, keep_default_na=False
+    )
+    metadata = metadata.set_index("sample_id").loc[ids]
+    metadata.index = pd.Index(names, name="sample_id")
+    metadata.iloc[:5, metadata.columns.get_loc("qiita_study_id")] = "99999"
+    metadata.iloc[-3:, metadata.columns.get_loc(target)] = ""
+    rows = [["sample_id", *metadata.columns], *([k, *v] for k, v in metadata.iterrows())]
+    text = "".join("\t".join(map(str, row)) + "\n" for row in rows)  # the header unquoted
+    (root / "data/other/metadata.tsv").write_text(text)
+    return {
+        "table": "data/other/table.biom",
+        "tree": "data/demo/tree.nwk",
+        "metadata": "data/other/metadata.tsv",
+        "target": target,
+        "categorical": ["qiita_study_id"],
+    }
+
+
+def test_predict_on_another_dataset_adds_only_its_jobs(copy):
+    config = yaml.safe_load((copy / "config/test.yaml").read_text())
+    config["datasets"]["other"] = _other_dataset(copy, config["datasets"]["demo"]["target"])
+    config["runs"]["tiny"]["predict_on"] = ["other"]
+    (copy / "config/test.yaml").write_text(yaml.safe_dump(config))
+    run = _snakemake(copy, "--cores", "2")
+    assert run.returncode == 0, run.stderr[-3000:]
+    stats = (run.stdout + run.stderr).split("Job stats:")[1].split("total")[0]
+    assert set(re.findall(r"^(\w+)\s+\d+\s*$", stats, flags=re.M)) == {
+        "stage",
+        "baselines_on",
+        "predict_on",
+        "all",
+    }
+    out = copy / "results/test/runs/tiny/predict_on/other"
+    predictions = pd.read_csv(out / "predictions.tsv", sep="\t", dtype={"sample_id": str})
+    assert len(predictions) == 20 and predictions["sample_id"].str.startswith("other.").all()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n"] == 17 and len(metrics["excluded"]["no_target_value"]) == 3
+    sections = {"model", "mean_baseline", "random_forest_baseline"}
+    assert sections <= set(metrics) and set(metrics["intervals"]) == sections
+    shift = json.loads((out / "domain_shift.json").read_text())
+    assert (
+        shift["samples"]["not_predicted"] == {} and shift["samples"]["also_training_samples"] == 0
+    )
+    split = pd.read_csv(copy / "results/test/data/demo/split.tsv", sep="\t", dtype=str)
+    demo = biom.load_table(str(copy / "data/demo/table.biom"))
+    train = demo.filter(split.loc[split["split"] == "train", "sample_id"], inplace=False)
+    other = biom.load_table(str(copy / "data/other/table.biom"))
+    trained = set(train.remove_empty(axis="observation").ids("observation"))
+    unseen = [a for a in other.ids("observation") if a not in trained]
+    assert shift["asvs"]["unseen_in_training"] == len(unseen) >= 2  # the two new ASVs and more
+    assert shift["asvs"]["samples_with_unseen_asvs"] == 10
+    assert shift["depth"]["above_training_max"] == 20  # 3000 reads; the demo's are 1000
+    unknown = shift["categories"]["qiita_study_id"]
+    assert unknown["unseen_values"] == {"99999": 5} and unknown["unknown"] == 5
+
+
 def test_nothing_changed_schedules_nothing(copy):
     assert scheduled(copy) == set()
 
@@ -204,6 +279,35 @@ def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
     # pretrain's own code is unchanged: it reruns only because the split is rebuilt
     assert why["pretrain"].startswith("Input files updated by another job")
     assert "Params" not in why["pretrain"]
+
+
+@pytest.mark.parametrize(
+    ("predict_on", "message"),
+    [
+        ("nope", "runs.r.predict_on: 'nope' is not a dataset other than the run's own (demo)"),
+        ("bare", "(datasets.bare) has no covariate column(s) ['qiita_study_id']"),
+    ],
+    ids=["unknown-dataset", "missing-covariate-column"],
+)
+def test_bad_predict_on_stops_before_any_job(
+    tmp_path, checkout_copy, demo_dir, predict_on, message
+):
+    bare = tmp_path / "bare.tsv"  # the demo's metadata without the covariate
+    metadata = pd.read_csv(demo_dir / "metadata.tsv", sep="\t", dtype=str)
+    metadata.drop(columns="qiita_study_id").to_csv(bare, sep="\t", index=False)
+    files = "table: data/demo/table.biom, tree: data/demo/tree.nwk, target: age"
+    lines = [f"workdir: {tmp_path / 'work'}", "datasets:"]
+    lines += [
+        f"  demo: {{{files}, metadata: data/demo/metadata.tsv, categorical: [qiita_study_id]}}"
+    ]
+    lines += [f"  bare: {{{files}, metadata: {bare}}}"]
+    lines += ["runs:", f"  r: {{dataset: demo, predict_on: [{predict_on}]}}"]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    run = dry_run(checkout_copy, config)
+    assert run.returncode != 0
+    assert message in run.stdout + run.stderr, (run.stdout + run.stderr)[-2000:]
+    assert not (tmp_path / "work").exists()
 
 
 @pytest.mark.parametrize(

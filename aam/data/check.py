@@ -52,3 +52,23 @@ def check_dataset(
         given_split(
             read_split(split_file), with_target, f"datasets.{name}.split_file: {split_file}"
         )
+
+
+def check_predict_on(run: str, own: dict, name: str, other: dict) -> None:
+    """A dataset in ``runs.<run>.predict_on`` (config ``other``) can be predicted by the run's
+    model, trained on ``own``: a target of the same kind and the model's covariate columns."""
+    if other["classifier"] != own["classifier"]:
+        kinds = {True: "classes", False: "numbers"}
+        raise InputError(
+            f"runs.{run}.predict_on: datasets.{name}.target holds {kinds[other['classifier']]}, "
+            f"the run's model predicts {kinds[own['classifier']]}; set datasets.{name}.classifier "
+            "to match or drop it from predict_on"
+        )
+    columns = load_metadata(other["metadata"]).columns
+    missing = [c for c in own["categorical"] if c not in columns]
+    if missing:
+        raise InputError(
+            f"runs.{run}.predict_on: {other['metadata']} (datasets.{name}) has no covariate "
+            f"column(s) {missing} the model uses; add them (empty cells map to the unknown "
+            "category)"
+        )

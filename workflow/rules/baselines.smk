@@ -29,3 +29,39 @@ rule baselines:
         "python -m aam --provenance {output.provenance:q} baselines --table {input.table:q}"
         " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
         " --output {output.predictions:q} {params.options} > {log:q} 2>&1"
+
+
+rule baselines_on:
+    """The baselines of rule `baselines` (same training samples, trees and seed) predicting
+    another dataset's table, on the fitted table's ASVs (`aam baselines --predict-table`).
+    """
+    input:
+        table=WORK / "data/{dataset}/table.biom",
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+        split=WORK / "data/{dataset}/split.tsv",
+        other=WORK / "data/{other}/table.biom",
+        image=IMAGE_INPUT,
+    output:
+        predictions=WORK / "baselines_on/{dataset}/{other}.tsv",
+        provenance=WORK / "baselines_on/{dataset}/{other}.provenance.json",
+    log:
+        WORK / "logs/baselines_on/{dataset}.{other}.log",
+    benchmark:
+        WORK / "benchmarks/baselines_on/{dataset}.{other}.tsv"
+    conda:
+        CONDA_ENV
+    threads: config["threads"]
+    params:
+        code=code("baselines"),
+        options=lambda wc: cli_flags(
+            {
+                "target_column": DATASETS[wc.dataset]["target"],
+                "classifier": DATASETS[wc.dataset]["classifier"],
+                **config["baselines"],
+            }
+        ),
+    shell:
+        "python -m aam --provenance {output.provenance:q} baselines --table {input.table:q}"
+        " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
+        " --predict-table {input.other:q} --output {output.predictions:q} {params.options}"
+        " > {log:q} 2>&1"

@@ -12,7 +12,7 @@ from aam.cli import (
     COMMANDS,
 )  # noqa: E402  (standard library only: no torch on the login node)
 from aam.containers import built_image, lint_def  # noqa: E402
-from aam.data.check import check_dataset  # noqa: E402
+from aam.data.check import check_dataset, check_predict_on  # noqa: E402
 from aam.errors import InputError  # noqa: E402
 from aam.provenance import code_fingerprint  # noqa: E402
 from aam.workflow_config import (  # noqa: E402
@@ -120,6 +120,18 @@ for _name, _data in DATASETS.items():
         )
     except InputError as err:
         raise WorkflowError(str(err)) from None
+for _run, _spec in RUNS.items():
+    for _other in _spec["predict_on"]:
+        if _other not in DATASETS or _other == _spec["dataset"]:
+            _others = [d for d in DATASETS if d != _spec["dataset"]]
+            raise WorkflowError(
+                f"runs.{_run}.predict_on: {_other!r} is not a dataset other than the run's own "
+                f"({_spec['dataset']}); datasets: {', '.join(_others) or 'none other'}"
+            )
+        try:
+            check_predict_on(_run, DATASETS[_spec["dataset"]], _other, DATASETS[_other])
+        except InputError as err:
+            raise WorkflowError(str(err)) from None
 
 
 def code(command):
@@ -161,6 +173,12 @@ def baselines_of(wildcards):
     return WORK / f"baselines/{RUNS[wildcards.run]['dataset']}.tsv"
 
 
+def rarefied(run):
+    """The run's rarefaction depth (`finetune.rarefy_depth`; None: none): how its model reads a
+    sample."""
+    return RUNS[run]["finetune"].get("rarefy_depth")
+
+
 def tree_of(dataset):
     """The staged tree of a dataset, or the one built from its sequences."""
     name = "tree.nwk" if DATASETS[dataset]["tree"] else "built_tree.nwk"
@@ -192,6 +210,12 @@ def final_outputs():
         *expand(WORK / "runs/{run}/predict/predictions.tsv", run=runs),
         *expand(WORK / "runs/{run}/predict/metrics.json", run=runs),
         *expand(WORK / "runs/{run}/finetune/history.png", run=runs),
+        *(
+            WORK / f"runs/{run}/predict_on/{other}/{name}"
+            for run in runs
+            for other in RUNS[run]["predict_on"]
+            for name in ("predictions.tsv", "metrics.json", "domain_shift.json")
+        ),
         WORK / "summary.tsv",
         *([WORK / "leaderboard.tsv"] if SWEEPS else []),
         WORK / "validation/golden.json",

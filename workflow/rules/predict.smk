@@ -41,10 +41,78 @@ rule predict:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("predict"),
-        options=cli_flags({"device": config["device"], "scratch": config["scratch"]}),
+        options=lambda wc: cli_flags(
+            {
+                "rarefy_depth": rarefied(wc.run),
+                "device": config["device"],
+                "scratch": config["scratch"],
+            }
+        ),
     shell:
         "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
         " --table {input.table:q} --metadata {input.metadata:q} --split {input.split:q}"
         " --baselines {input.baselines:q}"
         " --subset test --threads {threads} --output-dir {params.out_dir:q} {params.options}"
         " > {log:q} 2>&1"
+
+
+rule predict_on:
+    """Predictions on every sample of another dataset, metrics beside the baselines where its
+    target is known, and how its samples differ from the training samples (domain_shift.json).
+    """
+    input:
+        model=WORK / "runs/{run}/finetune/model.pt",
+        table=WORK / "data/{dataset}/table.biom",
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+        training_table=staged("table.biom"),
+        training_split=staged("split.tsv"),
+        baselines=lambda wc: WORK
+        / f"baselines_on/{RUNS[wc.run]['dataset']}/{wc.dataset}.tsv",
+        image=IMAGE_INPUT,
+    output:
+        predictions=report(
+            WORK / "runs/{run}/predict_on/{dataset}/predictions.tsv",
+            caption="../report/predictions_on.rst",
+            category="Predictions",
+            subcategory="{run} on {dataset}",
+            labels={"run": "{run}", "dataset": "{dataset}", "file": "predictions"},
+        ),
+        metrics=report(
+            WORK / "runs/{run}/predict_on/{dataset}/metrics.json",
+            caption="../report/metrics_on.rst",
+            category="Predictions",
+            subcategory="{run} on {dataset}",
+            labels={"run": "{run}", "dataset": "{dataset}", "file": "metrics"},
+        ),
+        shift=report(
+            WORK / "runs/{run}/predict_on/{dataset}/domain_shift.json",
+            caption="../report/domain_shift.rst",
+            category="Predictions",
+            subcategory="{run} on {dataset}",
+            labels={"run": "{run}", "dataset": "{dataset}", "file": "domain shift"},
+        ),
+        provenance=WORK / "runs/{run}/predict_on/{dataset}/provenance.json",
+    log:
+        WORK / "logs/predict_on/{run}.{dataset}.log",
+    benchmark:
+        WORK / "benchmarks/predict_on/{run}.{dataset}.tsv"
+    conda:
+        CONDA_ENV
+    threads: config["threads"]
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+        code=code("predict"),
+        options=lambda wc: cli_flags(
+            {
+                "target_column": DATASETS[wc.dataset]["target"],
+                "rarefy_depth": rarefied(wc.run),
+                "device": config["device"],
+                "scratch": config["scratch"],
+            }
+        ),
+    shell:
+        "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
+        " --table {input.table:q} --metadata {input.metadata:q}"
+        " --training-table {input.training_table:q} --training-split {input.training_split:q}"
+        " --baselines {input.baselines:q} --threads {threads}"
+        " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
