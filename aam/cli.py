@@ -30,6 +30,7 @@ HELP = {
     "finetune": "Fine-tune on a metadata target (regression or classes)",
     "predict": "Predict with a fine-tuned model; metrics if truth known",
     "baselines": "Mean predictor and random forest fitted on the train split",
+    "cross-validation": "Per-fold and mean +- sd test metrics of a cross-validated run",
     "plot-history": "Training curves (PNG) from a history.tsv",
     "lint-def": "Check Singularity .def files (header, sections, no aam)",
     "profile": "Kernel table, peak memory and samples/s of a few steps",

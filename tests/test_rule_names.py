@@ -7,8 +7,9 @@ from checkout import REPO
 
 from aam.cli import COMMANDS
 
-# stage_tree also runs `aam stage`: the optional tree is staged by a rule of its own (stage.smk).
-SAME_COMMAND = {"stage_tree": "stage"}
+# stage_tree also runs `aam stage`: the optional tree is staged by a rule of its own (stage.smk);
+# cv_split and cv_baselines run `aam split` / `aam baselines` for one fold of a cross-validation.
+SAME_COMMAND = {"stage_tree": "stage", "cv_split": "split", "cv_baselines": "baselines"}
 
 
 def _rules() -> dict[str, str]:
@@ -48,6 +49,9 @@ def test_each_rule_is_named_after_the_aam_command_it_runs():
         "profiling_report",
         "validate",
         "baselines",
+        "cv_split",
+        "cv_baselines",
+        "cross_validation",
     } <= set(named)
 
 
