@@ -279,3 +279,18 @@ def test_aam_cross_validation_writes_the_table(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "f2.json: no metrics" in err and len(err.strip().splitlines()) == 1
     assert pd.read_csv(out, sep="\t", dtype=str).loc[2, "model_mae"] == "4.5"  # kept
+
+
+def test_aam_split_stratifies_a_class_target_given_by_name(tmp_path, demo_dir):
+    metadata = pd.read_csv(demo_dir / "metadata.tsv", sep="\t", dtype=str)
+    metadata["site"] = ["gum" if i % 4 else "tongue" for i in range(len(metadata))]
+    metadata.to_csv(tmp_path / "m.tsv", sep="\t", index=False)
+    argv = ["split", "--table", str(demo_dir / "table.biom"), "--metadata", str(tmp_path / "m.tsv")]
+    argv += ["--target-column", "site", "--output", str(tmp_path / "s.tsv")]
+    assert main([*argv, "--classifier", "--folds", "4", "--fold", "2"]) == 0
+    split = read_split(tmp_path / "s.tsv")
+    tested = metadata.set_index("sample_id").loc[split.index[split == "test"], "site"]
+    assert tested.value_counts().to_dict() == {"gum": 75, "tongue": 25}
+    # the seeded split of a class target (rule `split` passes --classifier for classifiers)
+    assert main(argv) == 2
+    assert main([*argv, "--classifier"]) == 0

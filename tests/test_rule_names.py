@@ -3,6 +3,7 @@ that command's code, and waits for the image it runs in (static checks of workfl
 
 import re
 
+import yaml
 from checkout import REPO
 
 from aam.cli import COMMANDS
@@ -70,3 +71,18 @@ def test_every_rule_has_a_log_and_a_benchmark_under_its_name():
             assert match and match.group(1) == rule, (
                 f"rule {rule}: {directive} not in {root}/{rule}/"
             )
+
+
+def test_every_cluster_job_has_its_resources_in_each_site_profile():
+    """A rule that is not a localrule runs as a SLURM job: each site profile sizes it (rule
+    build_container sets its own resources in container.smk)."""
+    cluster = {
+        rule
+        for rule, body in _rules().items()
+        if "localrule: True" not in body and rule != "build_container"
+    }
+    assert {"pretrain", "baselines", "cv_baselines"} <= cluster
+    for site in ("cosmos", "lumi"):
+        profile = yaml.safe_load((REPO / f"profiles/{site}/config.yaml").read_text())
+        missing = cluster - set(profile["set-resources"])
+        assert not missing, f"profiles/{site}: no set-resources for {sorted(missing)}"
