@@ -118,8 +118,8 @@ def expand_cv(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """Runs with each fold of a run's ``cv:`` (``{folds, seed, pretrain}``) as a run of its own,
     ``<run>_f<k>`` (k from 1), and the cross-validated runs: ``{run: {"dataset", "folds",
-    "seed", "pretrain", "members": {member: k}}}`` (``seed`` defaults to ``default_seed``, ``pretrain``
-    to ``per_fold``).
+    "seed", "pretrain", "members": {member: k}}}`` (``seed`` defaults to ``default_seed``,
+    ``pretrain`` to ``per_fold``).
 
     ``pretrain: per_fold`` (strict): every member pretrains on its own fold's training samples.
     ``shared``: ``<run>_f1`` pretrains once on every sample of the table (no split; no targets
