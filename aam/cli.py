@@ -25,7 +25,7 @@ HELP = {
     "stage": "Copy inputs into the work area, verified, with a sha256 manifest",
     "unifrac": "UniFrac distance matrix from a BIOM table and a newick tree",
     "tree": "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)",
-    "split": "Seeded train/validation/test split of the samples",
+    "split": "Seeded train/validation/test split, or fold k of a K-fold partition",
     "pretrain": "Pretrain the base on UniFrac + masked nucleotides",
     "finetune": "Fine-tune on a metadata target (regression or classes)",
     "predict": "Predict with a fine-tuned model; metrics if truth known",

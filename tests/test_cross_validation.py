@@ -10,12 +10,14 @@ import pandas as pd
 import pytest
 import yaml
 from checkout import REPO, dry_run
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
 
 from aam.cli import main
 from aam.cross_validation import fold_table
 from aam.data.split import make_fold_split, read_split
 from aam.errors import InputError
-from aam.workflow_config import expand_cv
+from aam.workflow_config import config_error_line, expand_cv
 
 IDS = [f"s{i:02d}" for i in range(53)]
 
@@ -182,7 +184,6 @@ def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, 
 @pytest.mark.parametrize(
     ("cv", "dataset", "message"),
     [
-        ({"folds": 1}, {}, "config runs.tiny.cv.folds: 1 is less than the minimum of 2"),
         (
             {"folds": 401},
             {},
@@ -200,15 +201,33 @@ def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, 
             {"split_file": "{split}"},
             "config runs.tiny.cv: dataset demo has its own split (split_file)",
         ),
-        ({"folds": 2, "pretrain": "all"}, {}, "config runs.tiny.cv.pretrain: 'all' is not one"),
     ],
-    ids=["one-fold", "more-folds-than-samples", "smallest-class", "given-split", "pretrain"],
+    ids=["more-folds-than-samples", "smallest-class", "given-split"],
 )
 def test_a_bad_cv_stops_before_any_job(tmp_path, checkout_copy, cv, dataset, message):
     run = dry_run(checkout_copy, _config(tmp_path, cv, **dataset))
     assert run.returncode != 0 and not (tmp_path / "work").exists()
     lines = [line for line in (run.stdout + run.stderr).splitlines() if line.startswith("config ")]
     assert len(lines) == 1 and lines[0].startswith(message), (run.stdout + run.stderr)[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("cv", "message"),
+    [
+        ({"folds": 1}, "config runs.tiny.cv.folds: 1 is less than the minimum of 2"),
+        ({"folds": 2, "pretrain": "all"}, "config runs.tiny.cv.pretrain: 'all' is not one of"),
+        ({"seed": 2}, "config runs.tiny.cv: 'folds' is a required property"),
+        ({"folds": 2, "fold": 1}, "config runs.tiny.cv.fold: unknown key (did you mean folds?)"),
+    ],
+    ids=["one-fold", "pretrain", "no-folds", "typo"],
+)
+def test_the_schema_names_a_bad_cv_key(cv, message):
+    """The schema check the Snakefile runs first (in-process: no DAG needed)."""
+    config = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    config["runs"]["tiny"]["cv"] = cv
+    with pytest.raises(WorkflowError) as err:
+        validate(config, str(REPO / "workflow/schemas/config.schema.yaml"))
+    assert config_error_line(err.value).startswith(message)
 
 
 # --- the table --------------------------------------------------------------------------------
