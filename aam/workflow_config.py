@@ -111,3 +111,61 @@ def expand_sweeps(
             expanded[member] = run
             sweeps[name][member] = dict(zip(keys, values, strict=True))
     return expanded, sweeps
+
+
+def expand_cv(
+    runs: Mapping[str, Mapping[str, Any]], default_seed: int
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Runs with each fold of a run's ``cv:`` (``{folds, seed, pretrain}``) as a run of its own,
+    ``<run>_f<k>`` (k from 1), and the cross-validated runs: ``{run: {"dataset", "folds",
+    "seed", "pretrain", "members": {member: k}}}`` (``seed`` defaults to ``default_seed``,
+    ``pretrain`` to ``per_fold``).
+
+    ``pretrain: per_fold`` (strict): every member pretrains on its own fold's training samples.
+    ``shared``: ``<run>_f1`` pretrains once on every sample of the table (no split; no targets
+    are used) and the others reuse its encoder (``encoder_from``). ValueError (one line) for a
+    run that also has a sweep, an ``encoder_from`` or a ``predict_on``, or a member name that is
+    already a run.
+    """
+    expanded: dict[str, dict[str, Any]] = {}
+    cv: dict[str, dict[str, Any]] = {}
+    for name, spec in runs.items():
+        plan = spec.get("cv")
+        base = {key: value for key, value in spec.items() if key != "cv"}
+        if not plan:
+            expanded[name] = copy.deepcopy(base)
+            continue
+        if spec.get("sweep"):
+            raise ValueError(
+                f"config runs.{name}.sweep: not with cv; cross-validate one setting per run"
+            )
+        if spec.get("encoder_from"):
+            raise ValueError(
+                f"config runs.{name}.encoder_from: not with cv; remove it (cv.pretrain chooses "
+                "the encoder: per_fold or shared)"
+            )
+        if spec.get("predict_on"):
+            raise ValueError(
+                f"config runs.{name}.predict_on: not with cv; predict other datasets from a run "
+                "without cv (a fold's model saw only part of the samples)"
+            )
+        folds = int(plan["folds"])
+        cv[name] = {
+            "dataset": spec["dataset"],
+            "folds": folds,
+            "seed": plan.get("seed", default_seed),
+            "pretrain": plan.get("pretrain", "per_fold"),
+            "members": {},
+        }
+        for k in range(1, folds + 1):
+            member = f"{name}_f{k}"
+            if member in runs:
+                raise ValueError(
+                    f"config runs.{name}.cv: member {member} is already a run; rename it"
+                )
+            run = copy.deepcopy(base)
+            if cv[name]["pretrain"] == "shared" and k > 1:
+                run["encoder_from"] = f"{name}_f1"
+            expanded[member] = run
+            cv[name]["members"][member] = k
+    return expanded, cv

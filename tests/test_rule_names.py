@@ -10,8 +10,15 @@ from checkout import REPO
 from aam.cli import COMMANDS
 
 # stage_tree also runs `aam stage`: the optional tree is staged by a rule of its own (stage.smk);
-# baselines_on and predict_on run `aam baselines` / `aam predict` for another dataset (predict_on).
-SAME_COMMAND = {"stage_tree": "stage", "baselines_on": "baselines", "predict_on": "predict"}
+# baselines_on and predict_on run `aam baselines` / `aam predict` for another dataset (predict_on);
+# cv_split and cv_baselines run `aam split` / `aam baselines` for one fold of a cross-validation.
+SAME_COMMAND = {
+    "stage_tree": "stage",
+    "baselines_on": "baselines",
+    "predict_on": "predict",
+    "cv_split": "split",
+    "cv_baselines": "baselines",
+}
 
 
 def _rules() -> dict[str, str]:
@@ -51,6 +58,9 @@ def test_each_rule_is_named_after_the_aam_command_it_runs():
         "profiling_report",
         "validate",
         "baselines",
+        "cv_split",
+        "cv_baselines",
+        "cross_validation",
     } <= set(named)
 
 
@@ -81,3 +91,18 @@ def test_a_rule_running_another_rules_command_gets_its_resources(profile):
         for section in ("set-resources", "set-threads"):
             assert settings[section].get(rule) == settings[section].get(namesake), (rule, section)
             assert settings[section].get(rule) is not None, (rule, section)
+
+
+def test_every_cluster_job_has_its_resources_in_each_site_profile():
+    """A rule that is not a localrule runs as a SLURM job: each site profile sizes it (rule
+    build_container sets its own resources in container.smk)."""
+    cluster = {
+        rule
+        for rule, body in _rules().items()
+        if "localrule: True" not in body and rule != "build_container"
+    }
+    assert {"pretrain", "baselines", "cv_baselines"} <= cluster
+    for site in ("cosmos", "lumi"):
+        profile = yaml.safe_load((REPO / f"profiles/{site}/config.yaml").read_text())
+        missing = cluster - set(profile["set-resources"])
+        assert not missing, f"profiles/{site}: no set-resources for {sorted(missing)}"

@@ -7,6 +7,7 @@ metadata file from someone else may have: it must work end to end and execute no
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -121,13 +122,17 @@ def test_validate_and_profiling_report_targets(copy):
     assert "Recommended batch size" in html and "pretrain/tiny" in html
 
 
-def test_a_sweep_runs_and_its_leaderboard_ranks_on_validation(copy):
+def test_a_sweep_and_a_cross_validation_run_in_one_dag(copy):
+    """One snakemake invocation: a two-point sweep and a 2-fold cross-validation of the tiny
+    run (CI time: the two share the DAG run)."""
     config = yaml.safe_load((copy / "config/test.yaml").read_text())
+    config["runs"]["tinycv"] = {**config["runs"]["tiny"], "cv": {"folds": 2}}
     config["runs"]["tiny"]["sweep"] = {"finetune.lr": [0.001, 0.0003]}
     (copy / "config/test.yaml").write_text(yaml.safe_dump(config))
     run = _snakemake(copy, "--cores", "2")
     assert run.returncode == 0, run.stderr[-3000:]
     work = copy / "results/test"
+    # the sweep: ranked on validation
     board = pd.read_csv(work / "leaderboard.tsv", sep="\t")
     assert sorted(board["run"]) == ["tiny_s1", "tiny_s2"] and list(board["rank"]) == [1, 2]
     assert list(board["best"].fillna("")) == ["yes", ""]
@@ -140,6 +145,32 @@ def test_a_sweep_runs_and_its_leaderboard_ranks_on_validation(copy):
     assert board["val_value"].is_monotonic_increasing
     # one pretrained encoder for the two learning rates
     assert not (work / "runs/tiny_s2/pretrain").exists()
+    # the cross-validation: folds partition the samples; no training step of a fold (its own
+    # pretraining, fine-tuning, baselines) sees that fold's test samples
+    splits = [
+        pd.read_csv(work / f"data/demo/cv/2x42/fold{k}.split.tsv", sep="\t", dtype=str)
+        for k in (1, 2)
+    ]
+    tests = [set(split.loc[split["split"] == "test", "sample_id"]) for split in splits]
+    assert not tests[0] & tests[1] and len(tests[0] | tests[1]) == len(splits[0]) == 400
+    table = pd.read_csv(work / "cv/tinycv.tsv", sep="\t", dtype={"fold": str})
+    assert list(table["fold"]) == ["1", "2", "mean", "sd"]
+    maes = {part: [] for part in ("model", "mean_baseline", "random_forest_baseline")}
+    for k, test in enumerate(tests, start=1):
+        for stage in ("pretrain", "finetune"):
+            seen = pd.read_csv(work / f"runs/tinycv_f{k}/{stage}/split.tsv", sep="\t", dtype=str)
+            assert test.isdisjoint(seen.loc[seen["split"] != "test", "sample_id"]), (k, stage)
+        predicted = pd.read_csv(
+            work / f"runs/tinycv_f{k}/predict/predictions.tsv", sep="\t", dtype={"sample_id": str}
+        )
+        assert set(predicted["sample_id"]) == test
+        metrics = json.loads((work / f"runs/tinycv_f{k}/predict/metrics.json").read_text())
+        for part, values in maes.items():
+            values.append(metrics[part]["mae"])
+            assert table.loc[k - 1, f"{part}_mae"] == pytest.approx(values[-1], rel=1e-5)
+    for part, values in maes.items():
+        assert table.loc[2, f"{part}_mae"] == pytest.approx(statistics.fmean(values), rel=1e-5)
+        assert table.loc[3, f"{part}_mae"] == pytest.approx(statistics.stdev(values), rel=1e-5)
 
 
 def _other_dataset(root: Path, target: str) -> dict:

@@ -1,4 +1,5 @@
-"""`aam split`: a seeded, recorded train/validation/test assignment of samples."""
+"""`aam split`: a seeded, recorded train/validation/test assignment of samples, or one fold of
+a seeded K-fold partition (cross-validation)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from aam.data.metadata import load_metadata
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
-from aam.data.split import given_split, make_split, read_split, write_split
+from aam.data.split import given_split, make_fold_split, make_split, read_split, write_split
 from aam.errors import InputError
 from aam.training.study import load_study
 
@@ -25,21 +26,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--target-column")
     parser.add_argument(
+        "--classifier",
+        action="store_true",
+        help="the target is categorical (--folds then stratifies by class)",
+    )
+    parser.add_argument(
         "--output",
         required=True,
         type=Path,
         help=f"split file to write ({'/'.join(TSV_SUFFIXES)}): sample_id<TAB>split",
     )
-    given = parser.add_mutually_exclusive_group()
-    given.add_argument(
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
         "--from-column",
         help="use this metadata column's train/val/test labels instead of a seeded split",
     )
-    given.add_argument(
+    source.add_argument(
         "--from-file",
         type=Path,
         help="use this sample_id<TAB>split file's labels instead of a seeded split",
     )
+    source.add_argument(
+        "--folds",
+        type=int,
+        help="K-fold cross-validation: write fold --fold's split (its samples test, "
+        "--val-fraction of the others val; --test-fraction is not used)",
+    )
+    parser.add_argument("--fold", type=int, help="which fold (1..K) with --folds")
     parser.add_argument("--val-fraction", type=float, default=0.1)
     parser.add_argument("--test-fraction", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=42)
@@ -49,15 +62,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Write OUTPUT as sample_id<TAB>split (its name and location are checked first)."""
     check_output_file(args.output, TSV_SUFFIXES, "split")
+    if (args.fold is None) != (args.folds is None):
+        raise InputError("--folds and --fold go together: --folds K --fold k (k in 1..K)")
     study = load_study(
         args.table,
         max_bp=1,
         metadata_path=args.metadata,
         target=args.target_column,
+        classifier=args.classifier,
         allow_missing=args.allow_missing_samples,
     )
     ids = study.samples.sample_ids
-    if args.from_column:
+    if args.folds is not None:
+        classes = [study.classes[k] for k in study.targets] if study.classes else None
+        split = make_fold_split(
+            ids,
+            folds=args.folds,
+            fold=args.fold,
+            val_fraction=args.val_fraction,
+            seed=args.seed,
+            classes=classes,
+        )
+    elif args.from_column:
         if args.metadata is None:
             raise InputError(f"--from-column {args.from_column}: needs --metadata")
         metadata = load_metadata(args.metadata)

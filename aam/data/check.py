@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from aam.data.metadata import load_metadata
 from aam.data.split import given_split, read_split
 from aam.data.table import load_table
@@ -19,9 +21,10 @@ def check_dataset(
     tree: Path | None,
     split_column: str | None = None,
     split_file: Path | None = None,
-) -> None:
+) -> pd.Series:
     """Files exist, the target and covariate columns exist, table and metadata share samples,
-    and a user-given split (a metadata column or a file) labels every sample with a target."""
+    and a user-given split (a metadata column or a file) labels every sample with a target.
+    Returns the target value of each shared sample that has one (index: sample ID)."""
     if split_column and split_file:
         raise InputError(f"datasets.{name}: split_column and split_file both set; keep one of them")
     files = (("table", table), ("metadata", metadata), ("tree", tree), ("split_file", split_file))
@@ -52,6 +55,7 @@ def check_dataset(
         given_split(
             read_split(split_file), with_target, f"datasets.{name}.split_file: {split_file}"
         )
+    return targets.dropna()
 
 
 def check_predict_on(run: str, own: dict, name: str, other: dict) -> None:

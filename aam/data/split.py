@@ -1,8 +1,9 @@
-"""Seeded train / validation / test assignment of samples, recorded as a TSV."""
+"""Seeded train / validation / test assignment of samples (one split, or fold k of a K-fold
+partition), recorded as a TSV."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,70 @@ def make_split(
     labels[order[:n_test]] = "test"
     labels[order[n_test : n_test + n_val]] = "val"
     labels[order[n_test + n_val :]] = "train"
+    return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
+
+
+def check_folds(
+    folds: int, n_samples: int, class_counts: Mapping[str, int] | None, where: str
+) -> None:
+    """InputError naming ``where`` when ``folds`` cannot partition the samples: fewer than 2,
+    more than the samples, or (classes) more than the samples of the smallest class, which
+    would leave a fold's test part without that class."""
+    if folds < 2:
+        raise InputError(f"{where}: {folds} folds; cross-validation needs at least 2")
+    if folds > n_samples:
+        raise InputError(
+            f"{where}: {folds} folds but only {n_samples} samples; use at most {n_samples} folds"
+        )
+    if class_counts:
+        label, count = min(class_counts.items(), key=lambda item: (item[1], item[0]))
+        if folds > count:
+            fix = f"use at most {count} folds" if count >= 2 else "drop that class"
+            raise InputError(
+                f"{where}: {folds} folds but class {label!r} has only {count} sample(s) (every "
+                f"fold's test part needs every class); {fix} or merge the rare classes"
+            )
+
+
+def make_fold_split(
+    sample_ids: Sequence[str],
+    *,
+    folds: int,
+    fold: int,
+    val_fraction: float,
+    seed: int,
+    classes: Sequence[str] | None = None,
+) -> pd.Series:
+    """Fold ``fold`` (1..``folds``) of a seeded K-fold partition as a split: that fold's samples
+    ``test``, a seeded ``val_fraction`` of the others ``val``, the rest ``train``. The test
+    parts of folds 1..K partition ``sample_ids``; with ``classes`` (one label per sample) every
+    fold holds each class in proportion (stratified)."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    counts = None if classes is None else pd.Series(list(classes)).value_counts().to_dict()
+    check_folds(folds, len(sample_ids), counts, "--folds")
+    if not 1 <= fold <= folds:
+        raise InputError(f"--fold {fold}: must be in 1..{folds} (--folds {folds})")
+    if not 0.0 <= val_fraction < 1.0:
+        raise InputError(f"--val-fraction {val_fraction}: must be in [0, 1)")
+    n = len(sample_ids)
+    if classes is None:
+        parts = KFold(folds, shuffle=True, random_state=seed).split(np.zeros(n))
+    else:
+        parts = StratifiedKFold(folds, shuffle=True, random_state=seed).split(
+            np.zeros(n), list(classes)
+        )
+    rest, test = list(parts)[fold - 1]
+    n_val = int(round(val_fraction * len(rest)))
+    if len(rest) - n_val < 2:
+        raise InputError(
+            f"fold {fold} of {folds}: {len(rest) - n_val} training samples after the validation "
+            "fraction; lower --val-fraction or --folds, or add samples"
+        )
+    val = np.random.default_rng([seed, fold]).permutation(rest)[:n_val]
+    labels = np.full(n, "train", dtype=object)
+    labels[val] = "val"
+    labels[test] = "test"
     return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
 
 

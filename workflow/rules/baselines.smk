@@ -18,13 +18,34 @@ rule baselines:
     threads: config["threads"]
     params:
         code=code("baselines"),
-        options=lambda wc: cli_flags(
-            {
-                "target_column": DATASETS[wc.dataset]["target"],
-                "classifier": DATASETS[wc.dataset]["classifier"],
-                **config["baselines"],
-            }
-        ),
+        options=lambda wc: baselines_options(wc.dataset),
+    shell:
+        "python -m aam --provenance {output.provenance:q} baselines --table {input.table:q}"
+        " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
+        " --output {output.predictions:q} {params.options} > {log:q} 2>&1"
+
+
+rule cv_baselines:
+    """`baselines`, fitted on the training samples of one fold of a cross-validation."""
+    input:
+        table=WORK / "data/{dataset}/table.biom",
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+        split=WORK / "data/{dataset}/cv/{folds}x{seed}/fold{fold}.split.tsv",
+        image=IMAGE_INPUT,
+    output:
+        predictions=WORK / "baselines/{dataset}/cv/{folds}x{seed}/fold{fold}.tsv",
+        provenance=WORK
+        / "baselines/{dataset}/cv/{folds}x{seed}/fold{fold}.provenance.json",
+    log:
+        WORK / "logs/cv_baselines/{dataset}.{folds}x{seed}.fold{fold}.log",
+    benchmark:
+        WORK / "benchmarks/cv_baselines/{dataset}.{folds}x{seed}.fold{fold}.tsv"
+    conda:
+        CONDA_ENV
+    threads: config["threads"]
+    params:
+        code=code("baselines"),
+        options=lambda wc: baselines_options(wc.dataset),
     shell:
         "python -m aam --provenance {output.provenance:q} baselines --table {input.table:q}"
         " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
@@ -53,13 +74,7 @@ rule baselines_on:
     threads: config["threads"]
     params:
         code=code("baselines"),
-        options=lambda wc: cli_flags(
-            {
-                "target_column": DATASETS[wc.dataset]["target"],
-                "classifier": DATASETS[wc.dataset]["classifier"],
-                **config["baselines"],
-            }
-        ),
+        options=lambda wc: baselines_options(wc.dataset),
     shell:
         "python -m aam --provenance {output.provenance:q} baselines --table {input.table:q}"
         " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"

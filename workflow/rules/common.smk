@@ -13,21 +13,24 @@ from aam.cli import (
 )  # noqa: E402  (standard library only: no torch on the login node)
 from aam.containers import built_image, lint_def  # noqa: E402
 from aam.data.check import check_dataset, check_predict_on  # noqa: E402
+from aam.data.split import check_folds  # noqa: E402
 from aam.errors import InputError  # noqa: E402
 from aam.provenance import code_fingerprint  # noqa: E402
 from aam.workflow_config import (  # noqa: E402
     cli_flags,
     config_error_line,
+    expand_cv,
     expand_sweeps,
     run_option_names,
 )
 
 try:
     validate(config, "../schemas/config.schema.yaml")
-    # Every sweep point becomes a run; validating again types each of its values.
+    # Every fold and every sweep point becomes a run; validating again types each value.
     _options = run_option_names(
         Path(workflow.basedir) / "schemas/run_options.schema.json"
     )
+    config["runs"], CV = expand_cv(config["runs"], config["split"]["seed"])
     config["runs"], SWEEPS = expand_sweeps(config["runs"], _options)
     validate(config, "../schemas/config.schema.yaml")
 except WorkflowError as err:
@@ -96,6 +99,10 @@ shell.prefix("".join(f"export {e}; " for e in _exports))
 DATASETS = config["datasets"]
 RUNS = config["runs"]
 SWEEP_RUNS = [member for members in SWEEPS.values() for member in members]
+# Each fold run of a cross-validated run: member -> (its cv plan, k).
+FOLD = {
+    member: (plan, k) for plan in CV.values() for member, k in plan["members"].items()
+}
 
 for _run, _spec in RUNS.items():
     if _spec["dataset"] not in DATASETS:
@@ -106,9 +113,10 @@ for _run, _spec in RUNS.items():
         raise WorkflowError(
             f"runs.{_run}.encoder_from: {_spec['encoder_from']!r} is not a run"
         )
+LABELLED = {}  # dataset -> its samples' target values (those with one)
 for _name, _data in DATASETS.items():
     try:
-        check_dataset(
+        LABELLED[_name] = check_dataset(
             _name,
             Path(_data["table"]),
             Path(_data["metadata"]),
@@ -132,6 +140,29 @@ for _run, _spec in RUNS.items():
             check_predict_on(_run, DATASETS[_spec["dataset"]], _other, DATASETS[_other])
         except InputError as err:
             raise WorkflowError(str(err)) from None
+for _run, _plan in CV.items():
+    _dataset = _plan["dataset"]
+    _data = DATASETS[_dataset]
+    if _data["split_column"] or _data["split_file"]:
+        _given = "split_column" if _data["split_column"] else "split_file"
+        raise WorkflowError(
+            f"config runs.{_run}.cv: dataset {_dataset} has its own split ({_given}); "
+            f"cross-validation makes its own folds: give the run a dataset entry without {_given}"
+        )
+    _targets = LABELLED[_dataset]
+    try:
+        check_folds(
+            _plan["folds"],
+            len(_targets),
+            (
+                _targets.astype(str).value_counts().to_dict()
+                if _data["classifier"]
+                else None
+            ),
+            f"config runs.{_run}.cv.folds (dataset {_dataset}, samples with a target)",
+        )
+    except InputError as err:
+        raise WorkflowError(str(err)) from None
 
 
 def code(command):
@@ -168,9 +199,44 @@ def unifrac_of(wildcards):
     return WORK / f"unifrac/{RUNS[wildcards.run]['dataset']}.{METRIC}.h5"
 
 
+def fold_part(run):
+    """`cv/<folds>x<seed>/fold<k>` of a fold run (its split and baselines), else None: runs
+    with the same folds and seed on a dataset share them."""
+    if run not in FOLD:
+        return None
+    plan, k = FOLD[run]
+    return f"cv/{plan['folds']}x{plan['seed']}/fold{k}"
+
+
+def split_of(wildcards):
+    """Input function: the split of a run: its fold's, or its dataset's."""
+    dataset, part = RUNS[wildcards.run]["dataset"], fold_part(wildcards.run)
+    return WORK / "data" / dataset / (f"{part}.split.tsv" if part else "split.tsv")
+
+
+def pretrain_split_of(wildcards):
+    """Input function: the split pretraining reads; none for the shared pretraining of a
+    cross-validated run, which learns from every sample of the table (no targets)."""
+    if wildcards.run in FOLD and FOLD[wildcards.run][0]["pretrain"] == "shared":
+        return []
+    return split_of(wildcards)
+
+
 def baselines_of(wildcards):
-    """Input function: the baseline predictions of a run's dataset."""
-    return WORK / f"baselines/{RUNS[wildcards.run]['dataset']}.tsv"
+    """Input function: the baseline predictions of a run's split."""
+    dataset, part = RUNS[wildcards.run]["dataset"], fold_part(wildcards.run)
+    return WORK / "baselines" / (f"{dataset}/{part}.tsv" if part else f"{dataset}.tsv")
+
+
+def baselines_options(dataset):
+    """`aam baselines` flags of a dataset (rules baselines, cv_baselines)."""
+    return cli_flags(
+        {
+            "target_column": DATASETS[dataset]["target"],
+            "classifier": DATASETS[dataset]["classifier"],
+            **config["baselines"],
+        }
+    )
 
 
 def rarefied(run):
@@ -218,5 +284,6 @@ def final_outputs():
         ),
         WORK / "summary.tsv",
         *([WORK / "leaderboard.tsv"] if SWEEPS else []),
+        *expand(WORK / "cv/{run}.tsv", run=list(CV)),
         WORK / "validation/golden.json",
     ]

@@ -5,7 +5,7 @@ rule predict:
         model=WORK / "runs/{run}/finetune/model.pt",
         table=staged("table.biom"),
         metadata=staged("metadata.tsv"),
-        split=staged("split.tsv"),
+        split=split_of,
         baselines=baselines_of,
         image=IMAGE_INPUT,
     output:

@@ -86,3 +86,34 @@ rule leaderboard:
         runs=SWEEP_RUNS,
     script:
         "../scripts/leaderboard.py"
+
+
+rule cross_validation:
+    """A cross-validated run's test metrics per fold and their mean and sd over the folds, the
+    model's beside the baselines' (each fold's baselines fitted on that fold's training
+    samples)."""
+    input:
+        metrics=lambda wc: [
+            WORK / f"runs/{member}/predict/metrics.json"
+            for member in CV[wc.run]["members"]
+        ],
+        image=IMAGE_INPUT,
+    output:
+        report(
+            WORK / "cv/{run}.tsv",
+            caption="../report/cross_validation.rst",
+            category="Summary",
+            labels={"file": "cross-validation of {run}"},
+        ),
+    log:
+        WORK / "logs/cross_validation/{run}.log",
+    benchmark:
+        WORK / "benchmarks/cross_validation/{run}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        code=code("cross-validation"),
+    shell:
+        "python -m aam cross-validation --metrics {input.metrics:q} --output {output:q}"
+        " > {log:q} 2>&1"

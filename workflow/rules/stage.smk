@@ -73,9 +73,44 @@ rule split:
         options=lambda wc, input: cli_flags(
             {
                 "target_column": DATASETS[wc.dataset]["target"],
+                "classifier": DATASETS[wc.dataset]["classifier"],
                 "from_column": DATASETS[wc.dataset]["split_column"],
                 "from_file": input.given or None,
                 **config["split"],
+            }
+        ),
+    shell:
+        "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
+        " --output {output.split:q} {params.options} > {log:q} 2>&1"
+
+
+rule cv_split:
+    """Fold {fold} of a seeded {folds}-fold partition of the samples that have a target
+    (stratified by class for classifiers): the fold's samples `test`, a seeded validation
+    fraction (split.val_fraction) of the others `val`, the rest `train`."""
+    input:
+        table=WORK / "data/{dataset}/table.biom",
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+        image=IMAGE_INPUT,
+    output:
+        split=WORK / "data/{dataset}/cv/{folds}x{seed}/fold{fold}.split.tsv",
+    log:
+        WORK / "logs/cv_split/{dataset}.{folds}x{seed}.fold{fold}.log",
+    benchmark:
+        WORK / "benchmarks/cv_split/{dataset}.{folds}x{seed}.fold{fold}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        code=code("split"),
+        options=lambda wc: cli_flags(
+            {
+                "target_column": DATASETS[wc.dataset]["target"],
+                "classifier": DATASETS[wc.dataset]["classifier"],
+                "folds": wc.folds,
+                "fold": wc.fold,
+                "seed": wc.seed,
+                "val_fraction": config["split"]["val_fraction"],
             }
         ),
     shell:

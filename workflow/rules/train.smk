@@ -3,7 +3,7 @@ rule pretrain:
     input:
         table=staged("table.biom"),
         unifrac=unifrac_of,
-        split=staged("split.tsv"),
+        split=pretrain_split_of,
         image=IMAGE_INPUT,
     output:
         encoder=WORK / "runs/{run}/pretrain/encoder.pt",
@@ -26,8 +26,9 @@ rule pretrain:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("pretrain"),
         launcher=lambda wc, resources: launcher(resources.get("gpu", 0)),
-        options=lambda wc: cli_flags(
+        options=lambda wc, input: cli_flags(
             {
+                "split": input.split or None,
                 "device": config["device"],
                 "scratch": config["scratch"],
                 **RUNS[wc.run]["model"],
@@ -36,7 +37,7 @@ rule pretrain:
         ),
     shell:
         "{params.launcher} -m aam --provenance {output.provenance:q} pretrain --table {input.table:q}"
-        " --unifrac {input.unifrac:q} --split {input.split:q} --threads {threads} --no-progress"
+        " --unifrac {input.unifrac:q} --threads {threads} --no-progress"
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
@@ -46,7 +47,7 @@ rule finetune:
         table=staged("table.biom"),
         metadata=staged("metadata.tsv"),
         unifrac=unifrac_of,
-        split=staged("split.tsv"),
+        split=split_of,
         encoder=lambda wc: WORK / f"runs/{encoder_run(wc)}/pretrain/encoder.pt",
         image=IMAGE_INPUT,
     output:
