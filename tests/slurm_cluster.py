@@ -10,7 +10,7 @@ Usage in a test module (tests/ is on sys.path, as for tests/ddp_step.py)::
 
 The recipe is notes/local-slurm.md: Debian's slurm-wlm + munge (installed by .ci/run), the config
 at the default path /etc/slurm/slurm.conf (jobs call srun, which does not see a SLURM_CONF of the
-submitting shell), task/affinity, proctrack/linuxproc, four fake GPUs (character devices with
+submitting shell), task/affinity, proctrack/linuxproc, eight fake GPUs (character devices with
 /dev/null's numbers, named in gres.conf: jobs get SLURM_GPUS_ON_NODE and ROCR_VISIBLE_DEVICES),
 no slurmdbd (no sacct: use `--slurm-status-command squeue`; finished jobs stay visible to squeue
 and `scontrol show job` for MinJobAge=600 s; accounts are not validated).
@@ -52,7 +52,7 @@ MARK = "# Written by the aam-hpc test harness (tests/slurm_cluster.py); removed 
 LOCK_FILE = Path("/run/lock/aam-slurm-harness.lock")
 CTLD_PORT = 16817
 SLURMD_PORT = 16818
-GPUS = 4
+GPUS = 8  # both site runs' 4-GPU pretrainings fit side by side
 MAX_MEM_MB = 64000  # what the node declares at most; jobs ask for little
 DAEMONS = ("slurmctld", "slurmd", "munged")
 CLIENTS = ("sbatch", "srun", "squeue", "sinfo", "scontrol", "scancel", "munge", "unmunge")
@@ -555,14 +555,15 @@ def running_cluster(
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory) -> Iterator[SlurmCluster]:
     """A running one-node SLURM cluster with partitions named like LUMI's and Cosmos', and a
-    node declared site-sized (96 CPUs, 500 GB) so the real profiles' requests are accepted;
-    jobs share the real CPUs."""
+    node declared big enough for both site runs' jobs at once (256 CPUs, 1.5 TB, 8 GPUs: Cosmos'
+    whole-node pretraining next to LUMI's), so the real profiles' requests are accepted and the
+    two runs never queue behind each other; jobs share the real CPUs."""
     problem = preflight()
     if problem:
         pytest.fail(problem, pytrace=False)
     # pytest keeps the last few session dirs: the daemons' logs stay there for post-mortems
     root = tmp_path_factory.mktemp("slurm")
-    with running_cluster(root, cpus=96, mem_mb=512000) as cluster:
+    with running_cluster(root, cpus=256, mem_mb=1_536_000) as cluster:
         yield cluster
 
 

@@ -82,7 +82,7 @@ def test_cluster_has_the_site_partitions_and_enforces_their_time_limits(slurm_cl
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
     assert set(rows) == set(PARTITIONS)
     assert rows["small-g"][0] == "3-00:00:00" and rows["gpu"][0] == "1-00:00:00"
-    assert all(row[2] == "gpu:4" for row in rows.values())
+    assert all(row[2] == f"gpu:{GPUS}" for row in rows.values())
     fits = slurm_cluster.run("sbatch", "--test-only", "-p", "dev-g", "-t", "180", "--wrap", "true")
     assert fits == ""  # --test-only reports on stderr
     too_long = subprocess.run(
