@@ -16,6 +16,7 @@ from aam.models import (
     effective_attn_implementation,
     mask_nucleotides,
 )
+from aam.models.asv_encoder import sequence_keys
 
 MAX_BP = 20
 ATOL = 1e-5
@@ -471,3 +472,50 @@ def test_model_follows_parameter_device_and_dtype(batch):
     out = enc(tokens, index, counts)
     assert out["sample_embedding"].dtype == torch.float64
     assert out["sample_embedding"].device == next(enc.parameters()).device
+
+
+# -- ASV identity embedding ----------------------------------------------------------------
+
+
+def test_sequences_one_base_apart_get_different_identity_buckets():
+    enc = seeded(SequenceEncoder, tiny(asv_identity_buckets=65521)).asv_encoder
+    rng = np.random.default_rng(5)
+    seq = "".join(rng.choice(list("ACGT"), size=MAX_BP))
+    variants = {seq[:i] + base + seq[i + 1 :] for i in range(MAX_BP) for base in "ACGTN"}
+    tokens = torch.from_numpy(tokenize(sorted(variants), MAX_BP)).long()
+    keys = sequence_keys(tokens, enc.identity_weights, 65521)
+    assert len(set(keys.tolist())) == len(variants) == 4 * MAX_BP + 1
+    assert torch.equal(keys, sequence_keys(tokens, enc.identity_weights, 65521))
+
+
+def test_identity_embedding_starts_at_zero_and_then_separates_asvs(batch):
+    tokens, index, counts = make_batch(*batch)
+    off = seeded(SequencePredictor, tiny()).eval()
+    on = SequencePredictor(tiny(asv_identity_buckets=101)).eval()
+    missing = on.load_state_dict(off.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == [
+        "base.asv_encoder.identity.weight",
+        "base.asv_encoder.identity_weights",
+    ]
+    with torch.no_grad():
+        assert_close(
+            on(tokens, index, counts)["prediction"], off(tokens, index, counts)["prediction"]
+        )
+        on.base.asv_encoder.identity.weight.normal_()
+        changed = on(tokens, index, counts)["prediction"]
+    assert not torch.allclose(changed, off(tokens, index, counts)["prediction"])
+
+
+def test_the_encoder_masks_itself_and_keeps_the_identity_of_the_originals(batch):
+    tokens, index, counts = make_batch(*batch)
+    enc = seeded(SequenceEncoder, tiny(asv_identity_buckets=101)).eval()
+    with torch.no_grad():
+        enc.asv_encoder.identity.weight.normal_()
+        masked, nuc_mask = mask_nucleotides(tokens, 0.3, torch.Generator().manual_seed(1))
+        from_originals = enc(tokens, index, counts, nuc_mask=nuc_mask)
+        from_masked = enc(masked, index, counts, nuc_mask=nuc_mask)
+    # the nucleotide path reads MASK either way; only the originals keep each ASV's identity row
+    assert_close(from_originals["nuc_logits"], from_masked["nuc_logits"])
+    keys = enc.asv_encoder.identity_weights
+    assert not torch.equal(sequence_keys(masked, keys, 101), sequence_keys(tokens, keys, 101))
+    assert not torch.allclose(from_originals["sample_embedding"], from_masked["sample_embedding"])

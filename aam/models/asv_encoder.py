@@ -29,13 +29,24 @@ def mask_nucleotides(
     return tokens.masked_fill(mask, MASK), mask
 
 
+def sequence_keys(tokens: torch.Tensor, weights: torch.Tensor, buckets: int) -> torch.Tensor:
+    """Bucket [U] of each token row: sum_i token_i * weights_i mod ``buckets`` (PAD adds 0).
+
+    With a prime ``buckets`` and weights in [1, buckets), two rows that differ at one position
+    never share a bucket (the difference, weight * (a - b) with |a - b| < 7, is not a multiple of
+    the prime)."""
+    return (tokens.long() * weights[: tokens.shape[1]]).sum(dim=1) % buckets
+
+
 class ASVEncoder(nn.Module):
     """Tokens [U, L] (START + bases, right-padded with PAD) -> ASV embeddings [U, D].
 
     token embedding (+ learned position embedding) -> transformer over positions -> attention
-    pooling over non-PAD positions. Rows that are entirely PAD skip the transformer and get zero
-    embeddings. Columns beyond the longest row are trimmed, so callers may pad to any width up
-    to max_bp + 1.
+    pooling over non-PAD positions, plus (``asv_identity_buckets`` > 0) a learned embedding of
+    the sequence itself (row ``sequence_keys`` of a zero-initialised table): the nucleotide path
+    generalises to ASVs never seen, the identity path can tell apart ASVs one base apart. Rows
+    that are entirely PAD skip the transformer and get zero embeddings. Columns beyond the
+    longest row are trimmed, so callers may pad to any width up to max_bp + 1.
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -52,15 +63,26 @@ class ASVEncoder(nn.Module):
         nn.init.normal_(self.token_embedding.weight, std=0.02)
         if self.position_embedding is not None:
             nn.init.normal_(self.position_embedding.weight, std=0.02)
+        self.identity = None
+        if config.asv_identity_buckets:
+            self.identity = nn.Embedding(config.asv_identity_buckets, d)
+            nn.init.zeros_(self.identity.weight)
+            generator = torch.Generator().manual_seed(0)
+            weights = torch.randint(
+                1, max(config.asv_identity_buckets, 2), (config.max_positions,), generator=generator
+            )
+            self.register_buffer("identity_weights", weights)
 
     def forward(
         self, tokens: torch.Tensor, nuc_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """tokens [U, L] int; nuc_mask bool [U, L] or None.
 
-        Returns (embeddings [U, D], nuc_logits). nuc_logits is None without ``nuc_mask``, else
-        [N, V] for the N True positions of nuc_mask in row-major order (targets:
-        ``original_tokens[nuc_mask]``). nuc_mask must be False at PAD positions.
+        The encoder reads MASK at the True positions of nuc_mask (``tokens`` may be the original
+        sequences or already masked; the identity embedding needs the originals). Returns
+        (embeddings [U, D], nuc_logits). nuc_logits is None without ``nuc_mask``, else [N, V] for
+        the N True positions of nuc_mask in row-major order (targets: ``original[nuc_mask]``).
+        nuc_mask must be False at PAD positions.
         """
         if tokens.dim() != 2:
             raise ValueError(f"ASV tokens must be [U, L], got shape {tuple(tokens.shape)}")
@@ -97,6 +119,8 @@ class ASVEncoder(nn.Module):
 
         index = None if n_rows == u else rows.nonzero().squeeze(1)
         x, m = tokens[:, :width], valid[:, :width]
+        if nuc_mask is not None:
+            x = x.masked_fill(nuc_mask[:, :width], MASK)
         if index is not None:
             x, m = x[index], m[index]
         h = self.token_embedding(x.long())
@@ -104,6 +128,11 @@ class ASVEncoder(nn.Module):
             h = h + self.position_embedding.weight[:width]
         h = self.stack(h, m)
         emb = self.pooling(h, m)
+        if self.identity is not None:
+            keys = sequence_keys(
+                tokens[:, :width], self.identity_weights, self.identity.num_embeddings
+            )
+            emb = emb + self.identity(keys[index] if index is not None else keys)
         if index is not None:
             emb = emb.new_zeros(u, d).index_copy(0, index, emb)
 

@@ -40,6 +40,7 @@ BASE_FIELDS = (
     "nuc_position_embedding",
     "sample_position_embedding",
     "count_embedding",
+    "asv_identity_buckets",
 )
 
 
@@ -71,6 +72,11 @@ class ModelConfig:
     count_embedding: str = option(
         "add", "how log1p(count) enters the ASV embedding", choices=COUNT_EMBEDDINGS
     )
+    asv_identity_buckets: int = option(
+        0,
+        "rows of a learned per-ASV embedding, indexed by a hash of the sequence and added to "
+        "the nucleotide encoder's (0: off; a prime keeps sequences one base apart distinct)",
+    )
     # predictor
     out_dim: int = 1
     classifier: bool = False  # True: prediction = log-probabilities over out_dim classes
@@ -97,7 +103,7 @@ class ModelConfig:
         for name in ("embedding_dim", "attention_heads", "max_bp", "token_limit", "out_dim"):
             if getattr(self, name) < 1:
                 raise OptionError(name, getattr(self, name), "must be at least 1")
-        for name in LAYER_STACKS:
+        for name in (*LAYER_STACKS, "asv_identity_buckets"):
             if getattr(self, name) < 0:
                 raise OptionError(name, getattr(self, name), "must be 0 or more")
         if self.embedding_dim % self.attention_heads:

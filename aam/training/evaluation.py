@@ -74,8 +74,8 @@ def _nucleotide_metrics(
     encoder = encoder.base.asv_encoder if objective.predictor else encoder.asv_encoder
     ce_sum, correct, count = 0.0, 0, 0
     for part in tokens.split(512):
-        masked, mask = mask_nucleotides(part, objective.cfg.mask_rate, generator)
-        _, logits = encoder(masked, mask)
+        mask = mask_nucleotides(part, objective.cfg.mask_rate, generator)[1]
+        _, logits = encoder(part, mask)
         target = part[mask]
         ce = torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum")
         ce_sum += ce.item()

@@ -96,7 +96,9 @@ class Objective:
         cfg, terms, total = self.cfg, {}, 0.0
         nuc_mask = tokens = None
         if self.use_nucleotides:
-            tokens, nuc_mask = mask_nucleotides(batch.unique_tokens, cfg.mask_rate, generator)
+            # the encoder reads MASK at nuc_mask; it gets the originals (ASV identity)
+            tokens = batch.unique_tokens
+            nuc_mask = mask_nucleotides(tokens, cfg.mask_rate, generator)[1]
         out = model_outputs(
             model, batch, tokens=tokens, nuc_mask=nuc_mask, asv_embeddings=self.asv_embeddings
         )
