@@ -72,6 +72,9 @@ class ASVEncoder(nn.Module):
                 1, max(config.asv_identity_buckets, 2), (config.max_positions,), generator=generator
             )
             self.register_buffer("identity_weights", weights)
+            # Adam moves a row by about lr per step whatever its gradient; the gain lets a row
+            # seen in a few batches reach the scale of the (layer-normalised) nucleotide path.
+            self.identity_gain = float(d) ** 0.5
 
     def forward(
         self, tokens: torch.Tensor, nuc_mask: torch.Tensor | None = None
@@ -132,7 +135,8 @@ class ASVEncoder(nn.Module):
             keys = sequence_keys(
                 tokens[:, :width], self.identity_weights, self.identity.num_embeddings
             )
-            emb = emb + self.identity(keys[index] if index is not None else keys)
+            rows = self.identity(keys[index] if index is not None else keys)
+            emb = emb + self.identity_gain * rows
         if index is not None:
             emb = emb.new_zeros(u, d).index_copy(0, index, emb)
 
