@@ -8,7 +8,6 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-import skbio
 
 from aam.atomic import atomic_output
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
@@ -41,6 +40,8 @@ def write_distance_matrix(
         _check_tsv_ids(path, ids)
     with atomic_output(path) as tmp:
         if tsv:
+            import skbio  # 1 s of imports: only for TSV output, not for the training commands
+
             skbio.DistanceMatrix(matrix, list(ids), validate=False).write(str(tmp), format="lsmat")
             return
         with h5py.File(tmp, "w") as h5:
