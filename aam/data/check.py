@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from aam.data.metadata import load_metadata
-from aam.data.split import given_split, read_split
+from aam.data.split import check_folds, given_split, read_split
 from aam.data.table import load_table
 from aam.errors import InputError
 
@@ -58,9 +58,17 @@ def check_dataset(
     return targets.dropna()
 
 
-def check_predict_on(run: str, own: dict, name: str, other: dict) -> None:
-    """A dataset in ``runs.<run>.predict_on`` (config ``other``) can be predicted by the run's
-    model, trained on ``own``: a target of the same kind and the model's covariate columns."""
+def check_predict_on(run: str, spec: dict, name: str, datasets: dict) -> None:
+    """Dataset ``name`` of ``runs.<run>.predict_on`` (run config ``spec``) can be predicted by
+    the run's model: another configured dataset, a target of the same kind, the model's
+    covariate columns."""
+    if name not in datasets or name == spec["dataset"]:
+        others = [d for d in datasets if d != spec["dataset"]]
+        raise InputError(
+            f"runs.{run}.predict_on: {name!r} is not a dataset other than the run's own "
+            f"({spec['dataset']}); datasets: {', '.join(others) or 'none other'}"
+        )
+    own, other = datasets[spec["dataset"]], datasets[name]
     if other["classifier"] != own["classifier"]:
         kinds = {True: "classes", False: "numbers"}
         raise InputError(
@@ -76,3 +84,21 @@ def check_predict_on(run: str, own: dict, name: str, other: dict) -> None:
             f"column(s) {missing} the model uses; add them (empty cells map to the unknown "
             "category)"
         )
+
+
+def check_cv(run: str, plan: dict, data: dict, targets: pd.Series) -> None:
+    """``runs.<run>.cv`` (expanded ``plan``) fits its dataset (config ``data``, samples with a
+    target ``targets``): no split of the dataset's own, and folds that can partition them."""
+    dataset = plan["dataset"]
+    if data["split_column"] or data["split_file"]:
+        given = "split_column" if data["split_column"] else "split_file"
+        raise InputError(
+            f"config runs.{run}.cv: dataset {dataset} has its own split ({given}); "
+            f"cross-validation makes its own folds: give the run a dataset entry without {given}"
+        )
+    check_folds(
+        plan["folds"],
+        len(targets),
+        targets.astype(str).value_counts().to_dict() if data["classifier"] else None,
+        f"config runs.{run}.cv.folds (dataset {dataset}, samples with a target)",
+    )

@@ -12,8 +12,7 @@ from aam.cli import (
     COMMANDS,
 )  # noqa: E402  (standard library only: no torch on the login node)
 from aam.containers import built_image, lint_def  # noqa: E402
-from aam.data.check import check_dataset, check_predict_on  # noqa: E402
-from aam.data.split import check_folds  # noqa: E402
+from aam.data.check import check_cv, check_dataset, check_predict_on  # noqa: E402
 from aam.errors import InputError  # noqa: E402
 from aam.provenance import code_fingerprint  # noqa: E402
 from aam.workflow_config import (  # noqa: E402
@@ -130,37 +129,13 @@ for _name, _data in DATASETS.items():
         raise WorkflowError(str(err)) from None
 for _run, _spec in RUNS.items():
     for _other in _spec["predict_on"]:
-        if _other not in DATASETS or _other == _spec["dataset"]:
-            _others = [d for d in DATASETS if d != _spec["dataset"]]
-            raise WorkflowError(
-                f"runs.{_run}.predict_on: {_other!r} is not a dataset other than the run's own "
-                f"({_spec['dataset']}); datasets: {', '.join(_others) or 'none other'}"
-            )
         try:
-            check_predict_on(_run, DATASETS[_spec["dataset"]], _other, DATASETS[_other])
+            check_predict_on(_run, _spec, _other, DATASETS)
         except InputError as err:
             raise WorkflowError(str(err)) from None
 for _run, _plan in CV.items():
-    _dataset = _plan["dataset"]
-    _data = DATASETS[_dataset]
-    if _data["split_column"] or _data["split_file"]:
-        _given = "split_column" if _data["split_column"] else "split_file"
-        raise WorkflowError(
-            f"config runs.{_run}.cv: dataset {_dataset} has its own split ({_given}); "
-            f"cross-validation makes its own folds: give the run a dataset entry without {_given}"
-        )
-    _targets = LABELLED[_dataset]
     try:
-        check_folds(
-            _plan["folds"],
-            len(_targets),
-            (
-                _targets.astype(str).value_counts().to_dict()
-                if _data["classifier"]
-                else None
-            ),
-            f"config runs.{_run}.cv.folds (dataset {_dataset}, samples with a target)",
-        )
+        check_cv(_run, _plan, DATASETS[_plan["dataset"]], LABELLED[_plan["dataset"]])
     except InputError as err:
         raise WorkflowError(str(err)) from None
 
