@@ -1,4 +1,4 @@
-"""A real one-node SLURM cluster (munged, slurmctld, slurmd) for end-to-end executor tests.
+"""A real two-node SLURM cluster (munged, slurmctld, two slurmd) for end-to-end executor tests.
 
 Usage in a test module (tests/ is on sys.path, as for tests/ddp_step.py)::
 
@@ -15,7 +15,14 @@ submitting shell), task/affinity, proctrack/linuxproc, eight fake GPUs (characte
 no slurmdbd (no sacct: use `--slurm-status-command squeue`; finished jobs stay visible to squeue
 and `scontrol show job` for MinJobAge=600 s; accounts are not validated).
 
-The one node (`hostname -s`, CPUs and memory from `slurmd -C`) is in every partition. Partitions
+Two nodes on this one machine (notes/local-slurm.md, item 11): each slurmd runs in its own network
+namespace (`aamn1`, `aamn2`) with its own address (10.77.0.1, 10.77.0.2 on the interface `aam0`),
+joined by a bridge (`aambr0`, 10.77.0.254, where slurmctld listens); the filesystem and munged's
+socket are shared. Only these addresses are used, so a job's processes on the two nodes talk over
+the bridge exactly as over a cluster network (gloo: GLOO_SOCKET_IFNAME=aam0). The namespaces,
+the bridge and the daemons are removed at the end, also when a test fails.
+
+Both nodes (CPUs and memory from `slurmd -C`) are in every partition. Partitions
 mirror the real sites, with their wall-time limits enforced at submission (EnforcePartLimits=ALL):
 LUMI `small`, `small-g`, `standard-g` (whole node), `dev-g`; SDSC Cosmos `cluster` (its one
 partition, default, whole node), plus `cpu` and `gpu` for profiles that split CPU and GPU work.
@@ -32,6 +39,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shlex
 import shutil
 import signal
 import stat
@@ -50,11 +58,18 @@ GRES_CONF = CONF_DIR / "gres.conf"
 BACKUP_SUFFIX = ".aam-harness-backup"
 MARK = "# Written by the aam-hpc test harness (tests/slurm_cluster.py); removed at teardown."
 LOCK_FILE = Path("/run/lock/aam-slurm-harness.lock")
+NODES = ("aamnode1", "aamnode2")
+SUBNET = "10.77.0"  # a private /24 used only by the test cluster
+CTLD_ADDR = f"{SUBNET}.254"  # the bridge's address in the root namespace: slurmctld
+BRIDGE = "aambr0"
+NODE_IFACE = "aam0"  # each node's interface inside its namespace (GLOO_SOCKET_IFNAME)
+HOSTS = Path("/etc/hosts")
+HOSTS_MARK = "# aam-hpc test harness node"
 CTLD_PORT = 16817
 SLURMD_PORT = 16818
-GPUS = 8  # both site runs' 4-GPU pretrainings fit side by side
+GPUS = 8  # per node
 MAX_MEM_MB = 64000  # what the node declares at most; jobs ask for little
-DAEMONS = ("slurmctld", "slurmd", "munged")
+DAEMONS = ("slurmctld", "slurmd", "munged", "ip", "nsenter", "unshare")
 CLIENTS = ("sbatch", "srun", "squeue", "sinfo", "scontrol", "scancel", "munge", "unmunge")
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 MUNGE_DIRS = ("/etc/munge", "/var/lib/munge", "/var/log/munge", "/run/munge")
@@ -165,10 +180,11 @@ def render_slurm_conf(
     cpus: int | None = None,
     mem_mb: int | None = None,
 ) -> str:
-    """slurm.conf for one node. By default the node declares the machine's CPUs (`slurmd -C`) and
-    90 % of its memory (at most MAX_MEM_MB). `cpus`/`mem_mb` declare a bigger node, e.g. a site's
-    GPU node shape so that real profiles (cpus_per_gpu, mem_mb) are accepted unchanged; slurmd then
-    runs with SlurmdParameters=config_overrides and jobs share the real CPUs."""
+    """slurm.conf for the two nodes (NODES). By default each node declares the machine's CPUs
+    (`slurmd -C`) and 90 % of its memory (at most MAX_MEM_MB). `cpus`/`mem_mb` declare a bigger
+    node, e.g. a site's GPU node shape so that real profiles (cpus_per_gpu, mem_mb) are accepted
+    unchanged; slurmd then runs with SlurmdParameters=config_overrides and jobs share the real
+    CPUs (of both nodes: they are one machine)."""
     mem = mem_mb or max(500, min(MAX_MEM_MB, hw.get("RealMemory", 2000) * 9 // 10))
     if cpus:
         topo = f"CPUs={cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={cpus} ThreadsPerCore=1"
@@ -182,7 +198,7 @@ def render_slurm_conf(
     lines = [
         MARK,
         "ClusterName=aamtest",
-        f"SlurmctldHost={host}(127.0.0.1)",
+        f"SlurmctldHost={host}({CTLD_ADDR})",
         f"SlurmctldPort={CTLD_PORT}",
         f"SlurmdPort={SLURMD_PORT}",
         "SlurmUser=root",
@@ -190,11 +206,11 @@ def render_slurm_conf(
         "AuthType=auth/munge",
         "CredType=cred/munge",
         f"StateSaveLocation={state}/ctld",
-        f"SlurmdSpoolDir={state}/spool",
+        f"SlurmdSpoolDir={state}/spool/%n",
         f"SlurmctldPidFile={state}/slurmctld.pid",
-        f"SlurmdPidFile={state}/slurmd.pid",
+        f"SlurmdPidFile={state}/slurmd-%n.pid",
         f"SlurmctldLogFile={state}/log/slurmctld.log",
-        f"SlurmdLogFile={state}/log/slurmd.log",
+        f"SlurmdLogFile={state}/log/slurmd-%n.log",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
         "ProctrackType=proctrack/linuxproc",
@@ -220,18 +236,81 @@ def render_slurm_conf(
         "InactiveLimit=0",
         "SlurmdTimeout=120",
         *(["SlurmdParameters=config_overrides"] if overrides else []),
-        f"NodeName={host} NodeAddr=127.0.0.1 {topo} RealMemory={mem} Gres=gpu:{GPUS} State=UNKNOWN",
     ]
     lines += [
-        f"PartitionName={name} Nodes={host} {opts} State=UP" for name, opts in PARTITIONS.items()
+        f"NodeName={node} NodeAddr={node_addr(node)} {topo} RealMemory={mem} Gres=gpu:{GPUS} "
+        "State=UNKNOWN"
+        for node in NODES
+    ]
+    lines += [
+        f"PartitionName={name} Nodes={','.join(NODES)} {opts} State=UP"
+        for name, opts in PARTITIONS.items()
     ]
     return "\n".join(lines) + "\n"
 
 
-def render_gres_conf(host: str, gpu_dir: Path) -> str:
-    return (
-        f"{MARK}\nAutoDetect=off\nNodeName={host} Name=gpu File={gpu_dir}/fakegpu[0-{GPUS - 1}]\n"
-    )
+def render_gres_conf(gpu_dir: Path) -> str:
+    """Both nodes name the same fake devices (each node's slurmd hands them out separately)."""
+    lines = [f"NodeName={node} Name=gpu File={gpu_dir}/fakegpu[0-{GPUS - 1}]" for node in NODES]
+    return "\n".join([MARK, "AutoDetect=off", *lines]) + "\n"
+
+
+def node_addr(node: str) -> str:
+    """The address of `node` (aamnode<i> -> 10.77.0.<i>)."""
+    return f"{SUBNET}.{NODES.index(node) + 1}"
+
+
+def netns(node: str) -> str:
+    """The network namespace `node`'s slurmd (and so its jobs) runs in."""
+    return f"aamn{NODES.index(node) + 1}"
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    _run([_which("ip") or "ip", *args], check=check)
+
+
+def remove_network() -> None:
+    """Delete the nodes' namespaces (their veth ends go with them) and the bridge, if present."""
+    for node in NODES:
+        _ip("netns", "delete", netns(node), check=False)
+        _ip("link", "delete", f"aamv{NODES.index(node) + 1}", check=False)
+    _ip("link", "delete", BRIDGE, check=False)
+
+
+def remove_hosts() -> None:
+    """Drop the nodes' lines from /etc/hosts (those ending with HOSTS_MARK)."""
+    with contextlib.suppress(OSError):
+        lines = HOSTS.read_text().splitlines(keepends=True)
+        kept = [line for line in lines if not line.rstrip().endswith(HOSTS_MARK)]
+        if kept != lines:
+            HOSTS.write_text("".join(kept))
+
+
+def add_hosts() -> None:
+    """Name the nodes in /etc/hosts, as a cluster's DNS does (torchrun resolves the first node's
+    name for its rendezvous)."""
+    remove_hosts()
+    text = HOSTS.read_text()
+    lines = "".join(f"{node_addr(node)} {node}  {HOSTS_MARK}\n" for node in NODES)
+    HOSTS.write_text(text + ("" if text.endswith("\n") or not text else "\n") + lines)
+
+
+def make_network() -> None:
+    """A bridge with the controller's address and one namespace per node, linked by a veth pair:
+    the node side is NODE_IFACE with the node's address."""
+    remove_network()
+    _ip("link", "add", BRIDGE, "type", "bridge")
+    _ip("addr", "add", f"{CTLD_ADDR}/24", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "up")
+    for node in NODES:
+        ns, veth = netns(node), f"aamv{NODES.index(node) + 1}"
+        _ip("netns", "add", ns)
+        _ip("link", "add", veth, "type", "veth", "peer", "name", NODE_IFACE, "netns", ns)
+        _ip("link", "set", veth, "master", BRIDGE)
+        _ip("link", "set", veth, "up")
+        _ip("-n", ns, "addr", "add", f"{node_addr(node)}/24", "dev", NODE_IFACE)
+        _ip("-n", ns, "link", "set", NODE_IFACE, "up")
+        _ip("-n", ns, "link", "set", "lo", "up")
 
 
 def _written_by_us(path: Path) -> bool:
@@ -253,12 +332,12 @@ def _conf_value(path: Path, key: str) -> str | None:
 
 @dataclass
 class SlurmCluster:
-    """A running one-node cluster; what the `slurm_cluster` fixture yields."""
+    """A running two-node cluster; what the `slurm_cluster` fixture yields."""
 
     root: Path  # state, spool, pid files, fake GPUs
     conf: Path = SLURM_CONF
     gres_conf: Path = GRES_CONF
-    node: str = ""
+    nodes: tuple[str, ...] = NODES
     partitions: tuple[str, ...] = tuple(PARTITIONS)
     gpus: int = GPUS
     cpus: int | None = None  # declared node size; None: the machine's (see render_slurm_conf)
@@ -273,9 +352,8 @@ class SlurmCluster:
     def ctld_pidfile(self) -> Path:
         return self.root / "slurmctld.pid"
 
-    @property
-    def slurmd_pidfile(self) -> Path:
-        return self.root / "slurmd.pid"
+    def slurmd_pidfile(self, node: str) -> Path:
+        return self.root / f"slurmd-{node}.pid"
 
     # -- queries -----------------------------------------------------------------------------
     def run(self, *args: str, timeout: float = 30, check: bool = True) -> str:
@@ -295,7 +373,8 @@ class SlurmCluster:
         return parse_scontrol_oneliner(out.splitlines()[0])
 
     def node_state(self) -> str:
-        out = self.run("sinfo", "--noheader", "--Node", f"--nodes={self.node}", "--format=%T")
+        """The nodes' states, e.g. `idle` when both are idle, `allocated,idle` when not."""
+        out = self.run("sinfo", "--noheader", "--Node", "--format=%T")
         states = {line.strip() for line in out.splitlines() if line.strip()}
         return ",".join(sorted(states)) or "unknown"
 
@@ -304,14 +383,14 @@ class SlurmCluster:
             f"--- {path.name} (last {lines} lines)\n{_tail(path, lines)}"
             for path in (
                 self.log_dir / "slurmctld.log",
-                self.log_dir / "slurmd.log",
+                *(self.log_dir / f"slurmd-{node}.log" for node in self.nodes),
                 self.log_dir / "daemons.out",
                 Path("/var/log/munge/munged.log"),
             )
         )
 
     def wait_idle(self, timeout: float = STARTUP_TIMEOUT) -> None:
-        """Wait until the node is `idle` and no job is pending, running or completing."""
+        """Wait until both nodes are `idle` and no job is pending, running or completing."""
         deadline = time.monotonic() + timeout
         state, busy = "unknown", []
         while time.monotonic() < deadline:
@@ -328,9 +407,9 @@ class SlurmCluster:
                     comm
                     for comm, pidfile in (
                         ("slurmctld", self.ctld_pidfile),
-                        ("slurmd", self.slurmd_pidfile),
+                        *((f"slurmd ({n})", self.slurmd_pidfile(n)) for n in self.nodes),
                     )
-                    if not _pid_alive(_read_pid(pidfile) or -1, comm)
+                    if not _pid_alive(_read_pid(pidfile) or -1, comm.split()[0])
                 ]
                 if dead:
                     raise SlurmHarnessError(
@@ -341,14 +420,11 @@ class SlurmCluster:
                     return
                 if state.startswith(("inval", "drain", "down")) and "*" not in state:
                     # e.g. INVAL after a GPU/CPU mismatch: show why and let the node resume once
-                    reason = self.run("scontrol", "show", "node", self.node, "-o", check=False)
-                    raise SlurmHarnessError(
-                        f"node {self.node} is {state}: {reason.strip()}\n{self.logs()}"
-                    )
+                    reason = self.run("scontrol", "show", "node", "-o", check=False)
+                    raise SlurmHarnessError(f"nodes are {state}: {reason.strip()}\n{self.logs()}")
             time.sleep(0.5)
         raise SlurmHarnessError(
-            f"node {self.node} not idle after {timeout:.0f} s (state {state}, busy jobs {busy})\n"
-            f"{self.logs()}"
+            f"nodes not idle after {timeout:.0f} s (state {state}, busy jobs {busy})\n{self.logs()}"
         )
 
     def cancel_all(self, timeout: float = 30) -> None:
@@ -358,22 +434,39 @@ class SlurmCluster:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        self.node = _run(["hostname", "-s"]).stdout.strip()
-        for sub in ("ctld", "spool", "log", "gpu"):
+        host = _run(["hostname", "-s"]).stdout.strip()
+        for sub in ("ctld", "log", "gpu", *(f"spool/{node}" for node in self.nodes)):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         for i in range(GPUS):
             _make_fake_gpu(self.root / "gpu" / f"fakegpu{i}")
         hw = node_hardware()
-        _install_conf(
-            SLURM_CONF, render_slurm_conf(self.node, self.root, hw, self.cpus, self.mem_mb)
-        )
-        _install_conf(GRES_CONF, render_gres_conf(self.node, self.root / "gpu"))
+        _install_conf(SLURM_CONF, render_slurm_conf(host, self.root, hw, self.cpus, self.mem_mb))
+        _install_conf(GRES_CONF, render_gres_conf(self.root / "gpu"))
+        make_network()
+        add_hosts()
         self._start_munged()
         out = self.log_dir / "daemons.out"
-        for daemon in ("slurmctld", "slurmd"):
+        # nsenter --net switches the network namespace only (`ip netns exec` would also remount
+        # /sys, hiding /sys/fs/cgroup, without which slurmd does not start); unshare --uts gives
+        # the node its own hostname (torchrun tells the workers the first node's hostname)
+        nsenter, unshare = _which("nsenter") or "nsenter", _which("unshare") or "unshare"
+        slurmd = _which("slurmd") or "slurmd"
+        commands = [[_which("slurmctld") or "slurmctld"]] + [
+            [
+                nsenter,
+                f"--net=/run/netns/{netns(node)}",
+                unshare,
+                "--uts",
+                "sh",
+                "-c",
+                f"hostname {node} && exec {shlex.quote(slurmd)} -N {node}",
+            ]
+            for node in self.nodes
+        ]
+        for command in commands:
             with out.open("a") as handle:
                 proc = subprocess.run(
-                    [_which(daemon) or daemon],
+                    command,
                     stdin=subprocess.DEVNULL,
                     stdout=handle,
                     stderr=subprocess.STDOUT,
@@ -381,7 +474,9 @@ class SlurmCluster:
                     env={k: v for k, v in os.environ.items() if k != "SLURM_CONF"},
                 )
             if proc.returncode != 0:
-                raise SlurmHarnessError(f"{daemon} exited {proc.returncode}\n{self.logs()}")
+                raise SlurmHarnessError(
+                    f"{' '.join(command)} exited {proc.returncode}\n{self.logs()}"
+                )
         self.wait_idle(STARTUP_TIMEOUT)
 
     def _start_munged(self) -> None:
@@ -414,7 +509,8 @@ class SlurmCluster:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """Cancel jobs, stop slurmd, slurmctld and (if we started it) munged."""
+        """Cancel jobs, stop both slurmd, slurmctld and (if we started it) munged; remove the
+        namespaces and the bridge."""
         with contextlib.suppress(Exception):
             if _pid_alive(_read_pid(self.ctld_pidfile) or -1, "slurmctld"):
                 self.run("scancel", "--full", "--user=root", check=False, timeout=10)
@@ -423,11 +519,14 @@ class SlurmCluster:
                     j["state"] in {"RUNNING", "COMPLETING"} for j in self.squeue()
                 ):
                     time.sleep(0.5)
-        _stop_pid(self.slurmd_pidfile, "slurmd")
+        for node in self.nodes:
+            _stop_pid(self.slurmd_pidfile(node), "slurmd")
         _stop_pid(self.ctld_pidfile, "slurmctld")
         if self._started_munged:
             _stop_pid(MUNGE_PID, "munged")
             MUNGED_MARK.unlink(missing_ok=True)
+        remove_network()
+        remove_hosts()
 
 
 def _make_fake_gpu(path: Path) -> None:
@@ -484,8 +583,10 @@ def _stop_leftovers() -> None:
     if _written_by_us(SLURM_CONF):
         for key, comm in (("SlurmdPidFile", "slurmd"), ("SlurmctldPidFile", "slurmctld")):
             value = _conf_value(SLURM_CONF, key)
-            if value:
-                _stop_pid(Path(value), comm)
+            for node in NODES if value else ():
+                _stop_pid(Path(value.replace("%n", node)), comm)
+    remove_network()
+    remove_hosts()
     for comm in ("slurmctld", "slurmd"):
         pids = _run(["pgrep", "-x", comm], check=False).stdout.split()
         if pids:
@@ -554,10 +655,10 @@ def running_cluster(
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory) -> Iterator[SlurmCluster]:
-    """A running one-node SLURM cluster with partitions named like LUMI's and Cosmos', and a
-    node declared big enough for both site runs' jobs at once (256 CPUs, 1.5 TB, 8 GPUs: Cosmos'
-    whole-node pretraining next to LUMI's), so the real profiles' requests are accepted and the
-    two runs never queue behind each other; jobs share the real CPUs."""
+    """A running two-node SLURM cluster with partitions named like LUMI's and Cosmos', each node
+    declared as big as a site's GPU node (256 CPUs, 1.5 TB, 8 GPUs), so the real profiles'
+    requests are accepted; Cosmos' whole-node jobs take one node and LUMI's can run on the other.
+    Jobs share the real CPUs."""
     problem = preflight()
     if problem:
         pytest.fail(problem, pytrace=False)

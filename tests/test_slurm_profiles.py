@@ -136,7 +136,7 @@ def _expected(profile: str, rule: str) -> dict:
     threads = settings["set-threads"].get(rule)
     return {
         "partition": partition,
-        "gpu": resources.get("gpu", 0),
+        "gpu": resources.get("gpu") or resources.get("gpus_per_node", 0),
         "minutes": resources["runtime"],
         "threads": threads,
     }
@@ -169,7 +169,9 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, site_runs, 
             assert job["Partition"] == want["partition"], (rule, job)
             assert _minutes(job["TimeLimit"]) == want["minutes"], (rule, job["TimeLimit"])
             if want["gpu"]:
-                assert re.search(rf"gpu:{want['gpu']}\b", job.get("TresPerJob", "")), (rule, job)
+                # gpu: the job's total (TresPerJob); gpus_per_node: per node (TresPerNode)
+                tres = job.get("TresPerJob", "") + job.get("TresPerNode", "")
+                assert re.search(rf"gpu:{want['gpu']}\b", tres), (rule, job)
                 cpus = settings_cpus(profile, rule)
                 assert re.search(rf"gpu[:=]{cpus}\b", job.get("CpusPerTres", "")), (rule, job)
             else:

@@ -38,7 +38,7 @@ from aam.training.checkpoint import (
 )
 from aam.training.config import TrainConfig
 from aam.training.device import peak_memory_mb, unwrap
-from aam.training.distributed import broadcast_from_main, rank_slice
+from aam.training.distributed import any_rank, broadcast_from_main, rank_slice
 from aam.training.evaluation import evaluate
 from aam.training.objective import Objective
 from aam.training.preemption import PreemptionFlag
@@ -149,11 +149,15 @@ class Trainer:
                         continue
                     minutes = (time.monotonic() - last_save) / 60
                     every = self.cfg.checkpoint_every_minutes
-                    if flag.requested or (every > 0 and minutes >= every):
+                    stop = any_rank(flag.requested, self.ctx, self.device)
+                    if stop or (every > 0 and minutes >= every):
                         self._save_latest()
                         last_save = time.monotonic()
-                    if flag.requested:
-                        raise Preempted(f"{flag.signal_name}: saved {self.latest}; rerun to resume")
+                    if stop:
+                        raise Preempted(
+                            f"{flag.signal_name or 'a signal to another rank'}: saved "
+                            f"{self.latest}; rerun to resume"
+                        )
                 bar.close()
                 state.end_epoch(self._end_epoch(timed, time.perf_counter() - started))
                 self._save_latest()

@@ -1,9 +1,11 @@
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
 REPO = Path(workflow.basedir).parent
@@ -14,6 +16,13 @@ from aam.cli import (
 from aam.containers import built_image, lint_def  # noqa: E402
 from aam.data.check import check_cv, check_dataset, check_predict_on  # noqa: E402
 from aam.errors import InputError  # noqa: E402
+from aam.training.launch import (  # noqa: E402
+    check_partition_nodes,
+    container_exec,
+    launch_prefix,
+    layout_of,
+    slurm_resources,
+)
 from aam.provenance import code_fingerprint  # noqa: E402
 from aam.workflow_config import (  # noqa: E402
     cli_flags,
@@ -148,11 +157,56 @@ def code(command):
 METRIC = config["unifrac"]["metric"]
 
 
-def launcher(gpus):
-    """`python` for one process; torchrun (one process per GPU of the node) for several."""
-    if int(gpus) > 1:
-        return f"python -m torch.distributed.run --standalone --nproc_per_node {gpus}"
-    return "python"
+def training_layout(stage):
+    """Nodes (config `<stage>_nodes`) and GPUs per node (the profile's set-resources) of a
+    training stage, at parse time; on a SLURM cluster the partition must have that many nodes.
+    """
+    given = workflow.resource_settings.overwrite_resources.get(stage, {})
+    values = {key: getattr(value, "raw", value) for key, value in given.items()}
+    try:
+        layout = layout_of(stage, {**values, "nodes": config[f"{stage}_nodes"]})
+        if layout.multi_node and _submits_to_slurm:
+            partition = values.get("slurm_partition") or _default_partition
+            check_partition_nodes(
+                stage,
+                layout.nodes,
+                os.path.expandvars(str(partition or "")).strip("'\""),
+            )
+    except ValueError as err:
+        raise WorkflowError(str(err)) from None
+    return layout
+
+
+_submits_to_slurm = workflow.executor_plugin is not None and (
+    workflow.executor_plugin.name == "slurm" and not workflow.remote_exec
+)
+_default_partition = (workflow.resource_settings.default_resources or {}).get(
+    "slurm_partition"
+)
+_default_partition = getattr(_default_partition, "raw", _default_partition)
+
+
+PRETRAIN_LAYOUT = training_layout("pretrain")
+# A multi-node job runs its shell on the host (srun is not in the image); srun then starts the
+# image on each node, as Snakemake would have (`exec --home <workdir> <apptainer-args> <image>`).
+_apptainer = (
+    DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
+)
+PER_NODE_CONTAINER = (
+    container_exec(
+        shutil.which("singularity") and "singularity" or "apptainer",
+        IMAGE,
+        workflow.deployment_settings.apptainer_args,
+        os.getcwd(),
+    )
+    if IMAGE and _apptainer
+    else []
+)
+
+
+def launcher(stage, resources):
+    """The command before `-m aam` of a training job (aam.training.launch.launch_prefix)."""
+    return launch_prefix(layout_of(stage, resources), PER_NODE_CONTAINER)
 
 
 def dataset_of(wildcards):

@@ -21,11 +21,16 @@ rule pretrain:
         WORK / "benchmarks/pretrain/{run}.tsv"
     conda:
         CONDA_ENV
+    container:
+        None if PRETRAIN_LAYOUT.multi_node else IMAGE
     threads: config["threads"]
+    resources:
+        **slurm_resources(PRETRAIN_LAYOUT),
+        nodes=PRETRAIN_LAYOUT.nodes,
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("pretrain"),
-        launcher=lambda wc, resources: launcher(resources.get("gpu", 0)),
+        launcher=lambda wc, resources: launcher("pretrain", resources),
         options=lambda wc, input: cli_flags(
             {
                 "split": input.split or None,
