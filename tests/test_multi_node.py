@@ -1,0 +1,220 @@
+"""Pretraining on two nodes of the test cluster, through the Cosmos profile and the real SLURM
+plugin: srun starts one torchrun per node, their ranks (gloo, one per node) meet at a c10d
+rendezvous on the first node. The job is signalled (USR1) after its first epoch, the retry
+resumes from latest.pt on both nodes, and the encoder equals one process trained on the same
+global batches.
+
+Test overlay (what this machine cannot have): one process per node instead of 4 APUs and one
+thread per process (2 CPU cores in all), config/test.yaml with 3 epochs, gloo told to use the
+nodes' interface (GLOO_SOCKET_IFNAME=aam0, as a site names its Slingshot interfaces).
+"""
+
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from checkout import copy_checkout
+from slurm_cluster import NODE_IFACE, NODES
+
+from aam.training.checkpoint import load_checkpoint
+
+pytestmark = pytest.mark.xdist_group("slurm")  # one cluster per machine: one xdist worker
+
+STATUS_POLLING = (
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--seconds-between-status-checks",
+    "2",
+)
+TIMEOUT = 600
+ENV = {"AAM_SLURM_ACCOUNT": "test", "AAM_SLURM_PARTITION": "cluster"}
+
+
+@dataclass
+class TwoNodeRun:
+    repo: Path
+    work: Path
+    returncode: int
+    output: str
+    signalled: list[str]
+
+
+def _snakemake(repo: Path, work: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        str(work / "runs/tiny/pretrain/encoder.pt"),
+        "--profile",
+        "profiles/cosmos",
+        "--configfile",
+        "config/test.yaml",
+        "--config",
+        f"workdir={work}",
+        *extra,
+    ]
+
+
+def _pretrain_jobs(work: Path) -> list[str]:
+    logs = (work / "slurm-logs/rule_pretrain").rglob("*.log")
+    return sorted((log.stem for log in logs), key=int)
+
+
+def _signal_after_first_epoch(work: Path, proc: subprocess.Popen, signalled: list[str]) -> None:
+    latest = work / "runs/tiny/pretrain/checkpoints/latest.pt"
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and proc.poll() is None:
+        state = load_checkpoint(latest) if latest.exists() else None
+        jobs = _pretrain_jobs(work)
+        if state and state["epoch"] >= 1 and jobs:
+            subprocess.run(["scancel", "--signal=USR1", jobs[0]], check=True)
+            signalled.append(jobs[0])
+            return
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def two_node_run(slurm_cluster, tmp_path_factory) -> TwoNodeRun:
+    root = tmp_path_factory.mktemp("two_nodes")
+    repo, work = root / "repo", root / "work"
+    copy_checkout(repo)
+    profile_path = repo / "profiles/cosmos/config.yaml"
+    profile = yaml.safe_load(profile_path.read_text())
+    profile["set-resources"]["pretrain"]["gpus_per_node"] = 1
+    profile["set-threads"]["pretrain"] = 1
+    profile_path.write_text(yaml.safe_dump(profile))
+    config = yaml.safe_load((repo / "config/test.yaml").read_text())
+    config["runs"]["tiny"]["pretrain"].update(epochs=3, checkpoint_every_minutes=0.001)
+    (repo / "config/test.yaml").write_text(yaml.safe_dump(config))
+    cmd = _snakemake(
+        repo,
+        work,
+        "pretrain_nodes=2",
+        "--slurm-status-command",
+        "squeue",
+        *STATUS_POLLING,
+        "--slurm-logdir",
+        str(work / "slurm-logs"),
+        "--verbose",  # the plugin prints its sbatch call
+    )
+    env = {**os.environ, **ENV, "AAM_WORKDIR": str(work), "GLOO_SOCKET_IFNAME": NODE_IFACE}
+    output = root / "snakemake.out"
+    signalled: list[str] = []
+    with output.open("w") as handle:
+        proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        signaller = threading.Thread(
+            target=_signal_after_first_epoch, args=(work, proc, signalled), daemon=True
+        )
+        signaller.start()
+        try:
+            proc.wait(timeout=TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        signaller.join(timeout=10)
+    return TwoNodeRun(repo, work, proc.returncode, output.read_text(), signalled)
+
+
+def _one_process_encoder(run: TwoNodeRun, tmp_path: Path) -> Path:
+    """The job's own `aam pretrain` command, run as one plain process."""
+    shell = next(
+        line for line in run.output.splitlines() if line.startswith("srun --nodes=2 ")
+    )
+    words = shlex.split(shell)
+    words = words[words.index("--") + 1 : words.index(">")]
+    words[words.index("--output-dir") + 1] = str(tmp_path)
+    words[words.index("--provenance") + 1] = str(tmp_path / "provenance.json")
+    env = {**os.environ, "PYTHONPATH": str(run.repo)}
+    single = subprocess.run(
+        [sys.executable, *words], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert single.returncode == 0, single.stderr[-3000:]
+    return tmp_path / "encoder.pt"
+
+
+def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
+    slurm_cluster, two_node_run, tmp_path
+):
+    run = two_node_run
+    assert run.returncode == 0, run.output[-5000:]
+    assert run.signalled, "pretraining ended before it could be signalled"
+    jobs = _pretrain_jobs(run.work)
+    assert len(jobs) == 2 and jobs[0] == run.signalled[0], jobs  # signalled, then retried
+    for jobid in jobs:
+        job = slurm_cluster.scontrol_job(jobid)
+        assert job["NumNodes"] == "2" and job["NodeList"] == f"aamnode[1-{len(NODES)}]", job
+        assert job["Partition"] == "cluster" and "gpu:1" in job["TresPerNode"], job
+    assert slurm_cluster.scontrol_job(jobs[0])["JobState"] != "COMPLETED"
+    assert slurm_cluster.scontrol_job(jobs[1])["JobState"] == "COMPLETED"
+
+    sbatch = [line for line in run.output.splitlines() if "sbatch call:" in line]
+    pretrain_sbatch = [line for line in sbatch if "rule_pretrain" in line]
+    assert len(pretrain_sbatch) == 2
+    for option in ("-p cluster", "--nodes=2", "--ntasks=2", "--cpus-per-gpu=24", "--gres=gpu:1"):
+        assert f" {option} " in pretrain_sbatch[0], (option, pretrain_sbatch[0])
+    assert "--ntasks-per-gpu" not in pretrain_sbatch[0]
+
+    log = (run.work / "logs/pretrain/tiny.log").read_text()
+    assert "USR1: saved" in log and "resumed from" in log, log[-3000:]
+
+    two_nodes = torch.load(run.work / "runs/tiny/pretrain/encoder.pt", weights_only=False)
+    single = torch.load(_one_process_encoder(run, tmp_path), weights_only=False)
+    assert two_nodes["model"].keys() == single["model"].keys()
+    for name, weight in single["model"].items():
+        # gradients averaged over two ranks vs one full-batch mean: float rounding only
+        torch.testing.assert_close(two_nodes["model"][name], weight, rtol=1e-4, atol=1e-5)
+
+
+def test_cosmos_profile_runs_pretraining_on_four_nodes_of_four_apus(tmp_path):
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    copy_checkout(repo)
+    env = {**os.environ, **ENV, "AAM_WORKDIR": str(work)}
+    dry = subprocess.run(
+        [*_snakemake(repo, work, "pretrain_nodes=4"), "-n", "-p"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    shell = next(line for line in dry.stdout.splitlines() if line.startswith("srun "))
+    assert shell.startswith(
+        "srun --nodes=4 --ntasks=4 --ntasks-per-node=1 --cpus-per-task=96 --gres=gpu:4 "
+        "--kill-on-bad-exit=1 python -m aam.training.launch --nproc-per-node 4 -- -m aam "
+    ), shell
+    resources = next(
+        line for line in dry.stdout.splitlines() if "resources:" in line and "mpi=srun" in line
+    )
+    for item in ("nodes=4", "gpus_per_node=4", "cpus_per_gpu=24", "gres=gpu:4", "tasks=4"):
+        assert item in resources, resources
+
+
+def test_more_nodes_than_the_partition_has_stop_before_any_job(slurm_cluster, tmp_path):
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    copy_checkout(repo)
+    before = len(slurm_cluster.squeue())
+    run = subprocess.run(
+        [*_snakemake(repo, work, "pretrain_nodes=4"), "--slurm-status-command", "squeue"],
+        cwd=repo,
+        env={**os.environ, **ENV, "AAM_WORKDIR": str(work)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    message = (
+        "pretrain_nodes: 4 nodes asked, but partition cluster has 2; lower pretrain_nodes in "
+        "the config or choose a bigger partition"
+    )
+    assert message in run.stderr, run.stderr[-3000:]
+    assert len(slurm_cluster.squeue()) == before  # nothing submitted
+    assert not (work / "runs").exists()
