@@ -6,7 +6,9 @@ global batches.
 
 Test overlay (what this machine cannot have): one process per node instead of 4 APUs and one
 thread per process (2 CPU cores in all), config/test.yaml with 3 epochs, gloo told to use the
-nodes' interface (GLOO_SOCKET_IFNAME=aam0, as a site names its Slingshot interfaces).
+nodes' interface (GLOO_SOCKET_IFNAME=aam0, as a site names its Slingshot interfaces). Random
+draws differ between one process and two ranks, so, as in test_distributed.py, masking and
+dropout are off: the comparison covers the pairwise UniFrac loss over the gathered embeddings.
 """
 
 import os
@@ -92,7 +94,10 @@ def two_node_run(slurm_cluster, tmp_path_factory) -> TwoNodeRun:
     profile["set-threads"]["pretrain"] = 1
     profile_path.write_text(yaml.safe_dump(profile))
     config = yaml.safe_load((repo / "config/test.yaml").read_text())
-    config["runs"]["tiny"]["pretrain"].update(epochs=3, checkpoint_every_minutes=0.001)
+    config["runs"]["tiny"]["pretrain"].update(
+        epochs=3, checkpoint_every_minutes=0.001, mask_rate=0.0
+    )
+    config["runs"]["tiny"]["model"]["dropout"] = 0.0
     (repo / "config/test.yaml").write_text(yaml.safe_dump(config))
     cmd = _snakemake(
         repo,
@@ -123,21 +128,27 @@ def two_node_run(slurm_cluster, tmp_path_factory) -> TwoNodeRun:
     return TwoNodeRun(repo, work, proc.returncode, output.read_text(), signalled)
 
 
-def _one_process_encoder(run: TwoNodeRun, tmp_path: Path) -> Path:
-    """The job's own `aam pretrain` command, run as one plain process."""
-    shell = next(
-        line for line in run.output.splitlines() if line.startswith("srun --nodes=2 ")
+def _shell_command(output: str, start: str) -> str:
+    """The first job shell command Snakemake printed (printshellcmds) that begins with `start`."""
+    prefix = "Shell command: "
+    return next(
+        line.removeprefix(prefix) for line in output.splitlines() if line.startswith(prefix + start)
     )
+
+
+def _local_encoder(run: TwoNodeRun, out: Path, launcher: list[str]) -> dict:
+    """The job's own `aam pretrain` arguments, run here under `launcher`; its encoder."""
+    shell = _shell_command(run.output, "srun --nodes=2 ")
     words = shlex.split(shell)
     words = words[words.index("--") + 1 : words.index(">")]
-    words[words.index("--output-dir") + 1] = str(tmp_path)
-    words[words.index("--provenance") + 1] = str(tmp_path / "provenance.json")
+    words[words.index("--output-dir") + 1] = str(out)
+    words[words.index("--provenance") + 1] = str(out / "provenance.json")
     env = {**os.environ, "PYTHONPATH": str(run.repo)}
-    single = subprocess.run(
-        [sys.executable, *words], capture_output=True, text=True, env=env, timeout=300
+    local = subprocess.run(
+        [sys.executable, *launcher, *words], capture_output=True, text=True, env=env, timeout=300
     )
-    assert single.returncode == 0, single.stderr[-3000:]
-    return tmp_path / "encoder.pt"
+    assert local.returncode == 0, local.stderr[-3000:]
+    return torch.load(out / "encoder.pt", weights_only=False)["model"]
 
 
 def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
@@ -162,15 +173,28 @@ def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
         assert f" {option} " in pretrain_sbatch[0], (option, pretrain_sbatch[0])
     assert "--ntasks-per-gpu" not in pretrain_sbatch[0]
 
-    log = (run.work / "logs/pretrain/tiny.log").read_text()
-    assert "USR1: saved" in log and "resumed from" in log, log[-3000:]
+    log = (run.work / "logs/pretrain/tiny.log").read_text()  # the retry's log
+    resumed = [line for line in log.splitlines() if "resumed from" in line]
+    assert len(resumed) == 2, log[-3000:]  # one line per rank, i.e. per node
 
     two_nodes = torch.load(run.work / "runs/tiny/pretrain/encoder.pt", weights_only=False)
-    single = torch.load(_one_process_encoder(run, tmp_path), weights_only=False)
-    assert two_nodes["model"].keys() == single["model"].keys()
-    for name, weight in single["model"].items():
-        # gradients averaged over two ranks vs one full-batch mean: float rounding only
-        torch.testing.assert_close(two_nodes["model"][name], weight, rtol=1e-4, atol=1e-5)
+    two_nodes = two_nodes["model"]
+    # Two ranks on one node, never stopped: the same weights, bit for bit.
+    one_node = _local_encoder(
+        run,
+        tmp_path / "one_node",
+        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
+    )
+    assert two_nodes.keys() == one_node.keys()
+    for name, weight in one_node.items():
+        assert torch.equal(two_nodes[name], weight), name
+    # One process on the whole global batches: equal up to rounding (a rank's gradient mean
+    # rounds differently from the full batch's, and Adam scales the noise of near-zero
+    # gradients up to step size; measured: 1.0e-5 relative, 1.4e-4 at most, after 27 steps).
+    single = _local_encoder(run, tmp_path / "one_process", [])
+    flat = torch.cat([weight.flatten() for weight in single.values()])
+    diff = torch.cat([(two_nodes[name] - weight).flatten() for name, weight in single.items()])
+    assert diff.norm() / flat.norm() < 1e-4, (diff.norm() / flat.norm()).item()
 
 
 def test_cosmos_profile_runs_pretraining_on_four_nodes_of_four_apus(tmp_path):
@@ -186,7 +210,7 @@ def test_cosmos_profile_runs_pretraining_on_four_nodes_of_four_apus(tmp_path):
         timeout=120,
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
-    shell = next(line for line in dry.stdout.splitlines() if line.startswith("srun "))
+    shell = _shell_command(dry.stdout, "srun ")
     assert shell.startswith(
         "srun --nodes=4 --ntasks=4 --ntasks-per-node=1 --cpus-per-task=96 --gres=gpu:4 "
         "--kill-on-bad-exit=1 python -m aam.training.launch --nproc-per-node 4 -- -m aam "

@@ -159,31 +159,39 @@ METRIC = config["unifrac"]["metric"]
 
 def training_layout(stage):
     """Nodes (config `<stage>_nodes`) and GPUs per node (the profile's set-resources) of a
-    training stage, at parse time; on a SLURM cluster the partition must have that many nodes.
-    """
+    training stage, at parse time."""
     given = workflow.resource_settings.overwrite_resources.get(stage, {})
     values = {key: getattr(value, "raw", value) for key, value in given.items()}
     try:
-        layout = layout_of(stage, {**values, "nodes": config[f"{stage}_nodes"]})
-        if layout.multi_node and _submits_to_slurm:
-            partition = values.get("slurm_partition") or _default_partition
-            check_partition_nodes(
-                stage,
-                layout.nodes,
-                os.path.expandvars(str(partition or "")).strip("'\""),
-            )
+        return layout_of(stage, {**values, "nodes": config[f"{stage}_nodes"]})
     except ValueError as err:
         raise WorkflowError(str(err)) from None
-    return layout
 
 
-_submits_to_slurm = workflow.executor_plugin is not None and (
-    workflow.executor_plugin.name == "slurm" and not workflow.remote_exec
-)
-_default_partition = (workflow.resource_settings.default_resources or {}).get(
-    "slurm_partition"
-)
-_default_partition = getattr(_default_partition, "raw", _default_partition)
+def check_partitions():
+    """Before the first job is submitted to SLURM: the partition of a multi-node stage has
+    enough nodes (`sinfo`; the executor is known only once the workflow runs)."""
+    if PRETRAIN_LAYOUT.multi_node and workflow.executor_plugin.name == "slurm":
+        given = workflow.resource_settings.overwrite_resources.get("pretrain", {})
+        defaults = workflow.resource_settings.default_resources or {}
+        partition = next(
+            (
+                getattr(value, "raw", value)
+                for value in (
+                    given.get("slurm_partition"),
+                    defaults.get("slurm_partition"),
+                )
+                if getattr(value, "raw", value)
+            ),
+            "",
+        )
+        partition = os.path.expandvars(str(partition))
+        try:
+            check_partition_nodes(
+                "pretrain", PRETRAIN_LAYOUT.nodes, partition.strip("'\"")
+            )
+        except ValueError as err:
+            raise WorkflowError(str(err)) from None
 
 
 PRETRAIN_LAYOUT = training_layout("pretrain")
