@@ -55,17 +55,12 @@ def throughput(out: Path) -> float:
     return float(pd.read_csv(out / "history.tsv", sep="\t")["samples_per_s"].mean())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--samples", type=int, default=400)
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--workdir", type=Path, default=Path("results/benchmarks/train"))
-    args = parser.parse_args()
-    wd = args.workdir
+def prepare_study(source: Path, samples: int, wd: Path) -> tuple[list[str], str]:
+    """The seeded `samples`-sample subset of `source` and its UniFrac matrix in `wd`:
+    (`--table <biom>` arguments, the matrix path)."""
     wd.mkdir(parents=True, exist_ok=True)
-    table = biom.load_table(str(args.data / "table.biom"))
-    ids = np.random.default_rng(0).choice(table.ids(), args.samples, replace=False)
+    table = biom.load_table(str(source / "table.biom"))
+    ids = np.random.default_rng(0).choice(table.ids(), samples, replace=False)
     table = table.filter(ids, inplace=False).remove_empty(axis="observation")
     with biom.util.biom_open(str(wd / "table.biom"), "w") as handle:
         table.to_hdf5(handle, "benchmark")
@@ -76,13 +71,25 @@ def main() -> None:
             "unifrac",
             *data,
             "--tree",
-            str(args.data / "tree.nwk"),
+            str(source / "tree.nwk"),
             "--metric",
             "unweighted",
             "--output",
             unifrac,
         ]
     )
+    return data, unifrac
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--samples", type=int, default=400)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--workdir", type=Path, default=Path("results/benchmarks/train"))
+    args = parser.parse_args()
+    wd = args.workdir
+    data, unifrac = prepare_study(args.data, args.samples, wd)
     common = [
         *data,
         *MODEL,
