@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from slurm_cluster import slurm_cluster  # noqa: F401  (one session-wide SLURM cluster)
+from slurm_runs import slurm_runs  # noqa: F401  (the workflow runs on it, started together)
 
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.io import write_distance_matrix

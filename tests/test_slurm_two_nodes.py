@@ -1,12 +1,11 @@
 """Pretraining on two nodes of the test cluster, through the Cosmos profile and the real SLURM
 plugin: srun starts one torchrun per node, their ranks (gloo, one per node) meet at a c10d
 rendezvous on the first node. The job is signalled (USR1) after its first epoch, the retry
-resumes from latest.pt on both nodes, and the encoder equals one process trained on the same
-global batches.
+resumes from latest.pt on both nodes, and the encoder equals the same training on one node.
 
-Test overlay (what this machine cannot have): one process per node instead of 4 APUs and one
-thread per process (2 CPU cores in all), config/test.yaml with 3 epochs, gloo told to use the
-nodes' interface (GLOO_SOCKET_IFNAME=aam0, as a site names its Slingshot interfaces). Random
+The run (`slurm_runs["two_nodes"]`) and its overlay are in tests/slurm_runs.py: one process per
+node instead of 4 APUs, one thread per process (2 CPU cores in all), 3 epochs, gloo told to use
+the nodes' interface (GLOO_SOCKET_IFNAME=aam0, as a site names its Slingshot interfaces). Random
 draws differ between one process and two ranks, so, as in test_distributed.py, masking and
 dropout are off: the comparison covers the pairwise UniFrac loss over the gathered embeddings.
 """
@@ -15,41 +14,20 @@ import os
 import shlex
 import subprocess
 import sys
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from checkout import copy_checkout
-from slurm_cluster import NODE_IFACE, NODES
-
-from aam.training.checkpoint import load_checkpoint
+from slurm_cluster import NODES
+from slurm_runs import SiteRun, jobs_by_rule
 
 pytestmark = pytest.mark.xdist_group("slurm")  # one cluster per machine: one xdist worker
 
-STATUS_POLLING = (
-    "--slurm-init-seconds-before-status-checks",
-    "1",
-    "--seconds-between-status-checks",
-    "2",
-)
-TIMEOUT = 600
 ENV = {"AAM_SLURM_ACCOUNT": "test", "AAM_SLURM_PARTITION": "cluster"}
 
 
-@dataclass
-class TwoNodeRun:
-    repo: Path
-    work: Path
-    returncode: int
-    output: str
-    signalled: list[str]
-
-
-def _snakemake(repo: Path, work: Path, *extra: str) -> list[str]:
+def _snakemake(work: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -65,69 +43,6 @@ def _snakemake(repo: Path, work: Path, *extra: str) -> list[str]:
     ]
 
 
-def _pretrain_jobs(work: Path) -> list[str]:
-    logs = (work / "slurm-logs/rule_pretrain").rglob("*.log")
-    return sorted((log.stem for log in logs), key=int)
-
-
-def _signal_after_first_epoch(work: Path, proc: subprocess.Popen, signalled: list[str]) -> None:
-    latest = work / "runs/tiny/pretrain/checkpoints/latest.pt"
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline and proc.poll() is None:
-        state = load_checkpoint(latest) if latest.exists() else None
-        jobs = _pretrain_jobs(work)
-        if state and state["epoch"] >= 1 and jobs:
-            subprocess.run(["scancel", "--signal=USR1", jobs[0]], check=True)
-            signalled.append(jobs[0])
-            return
-        time.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def two_node_run(slurm_cluster, tmp_path_factory) -> TwoNodeRun:
-    root = tmp_path_factory.mktemp("two_nodes")
-    repo, work = root / "repo", root / "work"
-    copy_checkout(repo)
-    profile_path = repo / "profiles/cosmos/config.yaml"
-    profile = yaml.safe_load(profile_path.read_text())
-    profile["set-resources"]["pretrain"]["gpus_per_node"] = 1
-    profile["set-threads"]["pretrain"] = 1
-    profile_path.write_text(yaml.safe_dump(profile))
-    config = yaml.safe_load((repo / "config/test.yaml").read_text())
-    config["runs"]["tiny"]["pretrain"].update(
-        epochs=3, checkpoint_every_minutes=0.001, mask_rate=0.0
-    )
-    config["runs"]["tiny"]["model"]["dropout"] = 0.0
-    (repo / "config/test.yaml").write_text(yaml.safe_dump(config))
-    cmd = _snakemake(
-        repo,
-        work,
-        "pretrain_nodes=2",
-        "--slurm-status-command",
-        "squeue",
-        *STATUS_POLLING,
-        "--slurm-logdir",
-        str(work / "slurm-logs"),
-        "--verbose",  # the plugin prints its sbatch call
-    )
-    env = {**os.environ, **ENV, "AAM_WORKDIR": str(work), "GLOO_SOCKET_IFNAME": NODE_IFACE}
-    output = root / "snakemake.out"
-    signalled: list[str] = []
-    with output.open("w") as handle:
-        proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=handle, stderr=subprocess.STDOUT)
-        signaller = threading.Thread(
-            target=_signal_after_first_epoch, args=(work, proc, signalled), daemon=True
-        )
-        signaller.start()
-        try:
-            proc.wait(timeout=TIMEOUT)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        signaller.join(timeout=10)
-    return TwoNodeRun(repo, work, proc.returncode, output.read_text(), signalled)
-
-
 def _shell_command(output: str, start: str) -> str:
     """The first job shell command Snakemake printed (printshellcmds) that begins with `start`."""
     prefix = "Shell command: "
@@ -136,9 +51,9 @@ def _shell_command(output: str, start: str) -> str:
     )
 
 
-def _local_encoder(run: TwoNodeRun, out: Path, launcher: list[str]) -> dict:
+def _local_encoder(run: SiteRun, output: str, out: Path, launcher: list[str]) -> dict:
     """The job's own `aam pretrain` arguments, run here under `launcher`; its encoder."""
-    shell = _shell_command(run.output, "srun --nodes=2 ")
+    shell = _shell_command(output, "srun --nodes=2 ")
     words = shlex.split(shell)
     words = words[words.index("--") + 1 : words.index(">")]
     words[words.index("--output-dir") + 1] = str(out)
@@ -152,12 +67,13 @@ def _local_encoder(run: TwoNodeRun, out: Path, launcher: list[str]) -> dict:
 
 
 def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
-    slurm_cluster, two_node_run, tmp_path
+    slurm_cluster, slurm_runs, tmp_path
 ):
-    run = two_node_run
-    assert run.returncode == 0, run.output[-5000:]
+    run = slurm_runs["two_nodes"]
+    output = run.wait()
+    assert run.proc.returncode == 0, output[-5000:]
     assert run.signalled, "pretraining ended before it could be signalled"
-    jobs = _pretrain_jobs(run.work)
+    jobs = jobs_by_rule(run.work)["pretrain"]
     assert len(jobs) == 2 and jobs[0] == run.signalled[0], jobs  # signalled, then retried
     for jobid in jobs:
         job = slurm_cluster.scontrol_job(jobid)
@@ -166,7 +82,7 @@ def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
     assert slurm_cluster.scontrol_job(jobs[0])["JobState"] != "COMPLETED"
     assert slurm_cluster.scontrol_job(jobs[1])["JobState"] == "COMPLETED"
 
-    sbatch = [line for line in run.output.splitlines() if "sbatch call:" in line]
+    sbatch = [line for line in output.splitlines() if "sbatch call:" in line]
     pretrain_sbatch = [line for line in sbatch if "rule_pretrain" in line]
     assert len(pretrain_sbatch) == 2
     for option in ("-p cluster", "--nodes=2", "--ntasks=2", "--cpus-per-gpu=24", "--gres=gpu:1"):
@@ -182,6 +98,7 @@ def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
     # Two ranks on one node, never stopped: the same weights, bit for bit.
     one_node = _local_encoder(
         run,
+        output,
         tmp_path / "one_node",
         ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
     )
@@ -191,7 +108,7 @@ def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
     # One process on the whole global batches: equal up to rounding (a rank's gradient mean
     # rounds differently from the full batch's, and Adam scales the noise of near-zero
     # gradients up to step size; measured: 1.0e-5 relative, 1.4e-4 at most, after 27 steps).
-    single = _local_encoder(run, tmp_path / "one_process", [])
+    single = _local_encoder(run, output, tmp_path / "one_process", [])
     flat = torch.cat([weight.flatten() for weight in single.values()])
     diff = torch.cat([(two_nodes[name] - weight).flatten() for name, weight in single.items()])
     assert diff.norm() / flat.norm() < 1e-4, (diff.norm() / flat.norm()).item()
@@ -202,7 +119,7 @@ def test_cosmos_profile_runs_pretraining_on_four_nodes_of_four_apus(tmp_path):
     copy_checkout(repo)
     env = {**os.environ, **ENV, "AAM_WORKDIR": str(work)}
     dry = subprocess.run(
-        [*_snakemake(repo, work, "pretrain_nodes=4"), "-n", "-p"],
+        [*_snakemake(work, "pretrain_nodes=4"), "-n", "-p"],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -223,11 +140,11 @@ def test_cosmos_profile_runs_pretraining_on_four_nodes_of_four_apus(tmp_path):
 
 
 def test_more_nodes_than_the_partition_has_stop_before_any_job(slurm_cluster, tmp_path):
+    """The other runs may be using the cluster meanwhile: only this run's jobs are looked at."""
     repo, work = tmp_path / "repo", tmp_path / "work"
     copy_checkout(repo)
-    before = len(slurm_cluster.squeue())
     run = subprocess.run(
-        [*_snakemake(repo, work, "pretrain_nodes=4"), "--slurm-status-command", "squeue"],
+        [*_snakemake(work, "pretrain_nodes=4"), "--slurm-status-command", "squeue"],
         cwd=repo,
         env={**os.environ, **ENV, "AAM_WORKDIR": str(work)},
         capture_output=True,
@@ -240,5 +157,5 @@ def test_more_nodes_than_the_partition_has_stop_before_any_job(slurm_cluster, tm
         "the config or choose a bigger partition"
     )
     assert message in run.stderr, run.stderr[-3000:]
-    assert len(slurm_cluster.squeue()) == before  # nothing submitted
+    assert not (repo / "logs/slurm").exists()  # nothing submitted (the plugin's job logs)
     assert not (work / "runs").exists()
