@@ -134,7 +134,8 @@ def _longer_pretraining(config: dict) -> None:
 
 def _two_node_overlay(repo: Path) -> None:
     """One process per node and one thread per process (2 CPU cores here); masking and dropout
-    off, so that two ranks draw no random numbers one process would not (test_slurm_two_nodes.py)."""
+    off, so that two ranks draw no random numbers one process would not
+    (test_slurm_two_nodes.py)."""
 
     def profile(settings: dict) -> None:
         settings["set-resources"]["pretrain"]["gpus_per_node"] = 1
