@@ -625,8 +625,9 @@ def preflight() -> str | None:
     if missing:
         return (
             f"SLURM/munge programs not found: {', '.join(missing)}. The SLURM tests run a real "
-            "one-node cluster; .ci/run installs the Debian packages `slurm-wlm` and `munge` "
-            "(apt-get install -y slurm-wlm munge)."
+            "two-node cluster; .ci/run installs the Debian packages `slurm-wlm`, `munge` and "
+            "`iproute2` (apt-get install -y slurm-wlm munge iproute2; nsenter and unshare are "
+            "in util-linux)."
         )
     if os.geteuid() != 0:
         return "the SLURM test cluster needs root (it writes /etc/slurm and starts slurmd)"

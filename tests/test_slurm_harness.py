@@ -75,6 +75,7 @@ def test_missing_slurm_fails_with_the_packages_to_install(monkeypatch):
     problem = harness.preflight()
     assert "slurmctld" in problem and "munged" in problem
     assert ".ci/run" in problem and "slurm-wlm" in problem and "munge" in problem
+    assert "iproute2" in problem
 
 
 def test_cluster_has_the_site_partitions_and_enforces_their_time_limits(slurm_cluster):
@@ -92,6 +93,39 @@ def test_cluster_has_the_site_partitions_and_enforces_their_time_limits(slurm_cl
         timeout=30,
     )
     assert too_long.returncode != 0 and "time limit" in too_long.stderr
+
+
+def test_two_nodes_have_their_own_addresses_and_hostnames(slurm_cluster):
+    nodes = [
+        harness.parse_scontrol_oneliner(line)
+        for line in slurm_cluster.run("scontrol", "show", "node", "-o").splitlines()
+    ]
+    assert [(n["NodeName"], n["NodeAddr"]) for n in nodes] == [
+        ("aamnode1", "10.77.0.1"),
+        ("aamnode2", "10.77.0.2"),
+    ]
+    assert {
+        line.split()[0] for line in harness._run(["ip", "netns", "list"]).stdout.splitlines()
+    } >= {
+        "aamn1",
+        "aamn2",
+    }
+    # one task per node: each sees its node's hostname and only its own address on aam0
+    out = slurm_cluster.run(
+        "srun",
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        "-p",
+        "small",
+        "-t",
+        "1",
+        "sh",
+        "-c",
+        "echo $SLURM_NODEID $(hostname) $(ip -4 -o addr show aam0 | awk '{print $4}')",
+        timeout=60,
+    )
+    assert sorted(out.splitlines()) == ["0 aamnode1 10.77.0.1/24", "1 aamnode2 10.77.0.2/24"]
 
 
 def test_snakemake_slurm_executor_runs_a_cpu_and_a_gpu_job(slurm_cluster, tmp_path):
