@@ -55,6 +55,34 @@ def throughput(out: Path) -> float:
     return float(pd.read_csv(out / "history.tsv", sep="\t")["samples_per_s"].mean())
 
 
+def prepare(data: Path, samples: int, wd: Path) -> tuple[str, str]:
+    """A seeded ``samples``-sample subset of ``data``'s table and its unweighted UniFrac matrix,
+    written to ``wd``; returns their paths."""
+    wd.mkdir(parents=True, exist_ok=True)
+    table = biom.load_table(str(data / "table.biom"))
+    ids = np.random.default_rng(0).choice(table.ids(), samples, replace=False)
+    table = table.filter(ids, inplace=False).remove_empty(axis="observation")
+    with biom.util.biom_open(str(wd / "table.biom"), "w") as handle:
+        table.to_hdf5(handle, "benchmark")
+    unifrac = str(wd / "unifrac.h5")
+    tree = str(data / "tree.nwk")
+    table_path = str(wd / "table.biom")
+    run(
+        [
+            "unifrac",
+            "--table",
+            table_path,
+            "--tree",
+            tree,
+            "--metric",
+            "unweighted",
+            "--output",
+            unifrac,
+        ]
+    )
+    return table_path, unifrac
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -63,26 +91,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("results/benchmarks/train"))
     args = parser.parse_args()
     wd = args.workdir
-    wd.mkdir(parents=True, exist_ok=True)
-    table = biom.load_table(str(args.data / "table.biom"))
-    ids = np.random.default_rng(0).choice(table.ids(), args.samples, replace=False)
-    table = table.filter(ids, inplace=False).remove_empty(axis="observation")
-    with biom.util.biom_open(str(wd / "table.biom"), "w") as handle:
-        table.to_hdf5(handle, "benchmark")
-    data = ["--table", str(wd / "table.biom")]
-    unifrac = str(wd / "unifrac.h5")
-    run(
-        [
-            "unifrac",
-            *data,
-            "--tree",
-            str(args.data / "tree.nwk"),
-            "--metric",
-            "unweighted",
-            "--output",
-            unifrac,
-        ]
-    )
+    table, unifrac = prepare(args.data, args.samples, wd)
+    data = ["--table", table]
     common = [
         *data,
         *MODEL,
