@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(HERE), str(REPO / "tests")]
-from train_throughput import DEFAULT_DATA, MODEL, prepare_study, throughput  # noqa: E402
+from train_throughput import DEFAULT_DATA, MODEL, prepare, throughput  # noqa: E402
 
 BATCH = ["--batch-size", "16"]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
@@ -47,8 +47,8 @@ def main() -> None:
     parser.add_argument("--no-cluster", action="store_true", help="skip the two-node run")
     args = parser.parse_args()
     wd = args.workdir.resolve()
-    data, unifrac = prepare_study(args.data, args.samples, wd)
-    common = [*data, "--unifrac", unifrac, *MODEL, *BATCH, "--epochs", str(args.epochs)]
+    table, unifrac = prepare(args.data, args.samples, wd)
+    common = ["--table", table, "--unifrac", unifrac, *MODEL, *BATCH, "--epochs", str(args.epochs)]
     common += ["--checkpoint-every-minutes", "0", "--no-progress", "--device", "cpu"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cores = os.cpu_count() or 1

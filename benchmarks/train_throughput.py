@@ -55,30 +55,32 @@ def throughput(out: Path) -> float:
     return float(pd.read_csv(out / "history.tsv", sep="\t")["samples_per_s"].mean())
 
 
-def prepare_study(source: Path, samples: int, wd: Path) -> tuple[list[str], str]:
-    """The seeded `samples`-sample subset of `source` and its UniFrac matrix in `wd`:
-    (`--table <biom>` arguments, the matrix path)."""
+def prepare(data: Path, samples: int, wd: Path) -> tuple[str, str]:
+    """A seeded ``samples``-sample subset of ``data``'s table and its unweighted UniFrac matrix,
+    written to ``wd``; returns their paths."""
     wd.mkdir(parents=True, exist_ok=True)
-    table = biom.load_table(str(source / "table.biom"))
+    table = biom.load_table(str(data / "table.biom"))
     ids = np.random.default_rng(0).choice(table.ids(), samples, replace=False)
     table = table.filter(ids, inplace=False).remove_empty(axis="observation")
     with biom.util.biom_open(str(wd / "table.biom"), "w") as handle:
         table.to_hdf5(handle, "benchmark")
-    data = ["--table", str(wd / "table.biom")]
     unifrac = str(wd / "unifrac.h5")
+    tree = str(data / "tree.nwk")
+    table_path = str(wd / "table.biom")
     run(
         [
             "unifrac",
-            *data,
+            "--table",
+            table_path,
             "--tree",
-            str(source / "tree.nwk"),
+            tree,
             "--metric",
             "unweighted",
             "--output",
             unifrac,
         ]
     )
-    return data, unifrac
+    return table_path, unifrac
 
 
 def main() -> None:
@@ -89,7 +91,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("results/benchmarks/train"))
     args = parser.parse_args()
     wd = args.workdir
-    data, unifrac = prepare_study(args.data, args.samples, wd)
+    table, unifrac = prepare(args.data, args.samples, wd)
+    data = ["--table", table]
     common = [
         *data,
         *MODEL,

@@ -25,6 +25,7 @@ from aam.options import add_options, from_args, given_options
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, init_distributed
+from aam.training.fsdp import shard_model
 from aam.training.metrics import write_history
 from aam.training.study import Study, describe
 from aam.training.trainer import Preempted, Trainer, TrainResult
@@ -137,6 +138,26 @@ def show_progress(runtime: RuntimeConfig) -> bool:
     return sys.stderr.isatty() if runtime.progress is None else runtime.progress
 
 
+def parallelize(
+    model: torch.nn.Module, runtime: RuntimeConfig, ctx: DistContext, device: torch.device
+) -> torch.nn.Module:
+    """The model as it trains: sharded (--fsdp) or replicated (DDP) under torchrun, then
+    compiled if asked."""
+    if runtime.fsdp and not ctx.enabled:
+        log.info("--fsdp: one process, nothing to shard; training as without it")
+    if runtime.fsdp and ctx.enabled:
+        log.info("--fsdp: sharding the model over %d processes", ctx.world_size)
+        return maybe_compile(shard_model(model, device, ctx.world_size), runtime.compile)
+    model = maybe_compile(model, runtime.compile)
+    if not ctx.enabled:
+        return model
+    ids = [device.index] if device.type == "cuda" else None
+    # Heads a stage does not use (e.g. the nucleotide head without masking) get no grad.
+    return torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=ids, find_unused_parameters=True
+    )
+
+
 def run_training(
     model: torch.nn.Module,
     objective,
@@ -146,13 +167,7 @@ def run_training(
 ) -> TrainResult:
     """Train (resuming if possible); exit status 75 after a SLURM signal so the job reruns."""
     cfg = opts.train
-    model = maybe_compile(model.to(device), opts.runtime.compile)
-    if objective.ctx.enabled:
-        ids = [device.index] if device.type == "cuda" else None
-        # Heads a stage does not use (e.g. the nucleotide head without masking) get no grad.
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=ids, find_unused_parameters=True
-        )
+    model = parallelize(model.to(device), opts.runtime, objective.ctx, device)
     log.info("%s; device %s", describe(objective.study), device)
     trainer = Trainer(
         model,

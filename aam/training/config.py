@@ -86,11 +86,17 @@ class TrainConfig:
 
 @dataclass
 class RuntimeConfig:
-    """Where and how a command runs: device, CPU threads, compilation, progress bars."""
+    """Where and how a command runs: device, CPU threads, compilation, sharding, progress bars."""
 
     device: str = option("auto", "auto, cpu, cuda or cuda:N (ROCm: cuda)")
     threads: int | None = option(None, "CPU threads for torch")
     compile: bool = option(False, "torch.compile (skipped on ROCm)", commands=TRAINING)
+    fsdp: bool = option(
+        False,
+        "under torchrun, shard parameters, gradients and optimizer state over the processes "
+        "(FSDP) instead of replicating them (DDP)",
+        commands=TRAINING,
+    )
     progress: bool | None = option(
         None, "progress bars (default: when stderr is a terminal)", commands=TRAINING
     )

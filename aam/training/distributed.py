@@ -63,16 +63,6 @@ def all_reduce_sum(value: torch.Tensor, ctx: DistContext) -> torch.Tensor:
     return total
 
 
-def any_rank(flag: bool, ctx: DistContext, device: torch.device) -> bool:
-    """True on every rank when ``flag`` is True on any rank (a SLURM signal reaches the ranks of
-    several nodes at different steps; all of them must stop at the same one)."""
-    if not ctx.enabled:
-        return flag
-    value = torch.tensor([int(flag)], device=device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return bool(value.item())
-
-
 def rank_slice(indices, ctx: DistContext):
     """This rank's contiguous share of a global batch (its length must divide evenly)."""
     share = len(indices) // ctx.world_size

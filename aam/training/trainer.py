@@ -37,9 +37,17 @@ from aam.training.checkpoint import (
     save_checkpoint,
 )
 from aam.training.config import TrainConfig
-from aam.training.device import peak_memory_mb, unwrap
-from aam.training.distributed import any_rank, broadcast_from_main, rank_slice
+from aam.training.device import peak_memory_mb
+from aam.training.distributed import all_reduce_sum, broadcast_from_main, rank_slice
 from aam.training.evaluation import evaluate
+from aam.training.fsdp import (
+    is_sharded,
+    load_model_state,
+    load_optimizer_state,
+    local_part,
+    model_state,
+    optimizer_state,
+)
 from aam.training.objective import Objective
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
@@ -85,6 +93,7 @@ class Trainer:
         self.model, self.objective, self.cfg = model, objective, cfg
         self.device, self.progress = device, progress
         self.ctx = objective.ctx
+        self.sharded = is_sharded(model)  # FSDP: saves and validation need every rank
         self.latest, self.best = checkpoint_paths(checkpoint_dir)
         self.resume_config = resume_config
         self.train_positions = objective.study.subset("train")
@@ -149,20 +158,26 @@ class Trainer:
                         continue
                     minutes = (time.monotonic() - last_save) / 60
                     every = self.cfg.checkpoint_every_minutes
-                    stop = any_rank(flag.requested, self.ctx, self.device)
-                    if stop or (every > 0 and minutes >= every):
+                    stop, due = self._agree(flag.requested, every > 0 and minutes >= every)
+                    if stop or due:
                         self._save_latest()
                         last_save = time.monotonic()
                     if stop:
-                        raise Preempted(
-                            f"{flag.signal_name or 'a signal to another rank'}: saved "
-                            f"{self.latest}; rerun to resume"
-                        )
+                        signal_name = flag.signal_name or "a signal to another rank"
+                        raise Preempted(f"{signal_name}: saved {self.latest}; rerun to resume")
                 bar.close()
                 state.end_epoch(self._end_epoch(timed, time.perf_counter() - started))
                 self._save_latest()
                 last_save = time.monotonic()
         return self._result()
+
+    def _agree(self, *flags: bool) -> list[bool]:
+        """Each flag, true if it is true on any rank: every rank saves and stops together (under
+        FSDP a save is a collective)."""
+        if not self.ctx.enabled:
+            return list(flags)
+        votes = torch.tensor(flags, dtype=torch.float32, device=self.device)
+        return (all_reduce_sum(votes, self.ctx) > 0).tolist()
 
     def _train_batch(self, positions: np.ndarray, epoch: int, b: int, at_step: bool) -> dict:
         """Forward and backward of one batch; an optimizer step when ``at_step``."""
@@ -182,9 +197,13 @@ class Trainer:
         return terms
 
     def _check_weights(self, where: str) -> None:
-        """NonFiniteError if a trainable weight is NaN or infinite: such weights are never saved."""
-        params = trainable(self.model)
-        if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+        """NonFiniteError if a trainable weight is NaN or infinite: such weights are never saved.
+        Under FSDP each rank checks its shards and all raise if any rank finds one."""
+        params = [local_part(p) for p in trainable(self.model)]
+        finite = not params or bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
+        if self.sharded:
+            finite = not self._agree(not finite)[0]
+        if not finite:
             raise NonFiniteError(f"weights became non-finite by {where}; {self.step.fix()}")
 
     def _end_epoch(self, timed: int, seconds: float) -> dict:
@@ -193,7 +212,7 @@ class Trainer:
         row: dict[str, Any] = {"epoch": epoch + 1, "step": state.step}
         row["lr"] = self.scheduler.get_last_lr()[0]
         row.update({f"train_{k}": v for k, v in state.train_means().items()})
-        if len(self.val_positions) and self.ctx.is_main:
+        if len(self.val_positions) and (self.ctx.is_main or self.sharded):
             metrics = evaluate(self.objective, self.model, self.val_positions, self.device)
             row.update({f"val_{k}": v for k, v in metrics.items()})
         row["samples_per_s"] = timed / seconds if seconds > 0 else 0.0
@@ -211,8 +230,9 @@ class Trainer:
         if metric is not None and self._improved(metric, state.best):
             state.best, state.best_epoch, state.bad_epochs = metric, epoch + 1, 0
             self._check_weights(f"epoch {epoch + 1}")
+            weights = model_state(self.model)
             if self.ctx.is_main:
-                save_checkpoint(self.best, {"model": unwrap(self.model).state_dict(), "row": row})
+                save_checkpoint(self.best, {"model": weights, "row": row})
         else:
             state.bad_epochs += 1
         (log.info if self.ctx.is_main else log.debug)(
@@ -247,16 +267,18 @@ class Trainer:
         return stop
 
     def _save_latest(self) -> None:
-        # Under DDP the weights are the same on every rank; a rank that stops here makes
-        # torchrun stop the others.
+        # Under DDP the weights are the same on every rank; under FSDP every rank gathers them.
         self._check_weights(f"step {self.state.step}")
+        if not (self.ctx.is_main or self.sharded):
+            return
+        weights, optimizer = model_state(self.model), optimizer_state(self.model, self.optimizer)
         if not self.ctx.is_main:
             return
         save_checkpoint(
             self.latest,
             {
-                "model": unwrap(self.model).state_dict(),
-                "optimizer": self.optimizer.state_dict(),
+                "model": weights,
+                "optimizer": optimizer,
                 "scheduler": self.scheduler.state_dict(),
                 **self.state.state_dict(),
                 "rng": capture_rng_state(),
@@ -269,12 +291,13 @@ class Trainer:
         and ``self.state``; a fresh run leaves them as they are."""
         if self.ctx.is_main:
             remove_stale_temporaries(self.latest.parent, (self.latest.name, self.best.name))
-        saved, used = resume_checkpoint(self.latest, self.device, tidy=self.ctx.is_main)
+        where = "cpu" if self.sharded else self.device  # FSDP: each rank moves only its shards
+        saved, used = resume_checkpoint(self.latest, where, tidy=self.ctx.is_main)
         if saved is None:
             return
         check_config_matches(saved["config"], self.resume_config, used)
-        unwrap(self.model).load_state_dict(saved["model"])
-        self.optimizer.load_state_dict(saved["optimizer"])
+        load_model_state(self.model, saved["model"])
+        load_optimizer_state(self.model, self.optimizer, saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
         restore_rng_state(saved["rng"])
         self.state.load_state_dict(saved)
@@ -292,7 +315,7 @@ class Trainer:
         best = load_checkpoint(self.best, map_location="cpu") if state.best_epoch else None
         if best is None:
             self._check_weights(f"step {state.step}")
-            weights = {k: v.detach().cpu() for k, v in unwrap(self.model).state_dict().items()}
+            weights = {k: v.detach().cpu() for k, v in model_state(self.model).items()}
             return TrainResult(weights, state.history, best_epoch=len(state.history))
         metrics = {k: v for k, v in best["row"].items() if k.startswith("val_")}
         return TrainResult(best["model"], state.history, state.best_epoch, metrics)
