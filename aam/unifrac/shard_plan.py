@@ -22,9 +22,9 @@ def check_shard_count(shards: int, n_samples: int, source: str) -> None:
         )
 
 
-def shard_rows(n_samples: int, shard: int, shards: int) -> tuple[int, int]:
-    """Rows ``(start, stop)`` of shard ``shard`` (1-based) of ``shards``: each gets about
-    N(N-1)/2/K of the pairs ``i < j`` of its rows, and at least one row."""
+def shard_bounds(n_samples: int, shards: int) -> list[int]:
+    """Row boundaries ``[0, b_1, ..., N]``: shard k (1-based) owns rows ``b_{k-1}..b_k - 1``,
+    about N(N-1)/2/K of the pairs ``i < j`` of its rows, and at least one row."""
     bounds = [0]
     for k in range(1, shards):
         # the first row count whose pairs reach k/K of all pairs; rows 0..r-1 hold
@@ -36,4 +36,10 @@ def shard_rows(n_samples: int, shard: int, shards: int) -> tuple[int, int]:
         )
         bounds.append(min(max(wanted, bounds[-1] + 1), n_samples - (shards - k)))
     bounds.append(n_samples)
+    return bounds
+
+
+def shard_rows(n_samples: int, shard: int, shards: int) -> tuple[int, int]:
+    """Rows ``(start, stop)`` of shard ``shard`` (1-based) of ``shards`` (``shard_bounds``)."""
+    bounds = shard_bounds(n_samples, shards)
     return bounds[shard - 1], bounds[shard]

@@ -27,7 +27,7 @@ from aam.unifrac.abundance import node_abundance
 from aam.unifrac.cpu_kernel import block_pair_sums
 from aam.unifrac.engines import checked_tree_arrays
 from aam.unifrac.metrics import SUM_FOR_METRIC, pair_distances, sample_totals
-from aam.unifrac.shard_plan import check_shard_count, shard_rows
+from aam.unifrac.shard_plan import check_shard_count, shard_bounds, shard_rows
 
 FORMAT = "aam unifrac-shard 1"  # the `format` attribute of every partial file
 _FIX = "recompute it with `aam unifrac-shard`"
@@ -143,10 +143,12 @@ def gather(paths: Sequence[str | Path], expected: ShardSpec) -> tuple[list[str],
     other settings, an inconsistent or corrupt file, and a missing or duplicated shard raise
     InputError; every file is checked before any block is read."""
     headers = [_read_header(Path(path)) for path in paths]
-    check_shard_count(expected.shards, len(headers[0].ids), f"--shards {expected.shards}")
+    n = len(headers[0].ids)
+    check_shard_count(expected.shards, n, f"--shards {expected.shards}")
+    bounds = shard_bounds(n, expected.shards)
     by_index: dict[int, Path] = {}
     for header in headers:
-        path, index, n = header.path, header.index, len(header.ids)
+        path, index = header.path, header.index
         _check_spec(header, expected)
         if header.ids != headers[0].ids:
             raise InputError(
@@ -154,7 +156,7 @@ def gather(paths: Sequence[str | Path], expected: ShardSpec) -> tuple[list[str],
                 f"matrix come from one table: {_FIX}"
             )
         rows = (header.start, header.stop)
-        if not 1 <= index <= expected.shards or rows != shard_rows(n, index, expected.shards):
+        if not 1 <= index <= expected.shards or rows != tuple(bounds[index - 1 : index + 1]):
             raise InputError(
                 f"{path}: shard {index} of {expected.shards} with rows {rows[0]}..{rows[1] - 1} "
                 f"does not match the split of {n} samples into {expected.shards}; {_FIX}"
