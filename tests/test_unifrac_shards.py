@@ -29,6 +29,7 @@ from aam.data import load_table
 from aam.data.check import check_unifrac_shards
 from aam.errors import InputError
 from aam.unifrac import cpu_kernel
+from aam.unifrac import shards as sharding
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.io import read_distance_matrix
 from aam.unifrac.metrics import METRICS
@@ -125,14 +126,18 @@ def studies(draw):
     return table, tree, metric, alpha, draw(st.integers(1, n_samples))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(studies())
 def test_any_study_split_any_way_gathers_to_the_single_job(study):
-    """Also with tiles of 3 samples in the shards (128 in the single job): a pair's sum does
-    not depend on how the matrix is cut."""
+    """Also with tiles of 3 samples (128 in the single job) and distances 7 values at a time
+    in the shards: a pair's distance does not depend on how the matrix is cut."""
     table, tree, metric, alpha, shards = study
     expected = compute_unifrac(table, tree, [metric], alpha=alpha, threads=1)[metric]
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(cpu_kernel, "TILE", 3):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch.object(cpu_kernel, "TILE", 3),
+        mock.patch.object(sharding, "_CHUNK", 7),
+    ):
         _, matrix = sharded(table, tree, spec(metric, shards, alpha), Path(tmp), alpha=alpha)
     assert matrix.tobytes() == expected.tobytes()
 

@@ -26,11 +26,12 @@ from aam.errors import InputError
 from aam.unifrac.abundance import node_abundance
 from aam.unifrac.cpu_kernel import block_pair_sums
 from aam.unifrac.engines import checked_tree_arrays
-from aam.unifrac.metrics import SUM_FOR_METRIC, pair_distances, sample_totals
+from aam.unifrac.metrics import SUM_FOR_METRIC, PairSums, pair_distances, sample_totals
 from aam.unifrac.shard_plan import check_shard_count, shard_bounds, shard_rows
 
 FORMAT = "aam unifrac-shard 1"  # the `format` attribute of every partial file
 _FIX = "recompute it with `aam unifrac-shard`"
+_CHUNK = 1 << 22  # elements of a row chunk's distance temporaries
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,12 @@ def compute_shard(
         progress=progress,
     )
     totals = sample_totals(spec.metric, abundance, alpha)
-    block = pair_distances(spec.metric, totals[start:stop], totals[start:], sums)
+    block = np.empty((stop - start, len(ids) - start), dtype=dtype)
+    step = max(1, _CHUNK // block.shape[1])  # rows at a time: small temporaries
+    for lo in range(0, stop - start, step):
+        rows = slice(lo, lo + step)
+        part = PairSums(**{k: None if v is None else v[rows] for k, v in vars(sums).items()})
+        block[rows] = pair_distances(spec.metric, totals[start:stop][rows], totals[start:], part)
     for i in range(stop - start):  # only pairs i < j are this shard's
         block[i, : i + 1] = 0
     return Shard(spec, shard, start, stop, ids, block)
