@@ -52,7 +52,7 @@ else:
             options=cli_flags({"alpha": config["unifrac"]["alpha"], "shards": SHARDS}),
         shell:
             "python -m aam --provenance {output.provenance:q} unifrac-shard --table {input.table:q} --tree {input.tree:q}"
-            " --metric {wildcards.metric:q} --shard {wildcards.shard} --threads {threads}"
+            " --metric {wildcards.metric:q} --shard {wildcards.shard:q} --threads {threads}"
             " --output {output.partial:q} {params.options} > {log:q} 2>&1"
 
     rule unifrac_gather:
