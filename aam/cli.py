@@ -24,6 +24,8 @@ HELP = {
     "doctor": "Attention backends and torch stack check, with a recommendation",
     "stage": "Copy inputs into the work area, verified, with a sha256 manifest",
     "unifrac": "UniFrac distance matrix from a BIOM table and a newick tree",
+    "unifrac-shard": "Shard i of K of a UniFrac matrix (a row block; for large tables)",
+    "unifrac-gather": "Merge the K shards of `aam unifrac-shard` into the matrix file",
     "tree": "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)",
     "split": "Seeded train/validation/test split, or fold k of a K-fold partition",
     "pretrain": "Pretrain the base on UniFrac + masked nucleotides",

@@ -20,6 +20,9 @@ import yaml
 from biom.util import biom_open
 from checkout import copy_checkout, dry_run
 
+from aam.cli import main
+from aam.unifrac.io import read_distance_matrix
+
 pytestmark = pytest.mark.xdist_group("workflow")  # one worker runs the shared DAG once
 OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
 TRAINING = {"pretrain", "finetune", "predict", "plot_history", "summary", "all"}
@@ -124,14 +127,27 @@ def test_validate_and_profiling_report_targets(copy):
 
 def test_a_sweep_and_a_cross_validation_run_in_one_dag(copy):
     """One snakemake invocation: a two-point sweep and a 2-fold cross-validation of the tiny
-    run (CI time: the two share the DAG run)."""
+    run, with the UniFrac matrix in two shards (CI time: the three share the DAG run)."""
     config = yaml.safe_load((copy / "config/test.yaml").read_text())
     config["runs"]["tinycv"] = {**config["runs"]["tiny"], "cv": {"folds": 2}}
     config["runs"]["tiny"]["sweep"] = {"finetune.lr": [0.001, 0.0003]}
+    config["unifrac"] = {"shards": 2}
     (copy / "config/test.yaml").write_text(yaml.safe_dump(config))
     run = _snakemake(copy, "--cores", "2")
     assert run.returncode == 0, run.stderr[-3000:]
     work = copy / "results/test"
+    # UniFrac: two shard jobs and a gather (partial files removed) wrote the matrix that one
+    # `aam unifrac` writes, bit for bit
+    for k in (1, 2):
+        assert (work / f"logs/unifrac_shard/demo.unweighted.{k}of2.log").is_file()
+    assert not list((work / "unifrac/shards").glob("*.h5"))
+    single = copy / "single.h5"
+    staged = ["--table", work / "data/demo/table.biom", "--tree", work / "data/demo/tree.nwk"]
+    args = ["unifrac", *staged, "--metric", "unweighted", "--output", single, "--no-progress"]
+    assert main([str(arg) for arg in args]) == 0
+    gathered = read_distance_matrix(work / "unifrac/demo.unweighted.h5")
+    assert gathered[0] == read_distance_matrix(single)[0]
+    assert gathered[1].tobytes() == read_distance_matrix(single)[1].tobytes()
     # the sweep: ranked on validation
     board = pd.read_csv(work / "leaderboard.tsv", sep="\t")
     assert sorted(board["run"]) == ["tiny_s1", "tiny_s2"] and list(board["rank"]) == [1, 2]

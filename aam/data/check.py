@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +11,7 @@ from aam.data.metadata import load_metadata
 from aam.data.split import check_folds, given_split, read_split
 from aam.data.table import load_table
 from aam.errors import InputError
+from aam.unifrac.shard_plan import check_shard_count
 
 
 def check_dataset(
@@ -102,3 +104,21 @@ def check_cv(run: str, plan: dict, data: dict, targets: pd.Series) -> None:
         targets.astype(str).value_counts().to_dict() if data["classifier"] else None,
         f"config runs.{run}.cv.folds (dataset {dataset}, samples with a target)",
     )
+
+
+def check_unifrac_shards(unifrac: dict, datasets: dict, names: Iterable[str]) -> None:
+    """``unifrac.shards`` (config section ``unifrac``) fits: shards run the built-in engine on
+    the CPU, and each dataset in ``names`` (those with a UniFrac matrix) has a sample per shard."""
+    shards = unifrac["shards"]
+    if shards == 1:
+        return
+    if (unifrac["engine"], unifrac["device"]) != ("builtin", "cpu"):
+        raise InputError(
+            f"config unifrac.shards: {shards} shards run the builtin engine on the cpu, not "
+            f"engine {unifrac['engine']} on {unifrac['device']}; set unifrac.engine: builtin "
+            "and unifrac.device: cpu, or unifrac.shards: 1"
+        )
+    for name in sorted(set(names)):
+        table = datasets[name]["table"]
+        source = f"config unifrac.shards (dataset {name}, {table})"
+        check_shard_count(shards, load_table(table).shape[1], source)

@@ -15,7 +15,7 @@ from aam.data.table import check_counts
 from aam.errors import InputError
 from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
 from aam.unifrac.metrics import METRICS, SUM_FOR_METRIC, distance_matrix
-from aam.unifrac.tree import tree_arrays
+from aam.unifrac.tree import TreeArrays, tree_arrays
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +49,7 @@ def compute_unifrac(
     finite and >= 0, ASVs missing from the tree, samples without reads, and a total branch
     length that fits ``dtype``.
     """
-    if not 0.0 <= alpha <= 1.0:
-        raise InputError(f"--alpha {alpha}: generalized UniFrac needs 0 <= alpha <= 1")
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown:
-        raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
-    check_counts(table, table_name)
-    arrays = tree_arrays(tree)
-    _check_total_length(arrays.length, dtype, tree_name)
+    arrays = checked_tree_arrays(table, tree, metrics, alpha, dtype, table_name, tree_name)
     ids = [str(x) for x in table.ids()]
     if engine == "builtin":
         abundance = node_abundance(
@@ -94,6 +87,28 @@ def compute_unifrac(
     if engine == "unifrac":
         return {m: _striped(table, tree, m, alpha, dtype, threads).astype(dtype) for m in metrics}
     raise InputError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+
+
+def checked_tree_arrays(
+    table: biom.Table,
+    tree: skbio.TreeNode,
+    metrics: list[str],
+    alpha: float,
+    dtype: type,
+    table_name: str = "table",
+    tree_name: str = "tree",
+) -> TreeArrays:
+    """The checks every engine shares (alpha, metric names, counts finite and >= 0, a total
+    branch length that fits ``dtype``); returns the tree's arrays."""
+    if not 0.0 <= alpha <= 1.0:
+        raise InputError(f"--alpha {alpha}: generalized UniFrac needs 0 <= alpha <= 1")
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+    check_counts(table, table_name)
+    arrays = tree_arrays(tree)
+    _check_total_length(arrays.length, dtype, tree_name)
+    return arrays
 
 
 def _check_total_length(lengths: np.ndarray, dtype: type, tree_name: str) -> None:

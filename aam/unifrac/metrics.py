@@ -45,27 +45,41 @@ def distance_matrix(
     metric: str, abundance: NodeAbundance, sums: PairSums, alpha: float = 1.0
 ) -> np.ndarray:
     """The N x N distance matrix of ``metric`` from the pair sums (diagonal exactly 0)."""
+    totals = sample_totals(metric, abundance, alpha)
+    dist = pair_distances(metric, totals, totals, sums)
+    np.fill_diagonal(dist, 0.0)
+    return dist
+
+
+def sample_totals(metric: str, abundance: NodeAbundance, alpha: float = 1.0) -> np.ndarray:
+    """Each sample's own sum over the nodes it occupies (Faith's PD for unweighted)."""
     p, lengths = abundance.proportions, abundance.lengths
-    dtype = _dtype_of(sums)
     if metric == "unweighted":
-        u = _column_sums(p.sign(), lengths)  # Faith's PD of each sample
-        pair_total = u[:, None] + u[None, :]
+        return _column_sums(p.sign(), lengths)
+    if metric in ("weighted_normalized", "weighted_unnormalized"):
+        return _column_sums(p, lengths)
+    if metric == "generalized":
+        return _column_sums(p.sign() if alpha == 0 else p.power(alpha), lengths)  # power(0) raises
+    raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
+
+
+def pair_distances(
+    metric: str, row_totals: np.ndarray, column_totals: np.ndarray, sums: PairSums
+) -> np.ndarray:
+    """Distances of row samples to column samples from their ``sample_totals`` and the pair
+    sums between them (``sums`` arrays are rows x columns), elementwise, in the sums' dtype."""
+    pair_total = row_totals[:, None] + column_totals[None, :]
+    if metric == "unweighted":
         dist = _ratio(pair_total - 2 * sums.shared_length, pair_total - sums.shared_length)
     elif metric in ("weighted_normalized", "weighted_unnormalized"):
-        c = _column_sums(p, lengths)
-        pair_total = c[:, None] + c[None, :]
         dist = np.maximum(pair_total - 2 * sums.shared_min, 0.0)
         if metric == "weighted_normalized":
             dist = _ratio(dist, pair_total)
     elif metric == "generalized":
-        g = _column_sums(p.sign() if alpha == 0 else p.power(alpha), lengths)  # power(0) raises
-        pair_total = g[:, None] + g[None, :]
         dist = _ratio(pair_total + sums.gen_num, pair_total + sums.gen_den)
     else:
         raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
-    dist = np.asarray(dist, dtype=dtype)
-    np.fill_diagonal(dist, 0.0)
-    return dist
+    return np.asarray(dist, dtype=_dtype_of(sums))
 
 
 def _column_sums(matrix, lengths: np.ndarray) -> np.ndarray:

@@ -14,7 +14,12 @@ from aam.cli import (
     COMMANDS,
 )  # noqa: E402  (standard library only: no torch on the login node)
 from aam.containers import built_image, lint_def  # noqa: E402
-from aam.data.check import check_cv, check_dataset, check_predict_on  # noqa: E402
+from aam.data.check import (  # noqa: E402
+    check_cv,
+    check_dataset,
+    check_predict_on,
+    check_unifrac_shards,
+)
 from aam.errors import InputError  # noqa: E402
 from aam.training.launch import (  # noqa: E402
     check_partition_nodes,
@@ -147,6 +152,12 @@ for _run, _plan in CV.items():
         check_cv(_run, _plan, DATASETS[_plan["dataset"]], LABELLED[_plan["dataset"]])
     except InputError as err:
         raise WorkflowError(str(err)) from None
+try:
+    check_unifrac_shards(
+        config["unifrac"], DATASETS, [spec["dataset"] for spec in RUNS.values()]
+    )
+except InputError as err:
+    raise WorkflowError(str(err)) from None
 
 
 def code(command):
@@ -155,6 +166,8 @@ def code(command):
 
 
 METRIC = config["unifrac"]["metric"]
+# K > 1 splits each UniFrac matrix into K unifrac_shard jobs and one unifrac_gather (1: one job)
+SHARDS = config["unifrac"]["shards"]
 
 
 def training_layout(stage):
@@ -293,11 +306,24 @@ def encoder_run(wildcards):
     return RUNS[wildcards.run]["encoder_from"] or wildcards.run
 
 
+def unifrac_benchmarks(dataset):
+    """Benchmark TSVs of the jobs that make a dataset's UniFrac matrix."""
+    if SHARDS == 1:
+        return [WORK / f"benchmarks/unifrac/{dataset}.{METRIC}.tsv"]
+    return [
+        *(
+            WORK / f"benchmarks/unifrac_shard/{dataset}.{METRIC}.{k}of{SHARDS}.tsv"
+            for k in range(1, SHARDS + 1)
+        ),
+        WORK / f"benchmarks/unifrac_gather/{dataset}.{METRIC}.tsv",
+    ]
+
+
 def benchmark_files(run):
     """Snakemake benchmark TSVs of every stage of a run (inputs of the profiling report)."""
     dataset = RUNS[run]["dataset"]
     return [
-        WORK / f"benchmarks/unifrac/{dataset}.{METRIC}.tsv",
+        *unifrac_benchmarks(dataset),
         *(
             WORK / f"benchmarks/{rule}/{run}.tsv"
             for rule in ("pretrain", "finetune", "predict")

@@ -1,25 +1,84 @@
-rule unifrac:
-    """UniFrac distance matrix that pretraining learns from."""
-    input:
-        table=WORK / "data/{dataset}/table.biom",
-        tree=lambda wc: tree_of(wc.dataset),
-        image=IMAGE_INPUT,
-    output:
-        matrix=WORK / "unifrac/{dataset}.{metric}.h5",
-        provenance=WORK / "unifrac/{dataset}.{metric}.provenance.json",
-    log:
-        WORK / "logs/unifrac/{dataset}.{metric}.log",
-    benchmark:
-        WORK / "benchmarks/unifrac/{dataset}.{metric}.tsv"
-    conda:
-        CONDA_ENV
-    threads: config["threads"]
-    params:
-        code=code("unifrac"),
-        options=cli_flags(
-            {key: config["unifrac"][key] for key in ("alpha", "engine", "device")}
-        ),
-    shell:
-        "python -m aam --provenance {output.provenance:q} unifrac --table {input.table:q} --tree {input.tree:q}"
-        " --metric {wildcards.metric:q} --threads {threads} --output {output.matrix:q} {params.options}"
-        " > {log:q} 2>&1"
+if SHARDS == 1:
+
+    rule unifrac:
+        """UniFrac distance matrix that pretraining learns from."""
+        input:
+            table=WORK / "data/{dataset}/table.biom",
+            tree=lambda wc: tree_of(wc.dataset),
+            image=IMAGE_INPUT,
+        output:
+            matrix=WORK / "unifrac/{dataset}.{metric}.h5",
+            provenance=WORK / "unifrac/{dataset}.{metric}.provenance.json",
+        log:
+            WORK / "logs/unifrac/{dataset}.{metric}.log",
+        benchmark:
+            WORK / "benchmarks/unifrac/{dataset}.{metric}.tsv"
+        conda:
+            CONDA_ENV
+        threads: config["threads"]
+        params:
+            code=code("unifrac"),
+            options=cli_flags(
+                {key: config["unifrac"][key] for key in ("alpha", "engine", "device")}
+            ),
+        shell:
+            "python -m aam --provenance {output.provenance:q} unifrac --table {input.table:q} --tree {input.tree:q}"
+            " --metric {wildcards.metric:q} --threads {threads} --output {output.matrix:q} {params.options}"
+            " > {log:q} 2>&1"
+
+else:
+    # unifrac.shards: K > 1. Shard k computes a row block (balanced by pairs); the partial
+    # files are temporary: the gathered matrix replaces them.
+    SHARD_NAME = f"{{dataset}}.{{metric}}.{{shard}}of{SHARDS}"
+
+    rule unifrac_shard:
+        """Row block {shard} of K of a UniFrac matrix (unifrac.shards: K)."""
+        input:
+            table=WORK / "data/{dataset}/table.biom",
+            tree=lambda wc: tree_of(wc.dataset),
+            image=IMAGE_INPUT,
+        output:
+            partial=temp(WORK / f"unifrac/shards/{SHARD_NAME}.h5"),
+            provenance=WORK / f"unifrac/shards/{SHARD_NAME}.provenance.json",
+        log:
+            WORK / f"logs/unifrac_shard/{SHARD_NAME}.log",
+        benchmark:
+            WORK / f"benchmarks/unifrac_shard/{SHARD_NAME}.tsv"
+        conda:
+            CONDA_ENV
+        threads: config["threads"]
+        params:
+            code=code("unifrac-shard"),
+            options=cli_flags({"alpha": config["unifrac"]["alpha"], "shards": SHARDS}),
+        shell:
+            "python -m aam --provenance {output.provenance:q} unifrac-shard --table {input.table:q} --tree {input.tree:q}"
+            " --metric {wildcards.metric:q} --shard {wildcards.shard:q} --threads {threads}"
+            " --output {output.partial:q} {params.options} > {log:q} 2>&1"
+
+    rule unifrac_gather:
+        """The K shards' partial files merged into the matrix rule unifrac would write."""
+        input:
+            partials=expand(
+                WORK / f"unifrac/shards/{SHARD_NAME}.h5",
+                shard=range(1, SHARDS + 1),
+                allow_missing=True,
+            ),
+            table=WORK / "data/{dataset}/table.biom",
+            tree=lambda wc: tree_of(wc.dataset),
+            image=IMAGE_INPUT,
+        output:
+            matrix=WORK / "unifrac/{dataset}.{metric}.h5",
+            provenance=WORK / "unifrac/{dataset}.{metric}.provenance.json",
+        log:
+            WORK / "logs/unifrac_gather/{dataset}.{metric}.log",
+        benchmark:
+            WORK / "benchmarks/unifrac_gather/{dataset}.{metric}.tsv"
+        conda:
+            CONDA_ENV
+        params:
+            code=code("unifrac-gather"),
+            options=cli_flags({"alpha": config["unifrac"]["alpha"], "shards": SHARDS}),
+        shell:
+            "python -m aam --provenance {output.provenance:q} unifrac-gather --table {input.table:q} --tree {input.tree:q}"
+            " --metric {wildcards.metric:q} --output {output.matrix:q} --partials {input.partials:q}"
+            " {params.options} > {log:q} 2>&1"
