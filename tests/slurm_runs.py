@@ -3,9 +3,8 @@
 Three `snakemake` runs through the real executor plugin, each on its own copy of the checkout:
 
 - `cosmos`, `lumi`: `snakemake all` with the unchanged site profile (test_slurm_profiles.py);
-  LUMI's pretraining is signalled (USR1) after its first epoch and must resume;
-- `two_nodes`: the Cosmos profile pretraining on both nodes, also signalled after its first
-  epoch (test_slurm_two_nodes.py).
+- `two_nodes`: the Cosmos profile pretraining on both nodes, signalled (USR1) after its first
+  epoch: the retry must resume on both nodes (test_slurm_two_nodes.py).
 
 Most of a run's wall time is the plugin's status polling (it adds 10 s to its interval after each
 round in which no job finished), so the runs poll side by side instead of one after the other.
@@ -127,11 +126,6 @@ def _edit_yaml(path: Path, edit) -> None:
     path.write_text(yaml.safe_dump(data))
 
 
-def _longer_pretraining(config: dict) -> None:
-    """Several epochs, a checkpoint after every step: long enough to be signalled mid-run."""
-    config["runs"]["tiny"]["pretrain"].update(epochs=4, checkpoint_every_minutes=0.001)
-
-
 def _two_node_overlay(repo: Path) -> None:
     """One process per node and one thread per process (2 CPU cores here); masking and dropout
     off, so that two ranks draw no random numbers one process would not
@@ -142,8 +136,10 @@ def _two_node_overlay(repo: Path) -> None:
         settings["set-threads"]["pretrain"] = 1
 
     def config(settings: dict) -> None:
-        _longer_pretraining(settings)
-        settings["runs"]["tiny"]["pretrain"].update(epochs=3, mask_rate=0.0)
+        # 3 epochs, a checkpoint after every step: long enough to be signalled mid-run
+        settings["runs"]["tiny"]["pretrain"].update(
+            epochs=3, checkpoint_every_minutes=0.001, mask_rate=0.0
+        )
         settings["runs"]["tiny"]["model"]["dropout"] = 0.0
 
     _edit_yaml(repo / "profiles/cosmos/config.yaml", profile)
@@ -156,7 +152,6 @@ def slurm_runs(slurm_cluster, tmp_path_factory) -> Iterator[dict[str, SiteRun]]:
     roots = {name: tmp_path_factory.mktemp(name) for name in ("cosmos", "lumi", "two_nodes")}
     for root in roots.values():
         copy_checkout(root / "repo")
-    _edit_yaml(roots["lumi"] / "repo/config/test.yaml", _longer_pretraining)
     _two_node_overlay(roots["two_nodes"] / "repo")
     runs = {
         "cosmos": _start(roots["cosmos"], "cosmos"),
@@ -169,15 +164,12 @@ def slurm_runs(slurm_cluster, tmp_path_factory) -> Iterator[dict[str, SiteRun]]:
             env_extra={"GLOO_SOCKET_IFNAME": NODE_IFACE},
         ),
     }
-    signallers = [
-        threading.Thread(target=_signal_pretraining_after_its_first_epoch, args=(run,), daemon=True)
-        for run in (runs["lumi"], runs["two_nodes"])
-    ]
-    for signaller in signallers:
-        signaller.start()
+    signaller = threading.Thread(
+        target=_signal_pretraining_after_its_first_epoch, args=(runs["two_nodes"],), daemon=True
+    )
+    signaller.start()
     yield runs
-    for signaller in signallers:
-        signaller.join(timeout=10)
+    signaller.join(timeout=10)
     for run in runs.values():
         if run.proc.poll() is None:
             run.proc.kill()

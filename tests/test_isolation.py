@@ -35,7 +35,7 @@ def _pytest(repo: Path, test_body: str, *options: str, env=None) -> subprocess.C
     """Run pytest on one test file in ``repo``, a copy of the suite's own session setup."""
     tests = repo / "tests"
     tests.mkdir(parents=True)
-    for name in ("conftest.py", "checkout.py", "slurm_cluster.py"):
+    for name in ("conftest.py", "checkout.py", "slurm_cluster.py", "slurm_runs.py"):
         shutil.copy(checkout.REPO / "tests" / name, tests / name)
     (repo / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     (tests / "test_probe.py").write_text(textwrap.dedent(test_body))

@@ -1,6 +1,6 @@
 """The Cosmos and LUMI profiles, unchanged, submit the demo DAG through the real SLURM executor
-plugin to the real two-node test cluster. The LUMI run is also the preemption test: its
-pretraining job is signalled (USR1) mid-run, and the retry must resume from the checkpoint.
+plugin to the real two-node test cluster. (The preemption test, a pretraining job signalled with
+USR1 mid-run and resumed by its retry, is the two-node run's: test_slurm_two_nodes.py.)
 
 The runs and their test overlay: tests/slurm_runs.py (fixture `slurm_runs`).
 """
@@ -73,20 +73,3 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, slurm_runs,
 def settings_cpus(profile: str, rule: str) -> int:
     settings = yaml.safe_load((REPO / f"profiles/{profile}/config.yaml").read_text())
     return settings["set-resources"][rule]["cpus_per_gpu"]
-
-
-def test_signalled_pretraining_is_retried_and_resumes_from_its_checkpoint(
-    slurm_cluster, slurm_runs
-):
-    run = slurm_runs["lumi"]
-    output = run.wait()
-    assert run.signalled, "pretraining finished before it could be signalled\n" + output[-3000:]
-    assert run.proc.returncode == 0, output[-4000:]
-    attempts = jobs_by_rule(run.work)["pretrain"]
-    assert len(attempts) == 2
-    assert slurm_cluster.scontrol_job(run.signalled[0])["JobState"] != "COMPLETED"
-    log = (run.work / "logs/pretrain/tiny.log").read_text()
-    assert re.search(r"resumed from .*latest\.pt at epoch [2-4]", log), log[-3000:]
-    history = (run.work / "runs/tiny/pretrain/history.tsv").read_text().splitlines()
-    assert [row.split("\t")[0] for row in history] == ["epoch", "1", "2", "3", "4"]
-    assert (run.work / "runs/tiny/predict/predictions.tsv").is_file()

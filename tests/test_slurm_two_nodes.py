@@ -11,6 +11,7 @@ dropout are off: the comparison covers the pairwise UniFrac loss over the gather
 """
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -90,8 +91,10 @@ def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
     assert "--ntasks-per-gpu" not in pretrain_sbatch[0]
 
     log = (run.work / "logs/pretrain/tiny.log").read_text()  # the retry's log
-    resumed = [line for line in log.splitlines() if "resumed from" in line]
+    resumed = re.findall(r"resumed from .*latest\.pt at epoch [23]", log)
     assert len(resumed) == 2, log[-3000:]  # one line per rank, i.e. per node
+    history = (run.work / "runs/tiny/pretrain/history.tsv").read_text().splitlines()
+    assert [row.split("\t")[0] for row in history] == ["epoch", "1", "2", "3"]
 
     two_nodes = torch.load(run.work / "runs/tiny/pretrain/encoder.pt", weights_only=False)
     two_nodes = two_nodes["model"]
