@@ -29,42 +29,6 @@ HYPOTHESIS_HOME = Path(tempfile.mkdtemp(prefix="aam-hypothesis-"))
 set_hypothesis_home_dir(HYPOTHESIS_HOME)
 
 
-# `make test` (pytest -n 2): the worker that owns the SLURM cluster would sit idle while the
-# SLURM runs (tests/slurm_runs.py) poll. These CPU-heavy modules join its group and run there
-# after the harness tests, with the runs already started; the tests that wait for the runs come
-# last. Nothing changes without xdist.
-SLURM_GROUP = "slurm"
-OVERLAP_MODULES = frozenset(
-    {"test_fsdp.py", "test_resume.py", "test_distributed.py", "test_cli_training.py"}
-)
-
-
-def _slurm_order(item: pytest.Item) -> int:
-    marks = {mark.args[0] for mark in item.iter_markers("xdist_group") if mark.args}
-    if SLURM_GROUP not in marks:
-        return 1
-    if "slurm_runs" in getattr(item, "fixturenames", ()):
-        return 2
-    return 1 if item.path.name in OVERLAP_MODULES else 0
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist names the groups in the node ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not hasattr(config, "workerinput"):
-        return
-    for item in items:
-        if item.path.name in OVERLAP_MODULES:
-            item.add_marker(pytest.mark.xdist_group(SLURM_GROUP))
-    items.sort(key=_slurm_order)  # stable: the harness, the moved modules, the run waiters
-
-
-@pytest.fixture(autouse=True)
-def _slurm_runs_poll_meanwhile(request: pytest.FixtureRequest) -> None:
-    """Under xdist, a test of OVERLAP_MODULES first starts the SLURM runs (session fixture)."""
-    if hasattr(request.config, "workerinput") and request.node.path.name in OVERLAP_MODULES:
-        request.getfixturevalue("slurm_runs")
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller, not an xdist worker
         session.config.stash[BEFORE] = checkout.snapshot()
