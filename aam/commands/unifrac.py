@@ -34,6 +34,18 @@ def _device(text: str) -> str:
     return text
 
 
+def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the tree meets the table (`aam unifrac` and its shards)."""
+    parser.add_argument(
+        "--prune-missing",
+        action="store_true",
+        help="drop ASVs that are not tips of the tree (the dropped read fraction is logged)",
+    )
+    parser.add_argument(
+        "--midpoint-root", action="store_true", help="root an unrooted tree at its midpoint"
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam unifrac`."""
     parser.add_argument("--table", required=True, type=Path, help="BIOM table (HDF5 or JSON)")
@@ -56,14 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", type=_device, default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float64")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
-    parser.add_argument(
-        "--prune-missing",
-        action="store_true",
-        help="drop ASVs that are not tips of the tree (the dropped read fraction is logged)",
-    )
-    parser.add_argument(
-        "--midpoint-root", action="store_true", help="root an unrooted tree at its midpoint"
-    )
+    add_tree_arguments(parser)
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,

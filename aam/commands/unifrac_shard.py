@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from aam.commands.unifrac import DTYPES
+from aam.commands.unifrac import DTYPES, add_tree_arguments
 from aam.data import load_table
 from aam.data.outputs import check_output_file
 from aam.unifrac.io import HDF5_SUFFIXES
@@ -28,14 +28,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=float, default=0.5, help="generalized UniFrac alpha")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float64")
     parser.add_argument("--shards", required=True, type=int, help="K: how many shards in all")
-    parser.add_argument(
-        "--prune-missing",
-        action="store_true",
-        help="drop ASVs that are not tips of the tree (the dropped read fraction is logged)",
-    )
-    parser.add_argument(
-        "--midpoint-root", action="store_true", help="root an unrooted tree at its midpoint"
-    )
+    add_tree_arguments(parser)
 
 
 def spec_from_args(args: argparse.Namespace) -> ShardSpec:
