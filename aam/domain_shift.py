@@ -11,9 +11,10 @@ import biom
 import numpy as np
 import pandas as pd
 
-from aam.data import load_metadata, load_table
 from aam.data.batching import SampleSet
+from aam.data.metadata import load_metadata
 from aam.data.split import read_split
+from aam.data.table import load_table
 from aam.errors import InputError
 
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from errors import one_line_error
 
-from aam.data import load_metadata, numeric_column
+from aam.data.metadata import load_metadata, numeric_column
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from errors import one_line_error
 
-from aam.data import load_table, rarefy
+from aam.data.rarefy import rarefy
+from aam.data.table import load_table
 from aam.errors import InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from aam.data import load_metadata, load_table, reconcile_sample_ids
-from aam.data.reconcile import ALLOW_MISSING_FLAG, preview
+from aam.data.metadata import load_metadata
+from aam.data.reconcile import ALLOW_MISSING_FLAG, preview, reconcile_sample_ids
+from aam.data.table import load_table
 from aam.errors import InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"

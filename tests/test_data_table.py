@@ -1,6 +1,8 @@
-"""aam.data.table: loading BIOM tables and one-line errors for bad ones."""
+"""aam.data.table: loading BIOM tables (biom's reader and the lean one) and one-line errors
+for bad ones."""
 
 import json
+import re
 from pathlib import Path
 
 import biom
@@ -9,19 +11,24 @@ import numpy as np
 import pytest
 from biom.util import biom_open
 
-from aam.data import load_table
+from aam.data.table import load_counts, load_table
 from aam.errors import InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 
 
 def one_line_error(path: Path) -> str:
-    with pytest.raises(InputError) as info:
-        load_table(path)
-    message = str(info.value)
-    assert "\n" not in message
-    assert path.name in message
-    return message
+    """The lean reader's error (UniFrac's); biom's reader (training's) refuses the file too,
+    with the same message up to its details (in parentheses) and the fix."""
+    messages = []
+    for loader in (load_table, load_counts):
+        with pytest.raises(InputError) as info:
+            loader(path)
+        messages.append(str(info.value))
+        assert "\n" not in messages[-1]
+        assert path.name in messages[-1]
+    assert re.split("[(;]", messages[0])[0].strip() == re.split("[(;]", messages[1])[0].strip()
+    return messages[1]
 
 
 def small_table() -> biom.Table:
@@ -49,10 +56,11 @@ def test_demo_table():
 @pytest.mark.parametrize("writer", [write_hdf5, write_json])
 def test_hdf5_and_json_roundtrip(tmp_path, writer):
     table = writer(small_table(), tmp_path / "t.biom")
-    loaded = load_table(table)
-    assert list(loaded.ids()) == ["10317.1", "s2", "s3"]
-    assert list(loaded.ids(axis="observation")) == ["ACGT", "GGTA"]
+    loaded, lean = load_table(table), load_counts(table)
+    assert list(loaded.ids()) == lean.sample_ids == ["10317.1", "s2", "s3"]
+    assert list(loaded.ids(axis="observation")) == lean.observation_ids == ["ACGT", "GGTA"]
     np.testing.assert_array_equal(loaded.matrix_data.toarray(), small_table().matrix_data.toarray())
+    np.testing.assert_array_equal(lean.matrix.toarray(), small_table().matrix_data.toarray())
 
 
 def test_missing_file(tmp_path):
@@ -147,3 +155,4 @@ def test_fractional_counts_are_fine(tmp_path):
     data = np.array([[0.5, 0, 1e-3], [0, 2.25, 1e300]])
     path = write_hdf5(biom.Table(data, ["ACGT", "GGTA"], ["a", "b", "c"]), tmp_path / "t.biom")
     np.testing.assert_array_equal(load_table(path).matrix_data.toarray(), data)
+    np.testing.assert_array_equal(load_counts(path).matrix.toarray(), data)

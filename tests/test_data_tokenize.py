@@ -5,8 +5,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aam.data import load_table, tokenize, unique_tokens
-from aam.data.tokenize import MASK, OTHER, PAD, START, VOCAB_SIZE, A, C, G, T
+from aam.data.table import load_table
+from aam.data.tokenize import (
+    MASK,
+    OTHER,
+    PAD,
+    START,
+    VOCAB_SIZE,
+    A,
+    C,
+    G,
+    T,
+    tokenize,
+    unique_tokens,
+)
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 

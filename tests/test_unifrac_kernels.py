@@ -12,7 +12,7 @@ import scipy.sparse as sp
 import skbio
 
 from aam.unifrac.abundance import NodeAbundance, node_abundance
-from aam.unifrac.cpu_kernel import TILE, pair_sums_cpu
+from aam.unifrac.cpu_kernel import TILE, block_pair_sums, pair_sums_cpu
 from aam.unifrac.metrics import METRICS, distance_matrix
 from aam.unifrac.torch_kernel import pair_sums_torch
 from aam.unifrac.tree import tree_arrays
@@ -44,8 +44,9 @@ def restore_numba_threads():
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
-def off_diagonal(a: np.ndarray) -> np.ndarray:
-    return a[~np.eye(a.shape[0], dtype=bool)]
+def upper(a: np.ndarray) -> np.ndarray:
+    """The entries the kernels fill: the upper triangle without the diagonal."""
+    return a[np.triu_indices(a.shape[0], 1)]
 
 
 def brute_force(p: np.ndarray, lengths: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
@@ -70,21 +71,46 @@ def test_sample_count_exercises_tiles(abundance_150):
     assert n > TILE and n % TILE != 0
 
 
+def random_proportions(rng, n_nodes: int, n: int, density: np.ndarray) -> sp.csr_matrix:
+    """Nodes whose share of present samples is ``density`` (one value per node)."""
+    present = rng.random((n_nodes, n)) < density[:, None]
+    p = sp.csr_matrix(np.where(present, rng.random((n_nodes, n)) + 1e-3, 0.0))
+    p.sort_indices()
+    return p
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.5, 1.3])
 def test_cpu_kernel_matches_brute_force(alpha):
     rng = np.random.default_rng(1)
     n_nodes, n = 60, TILE + 37  # two tiles, the second one partial
-    p = sp.random(n_nodes, n, density=0.3, random_state=rng, format="csr")
-    p.sort_indices()
+    # Sparse nodes (pair by pair), dense ones (the SIMD rows; for shared length, stored by
+    # the samples they lack) and every density between.
+    p = random_proportions(rng, n_nodes, n, np.linspace(0.01, 0.99, n_nodes))
     lengths = rng.random(n_nodes) + 0.1
     sums = pair_sums_cpu(p, lengths, ALL_KINDS, alpha=alpha)
     expected = brute_force(p.toarray(), lengths, alpha)
     for field in FIELDS:
         ours = getattr(sums, field)
         assert ours.shape == (n, n)
-        np.testing.assert_array_equal(ours, ours.T)
-        np.testing.assert_allclose(off_diagonal(ours), off_diagonal(expected[field]), atol=1e-12)
+        np.testing.assert_allclose(upper(ours), upper(expected[field]), atol=1e-12)
         assert np.abs(expected[field]).max() > 0.1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dense_and_sparse_paths_agree_bit_for_bit(dtype):
+    # The same nodes as one block of rows or as the rows of a shard take different paths
+    # (tiles restart at the shard's rows); every pair must still get identical sums.
+    rng = np.random.default_rng(2)
+    p = random_proportions(rng, 40, 2 * TILE + 50, np.linspace(0.02, 0.98, 40))
+    lengths = rng.random(40) + 0.1
+    kinds = {"shared_length", "shared_min"}
+    full = pair_sums_cpu(p, lengths, kinds, dtype=dtype)
+    start, stop = 77, 200
+    block = block_pair_sums(p, lengths, kinds, start, stop, dtype=dtype)
+    for field in ("shared_length", "shared_min"):
+        ours, whole = getattr(block, field), getattr(full, field)[start:stop, start:]
+        rows, columns = np.triu_indices(stop - start, 1, m=ours.shape[1])
+        np.testing.assert_array_equal(ours[rows, columns], whole[rows, columns])
 
 
 def test_cpu_kernel_only_computes_requested_sums(abundance_150):
@@ -119,8 +145,8 @@ def test_torch_matches_cpu(abundance_150, dtype, tol):
     for field in FIELDS:
         ours, reference = getattr(dense, field), getattr(cpu, field)
         assert ours.dtype == dtype and ours.shape == reference.shape
-        # The diagonal is not used (distances set it to 0), and the kernels differ there.
-        diff = np.abs(off_diagonal(ours).astype(np.float64) - off_diagonal(reference))
+        # Only the upper triangle is used (distances mirror it and set the diagonal to 0).
+        diff = np.abs(upper(ours).astype(np.float64) - upper(reference))
         assert diff.max() <= tol * max(1.0, np.abs(reference).max()), field
         assert np.abs(reference).max() > 0.1
 

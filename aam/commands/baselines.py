@@ -13,8 +13,8 @@ import pandas as pd
 
 from aam.atomic import atomic_output
 from aam.baselines import BASELINES, aligned_abundances, fit_predict, relative_abundances
-from aam.data import load_table
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
+from aam.data.table import load_table
 from aam.errors import InputError
 from aam.predictions import prediction_table
 from aam.training.study import load_study

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from aam.atomic import atomic_output, check_output_dir, write_json
-from aam.data import load_metadata
+from aam.data.metadata import load_metadata
 from aam.data.split import SPLITS
 from aam.domain_shift import domain_shift_report
 from aam.errors import InputError, NonFiniteError

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 import aam
-from aam.data import load_table
+from aam.data.table import load_counts
 from aam.errors import InputError
 from aam.unifrac.engines import ENGINES, compute_unifrac
 from aam.unifrac.io import (
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> None:
     paths = output_paths(args.output, metrics)
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads {args.threads}: must be at least 1")
-    table = load_table(args.table)
+    table = load_counts(args.table)
     tree = load_tree(args.tree, midpoint_root=args.midpoint_root)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     start = time.perf_counter()
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> None:
         args.engine,
         args.device,
     )
-    ids = [str(x) for x in table.ids()]
+    ids = table.sample_ids
     for metric, matrix in matrices.items():
         attrs = {
             "metric": metric,

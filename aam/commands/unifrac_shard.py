@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from aam.commands.unifrac import DTYPES, add_tree_arguments
-from aam.data import load_table
 from aam.data.outputs import check_output_file
+from aam.data.table import load_counts
 from aam.unifrac.io import HDF5_SUFFIXES
 from aam.unifrac.metrics import METRICS
 from aam.unifrac.shards import ShardSpec, compute_shard, file_sha256, write_shard
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Compute one shard on the built-in CPU engine and write its partial file."""
     output = check_output_file(args.output, HDF5_SUFFIXES, "partial UniFrac")
-    table = load_table(args.table)
+    table = load_counts(args.table)
     tree = load_tree(args.tree, midpoint_root=args.midpoint_root)
     start = time.perf_counter()
     shard = compute_shard(

@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aam.data import load_metadata, load_table, numeric_column, rarefy, reconcile_sample_ids
 from aam.data.batching import Batch, SampleSet, batch_indices, make_batch
-from aam.data.reconcile import preview
+from aam.data.metadata import load_metadata, numeric_column
+from aam.data.rarefy import rarefy
+from aam.data.reconcile import preview, reconcile_sample_ids
 from aam.data.split import SPLITS, make_split, read_split
+from aam.data.table import load_table
 from aam.errors import InputError
 from aam.unifrac.io import read_distance_matrix
 

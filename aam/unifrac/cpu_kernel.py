@@ -1,11 +1,21 @@
 """Sparse shared-node kernel for CPUs (numba): visits only node x sample pairs present in both.
 
-The N x N output is cut into square tiles. Entries of the node x sample proportion matrix are
-sorted by (sample tile, node, sample), so for a tile pair (I, J) every node's samples in I and
-in J are two contiguous runs. Each tile pair is one parallel task writing its own output block
-(no races), and a tile's output block stays in cache while all nodes stream past it.
-A row block of the upper triangle (``block_pair_sums``, one shard of `aam unifrac-shard`) runs
-the same tasks for its rows only; the full matrix is the block of all rows, mirrored.
+The N x N output is cut into square tiles. Entries of the node x sample matrix are sorted by
+(sample tile, node, sample), so for a tile pair (I, J) every node's samples in I and in J are
+two contiguous runs. Each tile pair is one parallel task writing its own output block (no
+races), and a tile's output block stays in cache while all nodes stream past it. When a node
+holds many of tile J's samples, they are spread into a dense vector and each of the node's
+samples in I updates its whole output row in one SIMD loop; otherwise the pairs are visited
+one by one. Both paths add the same terms in the same node order, so results do not depend
+on which one runs.
+
+Shared length (unweighted UniFrac) uses complements: a node present in most samples is
+stored by the samples it is ABSENT from, since ``[i in v][j in v] = 1 - [i not in v]
+- [j not in v] + [i not in v][j not in v]``; on the oral data this cuts the pairs visited 4.7x.
+
+Only the upper triangle (``j > i``) is computed. A row block of it (``block_pair_sums``, one
+shard of `aam unifrac-shard`) runs the same tasks for its rows only; each pair gets the same
+terms in the same order whatever the block, so blocks reproduce the full matrix bit for bit.
 """
 
 from __future__ import annotations
@@ -13,26 +23,43 @@ from __future__ import annotations
 import numba
 import numpy as np
 import scipy.sparse as sp
-from tqdm import tqdm
 
 from aam.unifrac.metrics import PairSums
 
 TILE = 128
+DENSE_RUN = 12  # a node's run of tile-J samples at least this long takes the dense path
+_MODES = (("shared_length", 0), ("shared_min", 1), ("generalized", 2))
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
 def _tile_pairs_kernel(
-    ptr, samples, values, powered, lengths, pair_i, pair_j, alpha, mode, out_a, out_b
+    ptr,
+    samples,
+    values,
+    powered,
+    lengths,
+    tile_start,
+    pair_i,
+    pair_j,
+    alpha,
+    mode,
+    dense_run,
+    out_a,
+    out_b,
 ):  # pragma: no cover - compiled
     """Accumulate pair sums over shared nodes into the upper triangle of out_a (and out_b).
 
     mode 0: out_a += L (shared length); mode 1: out_a += L*min(p_i, p_j);
     mode 2: generalized numerator into out_a and denominator into out_b.
+    Modes 0 and 1 take the dense path for runs of at least ``dense_run`` tile-J samples.
     """
     n_nodes = lengths.shape[0]
     for task in numba.prange(pair_i.shape[0]):
         ti = pair_i[task]
         tj = pair_j[task]
+        j0 = tile_start[tj]
+        width = tile_start[tj + 1] - j0
+        dense = np.zeros(width, dtype=out_a.dtype)
         for v in range(n_nodes):
             a0 = ptr[ti, v]
             a1 = ptr[ti, v + 1]
@@ -43,6 +70,21 @@ def _tile_pairs_kernel(
             if b0 == b1:
                 continue
             length = lengths[v]
+            if mode != 2 and b1 - b0 >= dense_run:
+                for b in range(b0, b1):
+                    dense[samples[b] - j0] = 1.0 if mode == 0 else values[b]
+                for a in range(a0, a1):
+                    row = out_a[samples[a], j0 : j0 + width]
+                    if mode == 0:
+                        for k in range(width):
+                            row[k] += length * dense[k]
+                    else:
+                        pi = values[a]
+                        for k in range(width):
+                            row[k] += length * min(pi, dense[k])
+                for b in range(b0, b1):
+                    dense[samples[b] - j0] = 0.0
+                continue
             for a in range(a0, a1):
                 i = samples[a]
                 pi = values[a]
@@ -73,9 +115,10 @@ def pair_sums_cpu(
     threads: int | None = None,
     progress: bool = False,
 ) -> PairSums:
-    """Compute the requested pair sums ("shared_length", "shared_min", "generalized")."""
+    """The requested pair sums ("shared_length", "shared_min", "generalized") of all
+    samples: their upper triangles (``j > i``); the rest of each array is unspecified."""
     n_samples = proportions.shape[1]
-    sums = block_pair_sums(
+    return block_pair_sums(
         proportions,
         lengths,
         kinds,
@@ -86,11 +129,6 @@ def pair_sums_cpu(
         threads=threads,
         progress=progress,
     )
-    for name in ("shared_length", "shared_min", "gen_num", "gen_den"):
-        upper = getattr(sums, name)
-        if upper is not None:
-            upper += upper.T  # the lower triangle is 0: exact
-    return sums
 
 
 def block_pair_sums(
@@ -107,70 +145,119 @@ def block_pair_sums(
 ) -> PairSums:
     """Pair sums of samples ``start..stop-1`` (rows) with samples ``start..N-1`` (columns).
 
-    Entry ``[i, j]`` is the pair (start + i, start + j) for ``j > i`` and 0 otherwise: the
-    upper triangle of the full matrix, restricted to rows ``start..stop-1``. Each pair is
-    accumulated by the same kernel over the same nodes in the same order whatever the block,
-    so blocks reproduce the full computation bit for bit.
+    Entry ``[i, j]`` for ``j > i`` is the pair (start + i, start + j): the upper triangle of
+    the full matrix, restricted to rows ``start..stop-1``; entries ``j <= i`` are unspecified.
     """
     if threads:
         numba.set_num_threads(threads)
-    columns = proportions
-    if start:
-        columns = proportions[:, start:]
-        columns.sort_indices()  # the kernel needs each node's samples in order
-    n_nodes, n_columns = columns.shape
-    rows = stop - start
-    # Tiles of TILE samples, restarted at ``rows``: the first n_row_tiles tiles hold the rows.
-    n_row_tiles = -(-rows // TILE)
-    local = np.arange(n_columns)
-    tile_of = np.where(local < rows, local // TILE, n_row_tiles + (local - rows) // TILE)
-    n_tiles = n_row_tiles + -(-(n_columns - rows) // TILE)
-    coo = columns.tocoo()
-    key = tile_of[coo.col].astype(np.int64) * n_nodes + coo.row
-    order = np.argsort(key, kind="stable")  # CSR order is (node, sample); now (tile, node, sample)
-    starts = np.zeros(n_tiles * n_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(key, minlength=n_tiles * n_nodes), out=starts[1:])
-    ptr = starts[np.arange(n_tiles)[:, None] * n_nodes + np.arange(n_nodes + 1)[None, :]]
-    samples = coo.col[order].astype(np.int64)
-    values = coo.data[order].astype(dtype)
-    node_lengths = lengths.astype(dtype)
-    powered = values**alpha if "generalized" in kinds else np.zeros(1, dtype=dtype)
-
-    pair_i, pair_j = np.triu_indices(n_tiles)
-    keep = pair_i < n_row_tiles
-    pair_i, pair_j = pair_i[keep], pair_j[keep]
-    # Interleave costly and cheap tile pairs so parallel chunks are balanced.
-    shuffle = np.random.default_rng(0).permutation(len(pair_i))
-    pair_i, pair_j = pair_i[shuffle].astype(np.int64), pair_j[shuffle].astype(np.int64)
-
     sums = PairSums()
-    modes = [(k, m) for k, m in (("shared_length", 0), ("shared_min", 1), ("generalized", 2))]
-    todo = [(kind, mode) for kind, mode in modes if kind in kinds]
-    batch = max(32, len(pair_i) // 50)
-    with tqdm(
-        total=len(pair_i) * len(todo), unit="tile pair", disable=not progress, desc="UniFrac"
-    ) as bar:
+    todo = [(kind, mode) for kind, mode in _MODES if kind in kinds]
+    with _progress(progress, len(todo)) as bar:
         for kind, mode in todo:
-            out_a = np.zeros((rows, n_columns), dtype=dtype)
-            out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
-            for lo in range(0, len(pair_i), batch):
-                hi = min(lo + batch, len(pair_i))
-                _tile_pairs_kernel(
-                    ptr,
-                    samples,
-                    values,
-                    powered,
-                    node_lengths,
-                    pair_i[lo:hi],
-                    pair_j[lo:hi],
-                    dtype(alpha),
-                    mode,
-                    out_a,
-                    out_b,
-                )
-                bar.update(hi - lo)
+            if mode == 0:
+                entries, flipped = _complemented(proportions)
+            else:
+                entries, flipped = proportions, None
+            out_a, out_b = _run(entries, lengths, mode, start, stop, alpha, dtype)
+            if flipped is not None:
+                _add_complement_terms(out_a, proportions, lengths, flipped, start)
             if mode == 2:
                 sums.gen_num, sums.gen_den = out_a, out_b
             else:
                 setattr(sums, kind, out_a)
+            bar.update(1)
     return sums
+
+
+def _progress(enabled: bool, total: int):
+    from tqdm import tqdm  # 0.1 s of imports, only for a progress bar
+
+    return tqdm(total=total, unit="sum", disable=not enabled, desc="UniFrac")
+
+
+def _run(entries, lengths, mode, start, stop, alpha, dtype):
+    """The kernel over one node x sample entry matrix, for rows start..stop-1."""
+    columns = entries[:, start:] if start else entries
+    n_nodes, n_columns = columns.shape
+    rows = stop - start
+    # Tiles of TILE samples, restarted at ``rows``: the first n_row_tiles tiles hold the rows.
+    n_row_tiles = -(-rows // TILE)
+    tile_start = np.concatenate(
+        [np.arange(0, rows, TILE), np.arange(rows, n_columns, TILE), [n_columns]]
+    ).astype(np.int64)
+    n_tiles = len(tile_start) - 1
+    tile_of = np.repeat(np.arange(n_tiles, dtype=np.int16), np.diff(tile_start))
+    # CSR order is (node, sample); a stable sort by tile makes it (tile, node, sample).
+    entry_tile = tile_of[columns.indices]
+    order = np.argsort(entry_tile, kind="stable")  # radix sort on int16 keys
+    entry_node = np.repeat(np.arange(n_nodes, dtype=np.int64), np.diff(columns.indptr))
+    key = entry_tile.astype(np.int64) * n_nodes + entry_node
+    starts = np.zeros(n_tiles * n_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(key, minlength=n_tiles * n_nodes), out=starts[1:])
+    ptr = starts[np.arange(n_tiles)[:, None] * n_nodes + np.arange(n_nodes + 1)[None, :]]
+    samples = columns.indices[order].astype(np.int64)
+    values = columns.data[order].astype(dtype)
+    powered = values**alpha if mode == 2 else np.zeros(1, dtype=dtype)
+
+    pair_i, pair_j = np.triu_indices(n_tiles)
+    keep = pair_i < n_row_tiles
+    # Interleave costly and cheap tile pairs so parallel chunks are balanced.
+    shuffle = np.random.default_rng(0).permutation(int(keep.sum()))
+    pair_i = pair_i[keep][shuffle].astype(np.int64)
+    pair_j = pair_j[keep][shuffle].astype(np.int64)
+    out_a = np.zeros((rows, n_columns), dtype=dtype)
+    out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
+    _tile_pairs_kernel(
+        ptr,
+        samples,
+        values,
+        powered,
+        lengths.astype(dtype),
+        tile_start,
+        pair_i,
+        pair_j,
+        dtype(alpha),
+        mode,
+        DENSE_RUN,
+        out_a,
+        out_b,
+    )
+    return out_a, out_b
+
+
+def _complemented(proportions: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Presence entries, with each node present in more than half of the samples stored by
+    the samples it is absent from instead; and which nodes those are."""
+    n_nodes, n_samples = proportions.shape
+    present = np.diff(proportions.indptr)
+    flipped = present > n_samples - present
+    if not flipped.any():
+        return proportions, flipped
+    absent = np.ones((int(flipped.sum()), n_samples), dtype=bool)
+    dense_rows = proportions[flipped]
+    absent[
+        np.repeat(np.arange(absent.shape[0]), np.diff(dense_rows.indptr)), dense_rows.indices
+    ] = False
+    mixed = sp.vstack([proportions[~flipped], sp.csr_matrix(absent)], format="csr")
+    order = np.argsort(np.concatenate([np.flatnonzero(~flipped), np.flatnonzero(flipped)]))
+    return sp.csr_matrix(mixed[order]), flipped
+
+
+def _add_complement_terms(
+    out: np.ndarray,
+    proportions: sp.csr_matrix,
+    lengths: np.ndarray,
+    flipped: np.ndarray,
+    start: int,
+) -> None:
+    """Turn the kernel's sums over shared absences of the flipped nodes into sums over
+    shared presences: add ``T - A_i - A_j`` (T: their total length; A_i: the length of
+    those sample i lacks), row by row over the upper triangle."""
+    total = lengths[flipped].sum()
+    present = proportions[flipped].sign().T @ lengths[flipped]  # per sample, float64
+    lacking = np.asarray(total - present, dtype=np.float64).ravel()
+    rows = out.shape[0]
+    columns = lacking[start:]
+    for r in range(rows):
+        row = out[r, r + 1 :]
+        row += (total - lacking[start + r] - columns[r + 1 :]).astype(out.dtype)

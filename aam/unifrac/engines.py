@@ -6,16 +6,19 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import biom
 import numpy as np
-import skbio
 
-from aam.data.table import check_counts
+from aam.data.table import Counts, check_counts, counts_of
 from aam.errors import InputError
 from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
 from aam.unifrac.metrics import METRICS, SUM_FOR_METRIC, distance_matrix
-from aam.unifrac.tree import TreeArrays, tree_arrays
+from aam.unifrac.tree import TreeArrays, as_tree_arrays, to_skbio
+
+if TYPE_CHECKING:
+    import biom
+    import skbio
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +31,8 @@ SKBIO_METRICS = {
 
 
 def compute_unifrac(
-    table: biom.Table,
-    tree: skbio.TreeNode,
+    table: Counts | biom.Table,
+    tree: TreeArrays | skbio.TreeNode,
     metrics: list[str],
     *,
     alpha: float = 0.5,
@@ -44,17 +47,19 @@ def compute_unifrac(
 ) -> dict[str, np.ndarray]:
     """Distance matrices (samples in ``table.ids()`` order) for each metric in ``metrics``.
 
-    The tree must be rooted, with usable branch lengths (``aam.unifrac.tree.load_tree`` checks
-    both; a missing length counts as 0 here). All engines share the same input checks: counts
-    finite and >= 0, ASVs missing from the tree, samples without reads, and a total branch
-    length that fits ``dtype``.
+    ``table`` and ``tree`` are what ``aam.data.table.load_counts`` and
+    ``aam.unifrac.tree.load_tree`` return, or a biom Table and a scikit-bio tree. The tree must
+    be rooted, with usable branch lengths (``load_tree`` checks both; a missing length counts
+    as 0 here). All engines share the same input checks: counts finite and >= 0, ASVs missing
+    from the tree, samples without reads, and a total branch length that fits ``dtype``.
     """
-    arrays = checked_tree_arrays(table, tree, metrics, alpha, dtype, table_name, tree_name)
-    ids = [str(x) for x in table.ids()]
+    counts = counts_of(table)
+    arrays = checked_tree_arrays(counts, tree, metrics, alpha, dtype, table_name, tree_name)
+    ids = counts.sample_ids
     if engine == "builtin":
         abundance = node_abundance(
-            table.matrix_data,
-            table.ids("observation"),
+            counts.matrix,
+            counts.observation_ids,
             ids,
             arrays,
             prune_missing=prune_missing,
@@ -63,19 +68,23 @@ def compute_unifrac(
         )
         kinds = {SUM_FOR_METRIC[m] for m in metrics}
         sums = _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress)
-        return {m: distance_matrix(m, abundance, sums, alpha) for m in metrics}
+        last_use = {SUM_FOR_METRIC[m]: m for m in metrics}  # then its sum may be overwritten
+        return {
+            m: distance_matrix(m, abundance, sums, alpha, reuse=last_use[SUM_FOR_METRIC[m]] == m)
+            for m in metrics
+        }
     tips = match_tips(
-        table.ids("observation"),
+        counts.observation_ids,
         arrays,
         prune_missing,
         table_name,
         tree_name,
-        counts=table.matrix_data,
+        counts=counts.matrix,
     )
-    if (tips < 0).any():
-        keep = table.ids("observation")[tips >= 0]
-        table = table.filter(keep, axis="observation", inplace=False)
-    check_samples_have_reads(table.matrix_data, ids, table_name)
+    keep = tips >= 0
+    check_samples_have_reads(counts.matrix[keep], ids, table_name)
+    table = _biom_table(counts, keep)
+    tree = to_skbio(arrays)
     if engine == "skbio":
         try:
             return {m: _skbio(table, tree, m).astype(dtype) for m in metrics}
@@ -90,8 +99,8 @@ def compute_unifrac(
 
 
 def checked_tree_arrays(
-    table: biom.Table,
-    tree: skbio.TreeNode,
+    table: Counts,
+    tree: TreeArrays | skbio.TreeNode,
     metrics: list[str],
     alpha: float,
     dtype: type,
@@ -106,7 +115,7 @@ def checked_tree_arrays(
     if unknown:
         raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
     check_counts(table, table_name)
-    arrays = tree_arrays(tree)
+    arrays = as_tree_arrays(tree)
     _check_total_length(arrays.length, dtype, tree_name)
     return arrays
 
@@ -120,6 +129,17 @@ def _check_total_length(lengths: np.ndarray, dtype: type, tree_name: str) -> Non
             f"{tree_name}: the branch lengths sum to {total:.3g}, too much for {np.dtype(dtype)} "
             "distance sums; rescale the tree (divide every length by a constant)"
         )
+
+
+def _biom_table(counts: Counts, keep: np.ndarray) -> biom.Table:
+    """The observations ``keep`` of ``counts`` as a biom Table (for the other engines)."""
+    import biom
+
+    return biom.Table(
+        counts.matrix[keep],
+        [x for x, k in zip(counts.observation_ids, keep, strict=True) if k],
+        counts.sample_ids,
+    )
 
 
 def _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress):
@@ -155,7 +175,7 @@ def _pair_sums(abundance, kinds, alpha, dtype, device, threads, progress):
 
 def _skbio(table: biom.Table, tree: skbio.TreeNode, metric: str) -> np.ndarray:
     """scikit-bio's ``beta_diversity`` (the reference implementation)."""
-    from skbio.diversity import beta_diversity
+    from skbio.diversity import beta_diversity  # 2-5 s of imports: only for this engine
 
     if metric not in SKBIO_METRICS:
         raise InputError(
@@ -178,6 +198,8 @@ def _striped(
     table: biom.Table, tree: skbio.TreeNode, metric: str, alpha: float, dtype, threads
 ) -> np.ndarray:
     """Striped UniFrac (the ``unifrac`` package, present in the cluster images)."""
+    import biom
+
     try:
         import unifrac
     except ImportError as err:

@@ -14,6 +14,8 @@ import numpy as np
 
 from aam.unifrac.abundance import NodeAbundance
 
+_CHUNK = 1 << 16  # elements of a row chunk's temporaries (they stay in cache)
+
 METRICS = ("unweighted", "weighted_normalized", "weighted_unnormalized", "generalized")
 
 # Which pair sum each metric needs.
@@ -27,7 +29,9 @@ SUM_FOR_METRIC = {
 
 @dataclass
 class PairSums:
-    """Symmetric N x N sums over nodes present in both samples of a pair (None if not asked).
+    """N x N sums over nodes present in both samples of a pair (None if not asked).
+
+    Kernels fill the upper triangle (``j > i``); the rest of each array is unspecified.
 
     shared_length[i, j] = sum_v L_v
     shared_min[i, j]    = sum_v L_v min(p_vi, p_vj)
@@ -42,13 +46,48 @@ class PairSums:
 
 
 def distance_matrix(
-    metric: str, abundance: NodeAbundance, sums: PairSums, alpha: float = 1.0
+    metric: str, abundance: NodeAbundance, sums: PairSums, alpha: float = 1.0, *, reuse=False
 ) -> np.ndarray:
-    """The N x N distance matrix of ``metric`` from the pair sums (diagonal exactly 0)."""
+    """The N x N distance matrix of ``metric`` from the upper triangles of the pair sums
+    (diagonal exactly 0). ``reuse`` writes it over the sum it comes from (no N x N
+    temporary; that sum is gone afterwards)."""
     totals = sample_totals(metric, abundance, alpha)
-    dist = pair_distances(metric, totals, totals, sums)
-    np.fill_diagonal(dist, 0.0)
+    dist = upper_distances(metric, totals, sums, 0, reuse=reuse)
+    _mirror_upper(dist)
     return dist
+
+
+def upper_distances(
+    metric: str, totals: np.ndarray, sums: PairSums, start: int, *, reuse: bool = False
+) -> np.ndarray:
+    """Distances of samples ``start + i`` (rows of ``sums``) to samples ``start + j``
+    (columns) for ``j > i``, 0 for ``j <= i``, from ``sample_totals`` of all samples; in
+    row chunks, so temporaries stay small. ``reuse`` writes over the sums' own array."""
+    base = {"unweighted": sums.shared_length, "generalized": sums.gen_num}.get(
+        metric, sums.shared_min
+    )
+    out = base if reuse else np.empty_like(base)
+    rows, columns = base.shape
+    step = max(1, _CHUNK // columns)
+    for lo in range(0, rows, step):
+        hi = min(lo + step, rows)
+        part = PairSums(**{k: None if v is None else v[lo:hi] for k, v in vars(sums).items()})
+        out[lo:hi] = pair_distances(metric, totals[start + lo : start + hi], totals[start:], part)
+        for i in range(lo, hi):
+            out[i, : i + 1] = 0
+    return out
+
+
+def _mirror_upper(matrix: np.ndarray) -> None:
+    """Fill the lower triangle of a square matrix whose lower triangle is 0 from its upper
+    one, in place, a block of rows at a time."""
+    n = matrix.shape[0]
+    step = max(1, _CHUNK // max(n, 1))
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        matrix[lo:hi, :lo] = matrix[:lo, lo:hi].T
+        block = matrix[lo:hi, lo:hi]
+        block += block.T.copy()
 
 
 def sample_totals(metric: str, abundance: NodeAbundance, alpha: float = 1.0) -> np.ndarray:
@@ -70,7 +109,9 @@ def pair_distances(
     sums between them (``sums`` arrays are rows x columns), elementwise, in the sums' dtype."""
     pair_total = row_totals[:, None] + column_totals[None, :]
     if metric == "unweighted":
-        dist = _ratio(pair_total - 2 * sums.shared_length, pair_total - sums.shared_length)
+        # Rounding (e.g. of the kernel's complement terms) must not make a distance negative.
+        unique = np.maximum(pair_total - 2 * sums.shared_length, 0.0)
+        dist = _ratio(unique, pair_total - sums.shared_length)
     elif metric in ("weighted_normalized", "weighted_unnormalized"):
         dist = np.maximum(pair_total - 2 * sums.shared_min, 0.0)
         if metric == "weighted_normalized":

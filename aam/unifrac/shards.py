@@ -2,7 +2,7 @@
 
 Shard k of K owns the rows ``start..stop-1`` (balanced by pairs ``i < j``, not by rows) and
 computes their distances to the samples ``start..N-1`` with the single job's own kernel and
-formula (``block_pair_sums``, ``pair_distances``), so the merged matrix is bit-identical to
+formula (``block_pair_sums``, ``upper_distances``), so the merged matrix is bit-identical to
 ``aam unifrac``'s. A shard holds ``(stop - start) x (N - start)`` values, never N x N. Its
 partial file (HDF5) keeps the block, the sample order, and the settings a merge checks: the
 table's and the tree's sha256, the metric, alpha, dtype, tip handling and K.
@@ -14,24 +14,27 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import biom
 import h5py
 import numpy as np
-import skbio
 
 from aam.atomic import atomic_output
+from aam.data.table import Counts, counts_of
 from aam.errors import InputError
 from aam.unifrac.abundance import node_abundance
 from aam.unifrac.cpu_kernel import block_pair_sums
 from aam.unifrac.engines import checked_tree_arrays
-from aam.unifrac.metrics import SUM_FOR_METRIC, PairSums, pair_distances, sample_totals
+from aam.unifrac.metrics import SUM_FOR_METRIC, sample_totals, upper_distances
 from aam.unifrac.shard_plan import check_shard_count, shard_bounds, shard_rows
+from aam.unifrac.tree import TreeArrays
+
+if TYPE_CHECKING:
+    import biom
+    import skbio
 
 FORMAT = "aam unifrac-shard 1"  # the `format` attribute of every partial file
 _FIX = "recompute it with `aam unifrac-shard`"
-_CHUNK = 1 << 22  # elements of a row chunk's distance temporaries
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,8 @@ def file_sha256(path: str | Path) -> str:
 
 
 def compute_shard(
-    table: biom.Table,
-    tree: skbio.TreeNode,
+    table: Counts | biom.Table,
+    tree: TreeArrays | skbio.TreeNode,
     spec: ShardSpec,
     shard: int,
     *,
@@ -94,16 +97,17 @@ def compute_shard(
     tree_name: str = "tree",
 ) -> Shard:
     """Shard ``shard`` of ``spec.shards`` of ``spec.metric`` on the built-in CPU engine, with
-    the input checks of ``compute_unifrac``."""
+    the inputs and input checks of ``compute_unifrac``."""
     check_shard_count(spec.shards, table.shape[1], f"--shards {spec.shards} ({table_name})")
     if not 1 <= shard <= spec.shards:
         raise InputError(f"--shard {shard}: choose a shard from 1 to {spec.shards} (--shards)")
     dtype = np.dtype(spec.dtype).type
+    table = counts_of(table)
     arrays = checked_tree_arrays(table, tree, [spec.metric], alpha, dtype, table_name, tree_name)
-    ids = [str(x) for x in table.ids()]
+    ids = table.sample_ids
     abundance = node_abundance(
-        table.matrix_data,
-        table.ids("observation"),
+        table.matrix,
+        table.observation_ids,
         ids,
         arrays,
         prune_missing=spec.prune_missing,
@@ -123,14 +127,7 @@ def compute_shard(
         progress=progress,
     )
     totals = sample_totals(spec.metric, abundance, alpha)
-    block = np.empty((stop - start, len(ids) - start), dtype=dtype)
-    step = max(1, _CHUNK // block.shape[1])  # rows at a time: small temporaries
-    for lo in range(0, stop - start, step):
-        rows = slice(lo, lo + step)
-        part = PairSums(**{k: None if v is None else v[rows] for k, v in vars(sums).items()})
-        block[rows] = pair_distances(spec.metric, totals[start:stop][rows], totals[start:], part)
-    for i in range(stop - start):  # only pairs i < j are this shard's
-        block[i, : i + 1] = 0
+    block = upper_distances(spec.metric, totals, sums, start, reuse=True)
     return Shard(spec, shard, start, stop, ids, block)
 
 

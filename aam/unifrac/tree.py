@@ -6,12 +6,16 @@ import collections
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import skbio
 
 from aam.data.reconcile import preview, printable
 from aam.errors import InputError
+from aam.unifrac.newick import NewickError, ParsedTree, parse_newick
+
+if TYPE_CHECKING:
+    import skbio
 
 
 @dataclass(frozen=True)
@@ -23,23 +27,24 @@ class TreeArrays:
     tip_index: dict[str, int]  # tip name -> node index; internal-node labels are never included
 
 
-def load_tree(path: str | Path, *, midpoint_root: bool = False) -> skbio.TreeNode:
+def load_tree(path: str | Path, *, midpoint_root: bool = False) -> TreeArrays:
     """Read a newick tree, check it can be used for UniFrac, optionally midpoint-root it.
 
     Every branch but the root's needs a finite length >= 0 (see ``_check_branch_lengths``).
     A root with three or more children (as FastTree writes) is taken as unrooted: UniFrac
-    needs a root, so that is an error unless ``midpoint_root`` is set.
+    needs a root, so that is an error unless ``midpoint_root`` is set (scikit-bio roots it).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: tree file not found; pass an existing newick file with --tree")
     try:
-        # verify=False: no format sniffing, whose warning would break the one-line error
-        tree = skbio.TreeNode.read(str(path), format="newick", verify=False)
-    except Exception as err:  # skbio raises several parser error types
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"{path}: not a readable newick tree ({first}); check the file") from err
-    tips = [tip.name for tip in tree.tips()]
+        tree = parse_newick(path.read_text(encoding="utf-8"))
+    except (NewickError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not a readable newick tree ({err}); check the file") from err
+    is_tip = np.ones(len(tree.parent), dtype=bool)
+    is_tip[tree.parent[tree.parent >= 0]] = False
+    is_tip[-1] = False  # a lone root is not a tip (as in scikit-bio)
+    tips = [tree.name[k] for k in np.flatnonzero(is_tip)]
     if not tips:
         raise InputError(f"{path}: the tree has no tips; pass a tree built from the table's ASVs")
     unnamed = sum(name is None for name in tips)
@@ -51,44 +56,67 @@ def load_tree(path: str | Path, *, midpoint_root: bool = False) -> skbio.TreeNod
             f"{path}: {len(dups)} duplicate tip names (e.g. {preview(dups, 3)}); "
             "tip names must be unique ASV IDs"
         )
-    _check_branch_lengths(tree, path)
-    if len(tree.children) > 2:
+    _check_branch_lengths(tree, is_tip, path)
+    root_children = int(np.count_nonzero(tree.parent == len(tree.parent) - 1))
+    if root_children > 2:
         if not midpoint_root:
             raise InputError(
-                f"{path}: the tree is unrooted (its root has {len(tree.children)} children); "
+                f"{path}: the tree is unrooted (its root has {root_children} children); "
                 "pass --midpoint-root to root it at its midpoint, or root it yourself"
             )
-        tree = tree.root_at_midpoint()
-        if len(tree.children) > 2:
-            # The midpoint is an existing node (with 3+ neighbours): keep the root there, and
-            # bifurcate it with a zero-length branch (no distance changes) so engines accept it.
-            inner = skbio.TreeNode(length=0.0)
-            inner.extend(tree.children[1:])
-            tree.append(inner)
-    return tree
+        return tree_arrays(_midpoint_rooted(tree))
+    length = np.array([0.0 if x is None else x for x in tree.length], dtype=np.float64)
+    tip_index = {tree.name[k]: int(k) for k in np.flatnonzero(is_tip)}
+    return TreeArrays(parent=tree.parent, length=length, tip_index=tip_index)
 
 
-def _check_branch_lengths(tree: skbio.TreeNode, name: str | Path) -> None:
+def _midpoint_rooted(tree: ParsedTree) -> skbio.TreeNode:
+    """``tree`` rooted at its midpoint by scikit-bio (imported only here: 2-5 s)."""
+    import skbio
+
+    nodes = [skbio.TreeNode(name=n, length=x) for n, x in zip(tree.name, tree.length, strict=True)]
+    for k, up in enumerate(tree.parent[:-1]):
+        nodes[up].append(nodes[k])
+    rooted = nodes[-1].root_at_midpoint()
+    if len(rooted.children) > 2:
+        # The midpoint is an existing node (with 3+ neighbours): keep the root there, and
+        # bifurcate it with a zero-length branch (no distance changes) so engines accept it.
+        inner = skbio.TreeNode(length=0.0)
+        inner.extend(rooted.children[1:])
+        rooted.append(inner)
+    return rooted
+
+
+def _check_branch_lengths(tree: ParsedTree, is_tip: np.ndarray, name: str | Path) -> None:
     """Every branch but the root's has a finite length >= 0 (the root's may be missing);
-    otherwise InputError naming one offending node. Part of ``load_tree``, so every engine
-    gets the same rule."""
+    otherwise InputError naming one offending node (the first in postorder). Part of
+    ``load_tree``, so every engine gets the same rule."""
+    root = len(tree.length) - 1
     bad = [
-        node
-        for node in tree.postorder(include_self=True)
-        if not (node.is_root() and node.length is None) and not _usable(node.length)
+        k
+        for k, length in enumerate(tree.length)
+        if not (k == root and length is None) and not _usable(length)
     ]
     if bad:
-        node = bad[0]
-        what = "no length" if node.length is None else f"length {node.length}"
+        k = bad[0]
+        what = "no length" if tree.length[k] is None else f"length {tree.length[k]}"
+        if k == root:
+            where = "the root"
+        elif is_tip[k]:
+            where = f"tip {printable(tree.name[k])}"
+        else:
+            label = tree.name[k]
+            where = "an internal node" if label is None else f"internal node {printable(label)}"
         raise InputError(
             f"{name}: {len(bad)} branch(es) lack a finite length >= 0 (e.g. {what} above "
-            f"{_describe(node)}); rebuild the tree with branch lengths (e.g. with `aam tree`) "
+            f"{where}); rebuild the tree with branch lengths (e.g. with `aam tree`) "
             "or set the bad ones to 0"
         )
 
 
 def tree_arrays(tree: skbio.TreeNode) -> TreeArrays:
-    """Flatten ``tree`` into postorder parent/length arrays and a tip-name index."""
+    """Flatten a scikit-bio tree into postorder parent/length arrays and a tip-name index
+    (a missing length counts as 0)."""
     nodes = list(tree.postorder(include_self=True))
     position = {id(node): k for k, node in enumerate(nodes)}
     parent = np.full(len(nodes), -1, dtype=np.int64)
@@ -104,15 +132,24 @@ def tree_arrays(tree: skbio.TreeNode) -> TreeArrays:
     return TreeArrays(parent=parent, length=length, tip_index=tip_index)
 
 
+def to_skbio(tree: TreeArrays) -> skbio.TreeNode:
+    """``tree`` as a scikit-bio tree (tips named, internal nodes unnamed), for the engines
+    that need one."""
+    import skbio
+
+    names = {k: name for name, k in tree.tip_index.items()}
+    nodes = [skbio.TreeNode(name=names.get(k), length=float(x)) for k, x in enumerate(tree.length)]
+    for k, up in enumerate(tree.parent):
+        if up >= 0:
+            nodes[up].append(nodes[k])
+    return nodes[-1]
+
+
+def as_tree_arrays(tree: TreeArrays | skbio.TreeNode) -> TreeArrays:
+    """``tree`` as ``TreeArrays`` (a scikit-bio tree is flattened)."""
+    return tree if isinstance(tree, TreeArrays) else tree_arrays(tree)
+
+
 def _usable(length: float | None) -> bool:
     """Whether ``length`` is a finite number >= 0."""
     return length is not None and math.isfinite(length) and length >= 0
-
-
-def _describe(node: skbio.TreeNode) -> str:
-    """``tip NAME``, ``the root``, ``internal node NAME`` or ``an internal node``."""
-    if node.is_root():
-        return "the root"
-    if node.is_tip():
-        return f"tip {printable(node.name)}"
-    return "an internal node" if node.name is None else f"internal node {printable(node.name)}"
