@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from aam.unifrac.newick import NewickError, parse_newick
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "demo"
-ORAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "oral"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def skbio_view(text: str) -> tuple[list[int], list[float | None], list[str | None]]:
@@ -59,11 +58,9 @@ def test_hand_written_trees(text):
     assert_same_as_skbio(text)
 
 
-@pytest.mark.parametrize("path", [DATA / "tree.nwk", ORAL / "tree.nwk"], ids=["demo", "oral"])
-def test_real_trees(path):
-    if not path.exists():  # the oral data lives beside the repository, not in it
-        pytest.skip(f"{path} is not on this machine")
-    assert_same_as_skbio(path.read_text())
+@pytest.mark.parametrize("study", ["demo", "oral"])
+def test_real_trees(study):
+    assert_same_as_skbio((DATA / study / "tree.nwk").read_text())
 
 
 @pytest.mark.parametrize(
