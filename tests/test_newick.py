@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import skbio
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aam.unifrac.newick import NewickError, parse_newick
@@ -18,11 +18,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 def skbio_view(text: str) -> tuple[list[int], list[float | None], list[str | None]]:
     """(parent, length, name) of every node in postorder, as scikit-bio reads ``text``."""
-    tree = skbio.TreeNode.read(io.StringIO(text), format="newick", verify=False)
-    nodes = list(tree.postorder(include_self=True))
-    position = {id(node): k for k, node in enumerate(nodes)}
-    parent = [-1 if n.parent is None else position[id(n.parent)] for n in nodes]
-    return parent, [n.length for n in nodes], [n.name for n in nodes]
+    return view(skbio.TreeNode.read(io.StringIO(text), format="newick", verify=False))
 
 
 def assert_same_as_skbio(text: str) -> None:
@@ -85,7 +81,10 @@ def test_not_newick(text, reason):
 
 NAMES = st.one_of(
     st.none(),
-    st.text(st.characters(exclude_categories=("Cs", "Cc")), min_size=1, max_size=6),
+    # scikit-bio writes other whitespace unquoted, and then cannot read it back as a label
+    st.text(st.characters(exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp")) | st.just(" ")).filter(
+        lambda text: 1 <= len(text) <= 6
+    ),
     st.sampled_from(["A_1", "x y", "it's", "(a)", "a,b", "[c]", "0.95", "_"]),
 )
 LENGTHS = st.one_of(st.none(), st.floats(0, 1e6), st.sampled_from([0.0, 1e-300, 5e-324, 1e308]))
@@ -100,13 +99,21 @@ def trees(draw, depth: int = 0) -> skbio.TreeNode:
     return node
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def view(tree: skbio.TreeNode) -> tuple[list[int], list[float | None], list[str | None]]:
+    """(parent, length, name) of every node of ``tree`` in postorder."""
+    nodes = list(tree.postorder(include_self=True))
+    position = {id(node): k for k, node in enumerate(nodes)}
+    parent = [-1 if n.parent is None else position[id(n.parent)] for n in nodes]
+    return parent, [n.length for n in nodes], [n.name for n in nodes]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=trees())
-def test_what_skbio_writes_reads_the_same(tree):
+def test_what_skbio_writes_reads_back_as_written(tree):
+    """The tree scikit-bio wrote comes back; so does scikit-bio's reading of it where that
+    is right (it cannot read some labels it writes, e.g. ':')."""
     text = io.StringIO()
     tree.write(text, format="newick")
-    try:  # scikit-bio cannot read back some of what it writes (e.g. a label "'")
-        skbio_view(text.getvalue())
-    except skbio.io.NewickFormatError:
-        assume(False)
-    assert_same_as_skbio(text.getvalue())
+    ours = parse_newick(text.getvalue())
+    parent, length, name = view(tree)
+    assert (ours.parent.tolist(), ours.length, ours.name) == (parent, length, name)
