@@ -23,6 +23,12 @@ class TrainConfig:
 
     epochs: int = option(10, "passes over the training samples")
     batch_size: int = option(8, "global batch (split over processes under torchrun)")
+    batch_tokens: int | None = option(
+        None,
+        "token budget of a training batch instead of a fixed --batch-size: samples of similar "
+        "ASV counts, as many as keep samples x longest sample's ASVs within it (global, split "
+        "over processes); --batch-size then sizes validation batches only",
+    )
     lr: float = option(3e-4, "peak learning rate (AdamW)")
     weight_decay: float = option(0.01, "AdamW weight decay (matrices only)")
     warmup_fraction: float = option(0.05, "linear warm-up, as a fraction of all optimizer steps")
@@ -58,6 +64,8 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "grad_accum"):
             if getattr(self, name) < 1:
                 raise OptionError(name, getattr(self, name), "must be at least 1")
+        if self.batch_tokens is not None and self.batch_tokens < 1:
+            raise OptionError("batch_tokens", self.batch_tokens, "must be at least 1 (or unset)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -81,7 +89,10 @@ class TrainConfig:
     )
 
     def resume_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.RESUME_KEYS}
+        """The fields a resumed run must share; ``batch_tokens`` only when set, so checkpoints
+        from before that option still resume."""
+        keys = (*self.RESUME_KEYS, *(("batch_tokens",) if self.batch_tokens else ()))
+        return {k: getattr(self, k) for k in keys}
 
 
 @dataclass
