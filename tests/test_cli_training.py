@@ -736,3 +736,16 @@ def test_pretrain_rejects_a_non_positive_token_budget(demo, tmp_path, capsys):
     out = tmp_path / "out"
     rc = pretrain(demo, out, "--batch-tokens", "0")
     assert_failed(rc, capsys, "pretrain", out, "--batch-tokens 0")
+
+
+def test_pretrain_batch_size_auto_on_a_cpu_keeps_the_default(demo, tmp_path):
+    out = tmp_path / "auto"
+    assert pretrain(demo, out, "--batch-size", "auto") == 0
+    state = torch.load(out / "encoder.pt", weights_only=True)
+    assert state["train_config"]["batch_size"] == 8
+
+
+def test_pretrain_rejects_a_batch_size_word_other_than_auto(demo, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = pretrain(demo, out, "--batch-size", "big")
+    assert_failed(rc, capsys, "pretrain", out, "--batch-size", "whole number or auto", "'big'")

@@ -22,7 +22,12 @@ class TrainConfig:
     (saved in every checkpoint)."""
 
     epochs: int = option(10, "passes over the training samples")
-    batch_size: int = option(8, "global batch (split over processes under torchrun)")
+    batch_size: int | str = option(
+        8,
+        "global batch (split over processes under torchrun), or auto: on a GPU the largest "
+        "that fits its memory (probed before training), on a CPU 8",
+        choices=("auto",),
+    )
     batch_tokens: int | None = option(
         None,
         "token budget of a training batch instead of a fixed --batch-size: samples of similar "
@@ -61,9 +66,13 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "grad_accum"):
+        for name in ("epochs", "grad_accum"):
             if getattr(self, name) < 1:
                 raise OptionError(name, getattr(self, name), "must be at least 1")
+        if self.batch_size != "auto" and not (
+            isinstance(self.batch_size, int) and self.batch_size >= 1
+        ):
+            raise OptionError("batch_size", self.batch_size, "must be at least 1, or auto")
         if self.batch_tokens is not None and self.batch_tokens < 1:
             raise OptionError("batch_tokens", self.batch_tokens, "must be at least 1 (or unset)")
 
