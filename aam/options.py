@@ -49,6 +49,30 @@ def value_type(cls: type, name: str) -> tuple[ScalarType, bool]:
     return hint, False
 
 
+class IntOrWord:
+    """The argparse type of an ``int | str`` option: a whole number or one of ``words``."""
+
+    def __init__(self, words: Sequence[str]) -> None:
+        self.words = tuple(words)
+        self.__name__ = "int_or_" + "_".join(self.words)  # argparse names the type in errors
+
+    def __call__(self, text: str) -> int | str:
+        if text in self.words:
+            return text
+        try:
+            return int(text)
+        except ValueError:
+            words = " or ".join(self.words)
+            raise argparse.ArgumentTypeError(
+                f"use a whole number or {words}, not {text!r}"
+            ) from None
+
+
+def is_int_or_word(cls: type, name: str) -> bool:
+    """Whether field ``name`` is declared ``int | str`` (a number or a word of its choices)."""
+    return set(typing.get_args(typing.get_type_hints(cls)[name])) == {int, str}
+
+
 def flag(name: str) -> str:
     """``--field-name`` of field ``field_name``."""
     return "--" + name.replace("_", "-")
@@ -68,6 +92,8 @@ def add_options(
         kwargs: dict[str, Any] = {"help": _help(f)}
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction if optional else "store_true"
+        elif is_int_or_word(cls, f.name):
+            kwargs["type"] = IntOrWord(f.metadata["choices"])
         else:
             kwargs["type"] = kind
             if f.metadata["choices"]:

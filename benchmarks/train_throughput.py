@@ -2,9 +2,15 @@
 
 Settings of the reference measurement of the public AAM implementation (issue #3): embedding
 128, 4 heads, 2 layers per stack, max_bp 100, token_limit 256, batch 8, on a seeded 400-sample
-subset of the oral data. Each stage runs as its own process (`aam ...`, device auto: the GPU
-when torch sees one), so its peak RSS is its own; samples/s is the mean over epochs of
-history.tsv (training steps only, validation excluded).
+subset of the oral data; pretraining also with token-budget batches (``--batch-tokens``).
+Each stage runs as its own process (`aam ...`, device auto: the GPU when torch sees one), so its
+peak RSS is its own; samples/s is the mean over epochs of history.tsv (training steps only,
+validation excluded), whatever the batch shape.
+
+Achieved GFLOP/s of a pretraining run: the matmul FLOPs of every training batch of its epochs
+(``step_flops``: linear layers and attention of the three stacks, forward x 3 for forward and
+backward), divided by the training seconds of history.tsv, against this CPU's fp32 peak
+(``peak_gflops``: cores x clock x 32 FLOPs/cycle for Zen 4).
 
     python benchmarks/train_throughput.py [--data ../shared/data/oral] [--epochs 2]
 """
@@ -40,6 +46,55 @@ MODEL = [
     "8",
 ]
 PUBLIC = {"samples_per_s": 3.2, "peak_rss_gb": 5.3}  # public AAM, same settings, same machine type
+BATCH_TOKENS = 2048  # the new pretraining setting, beside the reference batch of 8
+DIM, LAYERS, TOKEN_LIMIT, MAX_BP, SEED = 128, 2, 256, 100, 42
+ZEN4_FP32_FLOPS_PER_CYCLE = 32  # 2 FMA pipes x 8 fp32 lanes (256 bit) x 2 FLOPs
+
+
+def peak_gflops() -> float:
+    """fp32 peak of this CPU: cores x clock (cpu MHz of /proc/cpuinfo) x 32 FLOPs/cycle."""
+    mhz = [
+        float(line.split(":")[1]) for line in open("/proc/cpuinfo") if line.startswith("cpu MHz")
+    ]
+    return len(mhz) * max(mhz) / 1e3 * ZEN4_FP32_FLOPS_PER_CYCLE
+
+
+def stack_flops(rows: int, length: int, layers: int) -> float:
+    """Forward matmul FLOPs of ``layers`` transformer layers over ``rows`` sequences of
+    ``length``: qkv, output and the two FFN projections (12 D^2 per token), plus QK^T and AV."""
+    tokens = rows * length
+    return layers * (2 * tokens * 12 * DIM**2 + 4 * rows * length**2 * DIM)
+
+
+def step_flops(study, positions: np.ndarray) -> float:
+    """Training FLOPs of one batch: forward x 3 (the backward costs twice the forward)."""
+    samples = study.samples
+    lengths = samples.lengths(TOKEN_LIMIT)[positions]
+    rows = np.unique(np.concatenate([samples.sample_asvs(p)[0] for p in positions]))
+    width = int((samples.tokens[rows] != 0).sum(axis=1).max())  # START + bases
+    asv = stack_flops(len(rows), width, LAYERS)
+    sample = stack_flops(len(positions), int(lengths.max()), 2 * LAYERS)  # sample + encoder
+    return 3 * (asv + sample)
+
+
+def epoch_flops(table: str, unifrac: str, epochs: int, batch_tokens: int | None) -> list[float]:
+    """FLOPs of each epoch's training batches, as `aam pretrain` (seed 42) forms them."""
+    from aam.data.batching import batch_indices
+    from aam.data.token_batches import token_batches
+    from aam.training.study import load_study
+
+    study = load_study(Path(table), max_bp=MAX_BP, unifrac_path=Path(unifrac), seed=SEED)
+    train = study.subset("train")
+    lengths = study.samples.lengths(TOKEN_LIMIT)[train]
+    out = []
+    for epoch in range(epochs):
+        rng = np.random.default_rng([SEED, epoch])
+        if batch_tokens:
+            batches = token_batches(lengths, batch_tokens, rng, min_size=2)
+        else:
+            batches = batch_indices(len(train), 8, shuffle=True, rng=rng, min_size=2)
+        out.append(sum(step_flops(study, train[b]) for b in batches))
+    return out
 
 
 def run(args: list[str]) -> float:
@@ -53,6 +108,12 @@ def run(args: list[str]) -> float:
 
 def throughput(out: Path) -> float:
     return float(pd.read_csv(out / "history.tsv", sep="\t")["samples_per_s"].mean())
+
+
+def gflops(out: Path, flops: list[float]) -> float:
+    """Achieved GFLOP/s of a run's training steps (all epochs)."""
+    seconds = pd.read_csv(out / "history.tsv", sep="\t")["epoch_seconds"].sum()
+    return sum(flops) / seconds / 1e9
 
 
 def prepare(data: Path, samples: int, wd: Path) -> tuple[str, str]:
@@ -112,27 +173,44 @@ def main() -> None:
         encoder,
         "--allow-missing-samples",
     ]
+    tokens = ["--batch-tokens", str(BATCH_TOKENS)]
     stages = [
         ("pretrain", "pretrain", ["pretrain", "--unifrac", unifrac]),
+        (
+            f"pretrain, --batch-tokens {BATCH_TOKENS}",
+            "tokens",
+            ["pretrain", "--unifrac", unifrac, *tokens],
+        ),
         ("fine-tune, --freeze-base", "frozen", ["finetune", *target, "--freeze-base"]),
         ("fine-tune, whole model", "whole", ["finetune", *target, "--unifrac", unifrac]),
     ]
+    flops = {
+        "pretrain": epoch_flops(table, unifrac, args.epochs, None),
+        "tokens": epoch_flops(table, unifrac, args.epochs, BATCH_TOKENS),
+    }
+    peak = peak_gflops()
     rows = []
     for stage, name, (command, *extra) in stages:
         shutil.rmtree(wd / name, ignore_errors=True)  # measure fresh runs, not resumes
         rss = run([command, *common, "--output-dir", str(wd / name), *extra])
-        rows.append((stage, throughput(wd / name), rss))
+        achieved = gflops(wd / name, flops[name]) if name in flops else None
+        rows.append((stage, throughput(wd / name), rss, achieved))
     print(
         f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; "
-        f"date {date.today()}; {args.samples} samples, {args.epochs} epochs"
+        f"date {date.today()}; {args.samples} samples, {args.epochs} epochs; "
+        f"fp32 peak {peak:.1f} GFLOP/s"
     )
     print()
-    print("| stage | samples/s | x public pretraining | peak RSS (GB) | x public RSS |")
-    print("|---|---|---|---|---|")
-    for stage, sps, rss in rows:
+    print(
+        "| stage | samples/s | x public pretraining | peak RSS (GB) | x public RSS | "
+        "GFLOP/s (% of peak) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for stage, sps, rss, achieved in rows:
+        rate = "-" if achieved is None else f"{achieved:.1f} ({100 * achieved / peak:.0f}%)"
         print(
             f"| {stage} | {sps:.1f} | {sps / PUBLIC['samples_per_s']:.1f}x | {rss:.2f} | "
-            f"{rss / PUBLIC['peak_rss_gb']:.2f} |"
+            f"{rss / PUBLIC['peak_rss_gb']:.2f} | {rate} |"
         )
 
 

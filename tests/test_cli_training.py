@@ -721,3 +721,31 @@ def test_train_with_a_damaged_split_file(micro, tmp_path, capsys, content):
     out = tmp_path / "out"
     rc = micro_train(table, metadata, out, "--split", split)
     assert_failed(rc, capsys, "finetune", out, str(split), "not a split table")
+
+
+def test_pretrain_with_a_token_budget_covers_every_sample(demo, tmp_path):
+    out = tmp_path / "tokens"
+    assert pretrain(demo, out, "--batch-tokens", "300", "--epochs", "2") == 0
+    history = read_history(out / "history.tsv")
+    assert np.isfinite(history["train_unifrac_loss"]).all() and (history["step"] > 0).all()
+    state = torch.load(out / "encoder.pt", weights_only=True)
+    assert state["train_config"]["batch_tokens"] == 300
+
+
+def test_pretrain_rejects_a_non_positive_token_budget(demo, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = pretrain(demo, out, "--batch-tokens", "0")
+    assert_failed(rc, capsys, "pretrain", out, "--batch-tokens 0")
+
+
+def test_pretrain_batch_size_auto_on_a_cpu_keeps_the_default(demo, tmp_path):
+    out = tmp_path / "auto"
+    assert pretrain(demo, out, "--batch-size", "auto") == 0
+    state = torch.load(out / "encoder.pt", weights_only=True)
+    assert state["train_config"]["batch_size"] == 8
+
+
+def test_pretrain_rejects_a_batch_size_word_other_than_auto(demo, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = pretrain(demo, out, "--batch-size", "big")
+    assert_failed(rc, capsys, "pretrain", out, "--batch-size", "whole number or auto", "'big'")

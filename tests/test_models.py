@@ -519,3 +519,19 @@ def test_the_encoder_masks_itself_and_keeps_the_identity_of_the_originals(batch)
     keys = enc.asv_encoder.identity_weights
     assert not torch.equal(sequence_keys(masked, keys, 101), sequence_keys(tokens, keys, 101))
     assert not torch.allclose(from_originals["sample_embedding"], from_masked["sample_embedding"])
+
+
+def test_cpu_dropout_drops_at_its_rate_keeps_the_mean_and_is_seeded():
+    from aam.models.layers import Dropout
+
+    drop = Dropout(0.1).train()
+    x = torch.ones(1000, 1000, requires_grad=True)
+    torch.manual_seed(0)
+    y = drop(x)
+    zeros = (y == 0).float().mean().item()
+    assert abs(zeros - 0.1) < 0.003 and abs(y.mean().item() - 1.0) < 0.005
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, y.detach())  # gradient: the same mask and scale
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y)
+    assert torch.equal(drop.eval()(x), x) and torch.equal(Dropout(0.0).train()(x), x)

@@ -14,7 +14,7 @@ from aam.commands import common
 from aam.commands import run_options_schema as run_options
 from aam.commands.run_options_schema import RULE_FLAGS, SCHEMA_FILE, SECTIONS, command_parser
 from aam.models.config import LAYER_STACKS, ModelConfig
-from aam.options import OptionError, flag, option, option_fields, value_type
+from aam.options import OptionError, flag, is_int_or_word, option, option_fields, value_type
 from aam.training.config import FINETUNE, RuntimeConfig, StudyOptions, TrainConfig
 
 SCHEMA = run_options.run_options_schema()
@@ -73,14 +73,17 @@ def test_every_option_field_is_a_flag_and_a_schema_key(section, command):
             kind, _ = value_type(cls, f.name)
             action = flags[f.name]
             assert action.option_strings == [flag(f.name)]
+            validator = _validator(fixed_section or section)
             if kind is bool:
                 assert action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction)
+            elif is_int_or_word(cls, f.name):  # a number or a word: `--batch-size auto`
+                assert action.type.words == f.metadata["choices"], f.name
+                assert all(validator.is_valid({f.name: w}) for w in action.type.words), f.name
             else:
                 assert action.type is kind, f.name
+                assert action.choices == f.metadata["choices"], f.name
             expected_default = argparse.SUPPRESS if cls is ModelConfig else f.default
             assert action.default == expected_default, f.name
-            assert action.choices == f.metadata["choices"], f.name
-            validator = _validator(fixed_section or section)
             assert validator.is_valid({f.name: _valid_value(f, kind)}), f.name
             assert not validator.is_valid({f.name: _wrong_value(kind, action.choices)}), f.name
     assert set(flags) - walked == {"layers"}  # the one flag that is not a field (all stacks)

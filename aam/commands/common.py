@@ -22,6 +22,7 @@ from aam.data.split import write_split
 from aam.models import ModelConfig
 from aam.models.config import LAYERS_HELP
 from aam.options import add_options, from_args, given_options
+from aam.training.auto_batch import resolve_batch_size
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, init_distributed
@@ -114,6 +115,13 @@ def setup_run(runtime: RuntimeConfig) -> tuple[torch.device, DistContext]:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     return device, ctx
+
+
+def resolve_auto_batch(model: torch.nn.Module, objective, device: torch.device) -> None:
+    """Replace ``--batch-size auto`` by the number it stands for on ``device`` (before the
+    config a checkpoint records is taken)."""
+    if objective.cfg.batch_size == "auto":
+        objective.cfg.batch_size = resolve_batch_size(model, objective, device)
 
 
 def checkpoint_dir(paths: RunPaths) -> Path:

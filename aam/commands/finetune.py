@@ -13,6 +13,7 @@ from aam.commands.common import (
     TrainingOptions,
     add_common_arguments,
     prepare_outputs,
+    resolve_auto_batch,
     run_training,
     setup_run,
     write_outputs,
@@ -132,6 +133,7 @@ def finetune(opts: TrainingOptions, target: Target) -> None:
         scale=scale,
         asv_embeddings=frozen,
     )
+    resolve_auto_batch(model, objective, device)
     resume = {
         "model": architecture(mcfg.to_dict()),
         "train": cfg.resume_dict(),

@@ -12,6 +12,7 @@ from aam.commands.common import (
     TrainingOptions,
     add_common_arguments,
     prepare_outputs,
+    resolve_auto_batch,
     run_training,
     setup_run,
     write_outputs,
@@ -64,6 +65,7 @@ def pretrain(opts: TrainingOptions, unifrac: Path) -> None:
     torch.manual_seed(cfg.seed)
     model = SequenceEncoder(mcfg)
     objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit, ctx=ctx)
+    resolve_auto_batch(model, objective, device)
     resume = {
         "model": architecture(mcfg.to_dict()),
         "train": cfg.resume_dict(),

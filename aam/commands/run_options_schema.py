@@ -18,6 +18,7 @@ from typing import Any
 from aam.atomic import atomic_output
 from aam.commands import finetune, pretrain
 from aam.commands.common import MODEL_GROUP
+from aam.options import IntOrWord
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_options.schema.json"
 # Flags the workflow's rules pass themselves (inputs, outputs, the dataset's target and
@@ -67,6 +68,8 @@ def option_schema(action: argparse.Action) -> dict[str, Any]:
     """JSON schema of one flag's value in a config file."""
     if action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction):
         schema: dict[str, Any] = {"type": "boolean"}
+    elif isinstance(action.type, IntOrWord):
+        schema = {"anyOf": [{"type": "integer"}, {"enum": list(action.type.words)}]}
     elif action.type is int:
         schema = {"type": "integer"}
     elif action.type is float:

@@ -57,6 +57,10 @@ class SampleSet:
     def __len__(self) -> int:
         return len(self.sample_ids)
 
+    def lengths(self, token_limit: int) -> np.ndarray:
+        """ASVs each sample brings to a batch: its ASV count, at most ``token_limit``."""
+        return np.minimum(np.diff(self.asv_ptr), token_limit)
+
     def sample_asvs(self, s: int) -> tuple[np.ndarray, np.ndarray]:
         """(table ASV indices, read counts) of sample ``s``."""
         lo, hi = self.asv_ptr[s], self.asv_ptr[s + 1]

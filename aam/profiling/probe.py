@@ -9,6 +9,7 @@ clipping -> AdamW step.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import resource
@@ -121,19 +122,28 @@ def device_memory_mb(device: torch.device) -> float:
 class _Segment:
     """A model + optimizer + objective that can run training steps at any batch size."""
 
-    def __init__(self, study, mcfg: ModelConfig, cfg: TrainConfig, device: torch.device) -> None:
-        torch.manual_seed(cfg.seed)
+    def __init__(self, model: torch.nn.Module, objective: Objective, device: torch.device) -> None:
+        cfg = objective.cfg
         self.device = device
-        self.model = SequenceEncoder(mcfg).to(device)
+        self.model = model.to(device)
         self.model.train()
-        self.objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit)
+        self.objective = objective
         self.optimizer = build_optimizer(self.model, cfg)
         self.train_step = TrainStep(self.model, self.objective, self.optimizer, device)
-        self.train = study.subset("train")
+        self.train = objective.study.subset("train")
         if len(self.train) < 2:
-            self.train = np.arange(len(study.samples))
+            self.train = np.arange(len(objective.study.samples))
         self.rng = np.random.default_rng(cfg.seed)
         self.generator = torch.Generator(device=device).manual_seed(cfg.seed)
+
+    @classmethod
+    def pretraining(
+        cls, study, mcfg: ModelConfig, cfg: TrainConfig, device: torch.device
+    ) -> _Segment:
+        """A fresh seeded ``SequenceEncoder`` pretraining on ``study``."""
+        torch.manual_seed(cfg.seed)
+        objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit)
+        return cls(SequenceEncoder(mcfg), objective, device)
 
     def step(self, batch_size: int) -> None:
         n = len(self.train)
@@ -180,6 +190,28 @@ def _measure(seg: _Segment, batch_size: int, steps: int) -> dict[str, Any]:
         samples_per_s=batch_size * steps / seconds if seconds > 0 else 0.0,
     )
     return row
+
+
+def memory_curve(
+    model: torch.nn.Module,
+    objective: Objective,
+    device: torch.device,
+    batch_sizes: tuple[int, ...],
+    steps: int = 1,
+) -> list[tuple[int, float]]:
+    """``(batch size, peak memory MB)`` of training steps of a copy of ``model`` (the model
+    itself is untouched), up to the first size that runs out of memory."""
+    seg = _Segment(copy.deepcopy(model), objective, device)
+    curve = []
+    for batch_size in batch_sizes:
+        try:
+            curve.append((batch_size, _measure(seg, batch_size, steps)["peak_memory_mb"]))
+        except torch.cuda.OutOfMemoryError:
+            break
+    del seg
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return curve
 
 
 def kernel_table(seg: _Segment, batch_size: int, steps: int) -> pd.DataFrame:
@@ -230,7 +262,7 @@ def profile_training(
     mcfg = model_config(**model_kwargs)
     cfg = TrainConfig(batch_size=batch_sizes[0], precision=precision, seed=seed)
     study = load_study(Path(table), max_bp=mcfg.max_bp, unifrac_path=Path(unifrac), seed=seed)
-    seg = _Segment(study, mcfg, cfg, dev)
+    seg = _Segment.pretraining(study, mcfg, cfg, dev)
     meta = {
         "device": str(dev),
         "device_name": _device_name(dev),
@@ -341,7 +373,7 @@ def run_steps_only(
     mcfg = model_config(**model_kwargs)
     cfg = TrainConfig(batch_size=batch_size, precision=precision, seed=seed)
     study = load_study(Path(table), max_bp=mcfg.max_bp, unifrac_path=Path(unifrac), seed=seed)
-    seg = _Segment(study, mcfg, cfg, dev)
+    seg = _Segment.pretraining(study, mcfg, cfg, dev)
     set_attn_implementation(seg.model, backend)
     for _ in range(steps + 1):
         seg.step(batch_size)

@@ -22,7 +22,18 @@ class TrainConfig:
     (saved in every checkpoint)."""
 
     epochs: int = option(10, "passes over the training samples")
-    batch_size: int = option(8, "global batch (split over processes under torchrun)")
+    batch_size: int | str = option(
+        8,
+        "global batch (split over processes under torchrun), or auto: on a GPU the largest "
+        "that fits its memory (probed before training), on a CPU 8",
+        choices=("auto",),
+    )
+    batch_tokens: int | None = option(
+        None,
+        "token budget of a training batch instead of a fixed --batch-size: samples of similar "
+        "ASV counts, as many as keep samples x longest sample's ASVs within it (global, split "
+        "over processes); --batch-size then sizes validation batches only",
+    )
     lr: float = option(3e-4, "peak learning rate (AdamW)")
     weight_decay: float = option(0.01, "AdamW weight decay (matrices only)")
     warmup_fraction: float = option(0.05, "linear warm-up, as a fraction of all optimizer steps")
@@ -55,9 +66,15 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "grad_accum"):
+        for name in ("epochs", "grad_accum"):
             if getattr(self, name) < 1:
                 raise OptionError(name, getattr(self, name), "must be at least 1")
+        if self.batch_size != "auto" and not (
+            isinstance(self.batch_size, int) and self.batch_size >= 1
+        ):
+            raise OptionError("batch_size", self.batch_size, "must be at least 1, or auto")
+        if self.batch_tokens is not None and self.batch_tokens < 1:
+            raise OptionError("batch_tokens", self.batch_tokens, "must be at least 1 (or unset)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -81,7 +98,10 @@ class TrainConfig:
     )
 
     def resume_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.RESUME_KEYS}
+        """The fields a resumed run must share; ``batch_tokens`` only when set, so checkpoints
+        from before that option still resume."""
+        keys = (*self.RESUME_KEYS, *(("batch_tokens",) if self.batch_tokens else ()))
+        return {k: getattr(self, k) for k in keys}
 
 
 @dataclass

@@ -67,3 +67,10 @@ def peak_memory_mb(device: torch.device) -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def gpu_memory_mb(device: torch.device) -> float | None:
+    """Total memory of the GPU ``device`` (MB); None on a CPU."""
+    if device.type != "cuda":
+        return None
+    return torch.cuda.get_device_properties(device).total_memory / 2**20

@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from aam.atomic import remove_stale_temporaries
 from aam.data.batching import batch_indices
+from aam.data.token_batches import token_batches
 from aam.errors import InputError, NonFiniteError
 from aam.training.checkpoint import (
     capture_rng_state,
@@ -98,34 +99,47 @@ class Trainer:
         self.resume_config = resume_config
         self.train_positions = objective.study.subset("train")
         self.val_positions = objective.study.subset("val")
-        min_size = 2 if objective.use_unifrac else 1
+        self.min_size = 2 if objective.use_unifrac else 1
         if objective.use_unifrac and cfg.batch_size < 2:
             raise InputError(f"--batch-size {cfg.batch_size}: the UniFrac loss needs pairs, use 2+")
-        if cfg.batch_size % self.ctx.world_size:
+        if not cfg.batch_tokens and cfg.batch_size % self.ctx.world_size:
             raise InputError(
                 f"--batch-size {cfg.batch_size} is the global batch: it must divide evenly over "
                 f"{self.ctx.world_size} processes"
             )
-        self.min_batch = max(min_size, self.ctx.world_size)
-        n_batches = len(list(self._epoch_batches(0)))
-        self.steps_per_epoch = math.ceil(n_batches / cfg.grad_accum)
-        self.optimizer = build_optimizer(model, cfg)
-        self.scheduler = warmup_cosine(
-            self.optimizer, max(1, self.steps_per_epoch * cfg.epochs), cfg.warmup_fraction
+        lengths = objective.study.samples.lengths(objective.token_limit)
+        self.train_lengths = lengths[self.train_positions]
+        # Token batching gives each epoch its own number of batches: the schedule counts them all.
+        total_steps = sum(
+            math.ceil(len(self._epoch_batches(epoch)) / cfg.grad_accum)
+            for epoch in range(cfg.epochs)
         )
+        self.optimizer = build_optimizer(model, cfg)
+        self.scheduler = warmup_cosine(self.optimizer, max(1, total_steps), cfg.warmup_fraction)
         self.step = TrainStep(model, objective, self.optimizer, device, self.scheduler)
         self.state = TrainState()
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """The global batches of ``epoch`` (study positions), the same on every rank: each
+        splits evenly over the ranks and has pairs when the UniFrac loss needs them."""
         rng = np.random.default_rng([self.cfg.seed, epoch])
+        world = self.ctx.world_size
+        if self.cfg.batch_tokens:
+            batches = token_batches(
+                self.train_lengths,
+                self.cfg.batch_tokens,
+                rng,
+                min_size=self.min_size,
+                multiple=world,
+            )
+            return [self.train_positions[b] for b in batches]
         batches = batch_indices(
             len(self.train_positions),
             self.cfg.batch_size,
             shuffle=True,
             rng=rng,
-            min_size=self.min_batch,
+            min_size=max(self.min_size, world),
         )
-        world = self.ctx.world_size
         out = [b[: len(b) - len(b) % world] for b in batches]  # equal share per rank
         return [self.train_positions[b] for b in out if len(b)]
 

@@ -1,0 +1,104 @@
+"""`--batch-size auto`: the choice on synthetic memory curves, the CPU default, bad values."""
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aam.errors import InputError
+from aam.models import ModelConfig, SequenceEncoder
+from aam.profiling.probe import memory_curve
+from aam.training.auto_batch import CPU_BATCH_SIZE, choose_batch_size, resolve_batch_size
+from aam.training.config import TrainConfig
+from aam.training.objective import Objective
+from aam.training.study import load_study
+
+
+def _affine(base: float, per_sample: float, sizes=(2, 4, 8, 16)) -> list[tuple[int, float]]:
+    return [(b, base + per_sample * b) for b in sizes]
+
+
+def test_an_affine_curve_is_extrapolated_to_the_budget():
+    assert choose_batch_size(_affine(1000, 100), 5000) == 40  # 1000 + 100 * 40 = 5000
+
+
+def test_a_steeper_last_segment_sets_the_slope():
+    curve = [(2, 1200.0), (4, 1400.0), (8, 1800.0), (16, 3400.0)]  # 100, then 200 MB/sample
+    # slope 200 through the highest point at that slope, (2, 1200): 800 + 200 b
+    assert choose_batch_size(curve, 10_000) == 46
+
+
+def test_the_ceiling_caps_and_a_flat_curve_keeps_to_measured_sizes():
+    assert choose_batch_size(_affine(1000, 100), 50_000, ceiling=64) == 64
+    assert choose_batch_size([(2, 900.0), (4, 900.0), (8, 890.0)], 1000) == 8
+
+
+@given(st.floats(100, 10_000), st.floats(1, 1000), st.floats(1.2, 50))
+def test_on_an_exact_affine_curve_the_choice_is_the_largest_that_fits(base, slope, room):
+    budget = room * (base + slope * 16)
+    chosen = choose_batch_size(_affine(base, slope), budget)
+    assert base + slope * chosen <= budget * (1 + 1e-9) < base + slope * (chosen + 1)
+
+
+@given(
+    st.lists(st.floats(0, 20_000), min_size=4, max_size=4).map(sorted),
+    st.floats(20_000, 100_000),
+)
+def test_the_choice_stays_under_a_line_over_every_measured_point(peaks, budget):
+    """Whatever the measurements: from every measured point, the steeper of the fitted and the
+    last slope predicts a peak within the budget at the chosen size."""
+    sizes = (2, 4, 8, 16)
+    curve = list(zip(sizes, peaks, strict=True))
+    chosen = choose_batch_size(curve, budget)
+    fitted = np.polyfit(sizes, peaks, 1)[0]
+    slope = max(fitted, (peaks[3] - peaks[2]) / 8, 0.0)
+    for b, m in curve:
+        assert m + slope * (chosen - b) <= budget * (1 + 1e-9)
+
+
+def test_not_even_the_floor_fits_names_the_option_and_the_fixes():
+    with pytest.raises(InputError, match=r"--batch-size auto: 2 samples .* MB budget; lower"):
+        choose_batch_size(_affine(4000, 1000), 5000, floor=2)
+
+
+def test_one_measured_size_is_not_a_curve():
+    with pytest.raises(InputError, match="--batch-size auto: .*give a number to --batch-size"):
+        choose_batch_size([(2, 1000.0)], 5000)
+
+
+@pytest.fixture(scope="module")
+def objective(small_study):
+    study = load_study(
+        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+    )
+    cfg = TrainConfig(batch_size="auto")
+    return Objective(cfg, predictor=False, study=study, token_limit=32)
+
+
+MODEL = ModelConfig(
+    embedding_dim=16,
+    attention_heads=2,
+    asv_layers=1,
+    sample_layers=1,
+    encoder_layers=1,
+    max_bp=100,
+    token_limit=32,
+)
+
+
+def test_on_a_cpu_auto_keeps_the_default_and_says_so(objective, caplog):
+    with caplog.at_level(logging.INFO):
+        chosen = resolve_batch_size(SequenceEncoder(MODEL), objective, torch.device("cpu"))
+    assert chosen == CPU_BATCH_SIZE == TrainConfig().batch_size
+    assert "on a CPU" in caplog.text
+
+
+def test_the_probe_measures_a_copy_of_the_model(objective):
+    model = SequenceEncoder(MODEL)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    curve = memory_curve(model, objective, torch.device("cpu"), (2, 4))
+    assert [b for b, _ in curve] == [2, 4] and all(np.isfinite(m) for _, m in curve)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

@@ -1,0 +1,78 @@
+"""The Trainer's epoch batches under a token budget: UniFrac pairs, ranks, the schedule."""
+
+import numpy as np
+import pytest
+import torch
+
+from aam.data.token_batches import padded_tokens
+from aam.models import ModelConfig, SequenceEncoder
+from aam.training.config import TrainConfig
+from aam.training.distributed import DistContext, rank_slice
+from aam.training.objective import Objective
+from aam.training.study import load_study
+from aam.training.trainer import Trainer
+
+MODEL = ModelConfig(
+    embedding_dim=16,
+    attention_heads=2,
+    asv_layers=1,
+    sample_layers=1,
+    encoder_layers=1,
+    max_bp=100,
+    token_limit=64,
+)
+
+
+def _trainer(study, tmp_path, ctx: DistContext | None = None, **train) -> Trainer:
+    cfg = TrainConfig(**{"epochs": 3, "batch_tokens": 200, **train})
+    ctx = ctx or DistContext()
+    objective = Objective(cfg, predictor=False, study=study, token_limit=64, ctx=ctx)
+    model = SequenceEncoder(MODEL)
+    return Trainer(model, objective, cfg, tmp_path, torch.device("cpu"), resume_config={})
+
+
+@pytest.fixture(scope="module")
+def study(small_study):
+    return load_study(
+        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+    )
+
+
+def test_token_batches_cover_the_train_split_with_pairs_and_their_unifrac_block(study, tmp_path):
+    trainer = _trainer(study, tmp_path)
+    lengths = study.samples.lengths(64)
+    for epoch in range(3):
+        batches = trainer._epoch_batches(epoch)
+        assert sorted(np.concatenate(batches).tolist()) == sorted(trainer.train_positions.tolist())
+        for positions in batches:
+            assert len(positions) >= 2
+            assert padded_tokens(lengths[positions]) <= 200 or len(positions) < 4
+            batch = trainer.objective.batch(positions)
+            block = study.distances[np.ix_(positions, positions)]
+            np.testing.assert_array_equal(batch.distances.numpy(), block)
+    assert (
+        trainer._epoch_batches(1)[0].tolist()
+        == _trainer(study, tmp_path)._epoch_batches(1)[0].tolist()
+    )
+
+
+def test_every_rank_gets_the_same_batches_split_evenly(study, tmp_path):
+    ranks = [_trainer(study, tmp_path, DistContext(rank=r, world_size=2)) for r in range(2)]
+    for epoch in range(3):
+        first, second = (t._epoch_batches(epoch) for t in ranks)
+        assert [b.tolist() for b in first] == [b.tolist() for b in second]  # same step count
+        for positions in first:
+            shares = [rank_slice(positions, t.ctx) for t in ranks]
+            assert len(shares[0]) == len(shares[1]) >= 1
+            assert sorted(np.concatenate(shares).tolist()) == sorted(positions.tolist())
+
+
+def test_the_schedule_counts_every_epoch_s_own_batches(study, tmp_path):
+    trainer = _trainer(study, tmp_path, grad_accum=2)
+    steps = sum(-(-len(trainer._epoch_batches(e)) // 2) for e in range(3))
+    trainer.optimizer.step()
+    for _ in range(steps - 1):
+        trainer.scheduler.step()
+    assert trainer.scheduler.get_last_lr()[0] > 0
+    trainer.scheduler.step()
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(0.0, abs=1e-12)
