@@ -1,136 +1,180 @@
-"""Benchmark: `aam` built-in UniFrac engine vs scikit-bio on the full oral data set.
+"""Benchmark: `aam unifrac` against Striped UniFrac (`ssu`), whole process, side by side.
 
-Each measurement runs in its own worker process so its peak RSS is its own (os.wait4).
-The built-in engine computes the three standard metrics together on all samples. scikit-bio
-(default engine) is timed on a seeded random subset and scaled by the number of sample pairs:
-its cost per pair is constant because it always walks the whole tree. Agreement between the
-two is checked on that subset.
+For each table, metric and precision, `aam unifrac` and `ssu` each run as their own process
+(``--repeats`` times, alternating); wall time is the median from start to exit, peak RSS the
+largest ``os.wait4`` maximum. `ssu` comes from ``--ssu`` (a unifrac-binaries CPU build, see its
+README); where it is missing or cannot run on this CPU, the table says so and shows the
+reference figures measured with it on 2026-11-22 (../shared/notes/unifrac.md) instead.
+Where both ran, their matrices are compared (max |aam - ssu|).
 
-    python benchmarks/unifrac.py [--data ../shared/data/oral] [--skbio-samples 250]
+    python benchmarks/unifrac.py [--sizes 2537 10000] [--repeats 3] [--threads 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
+import signal
+import statistics
 import subprocess
 import sys
 import time
 from datetime import date
 from pathlib import Path
 
+import h5py
 import numpy as np
-import skbio
 
-METRICS = ["unweighted", "weighted_normalized", "weighted_unnormalized"]
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "oral"
-
-
-def _load(data: Path, n_samples: int | None):
-    import biom
-
-    from aam.unifrac.tree import load_tree
-
-    table = biom.load_table(str(data / "table.biom"))
-    if n_samples:
-        chosen = np.random.default_rng(0).choice(table.ids(), n_samples, replace=False)
-        table = table.filter(chosen, inplace=False).remove_empty(axis="observation")
-    return table, load_tree(data / "tree.nwk")
-
-
-def worker(
-    engine: str, data: Path, n_samples: int | None, threads: int, together: bool, out: Path
-) -> None:
-    """Time one engine on the three metrics; write seconds per call and the matrices."""
-    from aam.unifrac.engines import compute_unifrac
-
-    table, tree = _load(data, n_samples)
-    seconds, matrices = {}, {}
-    for metrics in [METRICS] if together else [[m] for m in METRICS]:
-        start = time.perf_counter()
-        matrices.update(compute_unifrac(table, tree, metrics, engine=engine, threads=threads))
-        seconds["+".join(metrics)] = time.perf_counter() - start
-    np.savez(out.with_suffix(".npz"), **matrices)
-    out.write_text(json.dumps({"n": table.shape[1], "seconds": seconds}))
+REPO = Path(__file__).resolve().parents[1]
+ORAL = REPO / "data" / "oral"
+SSU = REPO.parent / "shared" / "tools" / "ssu"
+METRICS = ("unweighted", "weighted_normalized", "weighted_unnormalized")
+DTYPES = ("float64", "float32")
+# ssu, whole process, 2 threads, on an AVX-512 VM of this kind, 2026-11-22 (the issue's
+# figures; the lower end of each measured range): seconds and GB by (samples, metric, dtype).
+REFERENCE = {
+    (2537, "unweighted", "float64"): (1.7, 0.13),
+    (2537, "unweighted", "float32"): (1.6, 0.11),
+    (2537, "weighted_normalized", "float64"): (5.2, 0.14),
+    (2537, "weighted_normalized", "float32"): (2.7, None),
+    (2537, "weighted_unnormalized", "float64"): (5.3, 0.11),
+    (2537, "weighted_unnormalized", "float32"): (2.8, None),
+    (10000, "unweighted", "float64"): (25.3, 1.63),
+    (10000, "weighted_normalized", "float64"): (86.3, 1.67),
+}
 
 
-def run_worker(args: list[str]) -> tuple[dict, float]:
-    """Run this script as a worker; return its JSON result and its peak RSS in GB."""
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", *args])
+def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in GB, exit status as Popen gives it) of one process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise SystemExit(f"worker {args} failed with status {status}")
-    out = Path(args[args.index("--out") + 1])
-    return json.loads(out.read_text()), usage.ru_maxrss / 1024**2
+    wall = time.perf_counter() - start
+    proc.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024**2, code
+
+
+def aam_command(table: Path, metric: str, dtype: str, threads: int, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "aam",
+        "unifrac",
+        *("--table", str(table), "--tree", str(ORAL / "tree.nwk"), "--metric", metric),
+        *("--dtype", dtype, "--threads", str(threads), "--output", str(out), "--no-progress"),
+    ]
+
+
+def ssu_command(ssu: Path, table: Path, metric: str, dtype: str, out: Path) -> list[str]:
+    method = metric + ("_fp64" if dtype == "float64" else "_fp32")
+    return [
+        str(ssu / "bin" / "ssu"),
+        *("-i", str(table), "-t", str(ORAL / "tree.nwk"), "-m", method, "-o", str(out)),
+        *("--mode", "one-off", "-r", "hdf5_fp64", "--pcoa", "0", "-n", "1"),
+    ]
+
+
+def ssu_problem(ssu: Path, env: dict[str, str], table: Path, out: Path) -> str | None:
+    """Why ``ssu`` cannot be measured here, or None when it runs."""
+    if not (ssu / "bin" / "ssu").is_file():
+        return f"not found at {ssu}"
+    _, _, code = measure(ssu_command(ssu, table, "unweighted", "float32", out), env)
+    if code == 0:
+        return None
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if code < 0 and -code == signal.SIGILL:
+        cpu = "" if "avx512f" in flags else ": this CPU lacks AVX-512, which the build uses"
+        return f"killed by SIGILL{cpu}"
+    return f"exit status {code}"
+
+
+def table_for(samples: int, workdir: Path) -> Path:
+    """The oral table (2,537 samples) or a seeded resampling of it to ``samples``."""
+    if samples == 2537:
+        return ORAL / "table.biom"
+    path = workdir / f"oral{samples}.biom"
+    if not path.exists():
+        script = Path(__file__).with_name("resample_table.py")
+        subprocess.run(
+            [sys.executable, str(script), "--samples", str(samples), "--output", str(path)],
+            check=True,
+        )
+    return path
+
+
+def max_difference(ours: Path, theirs: Path) -> float:
+    with h5py.File(ours) as a, h5py.File(theirs) as b:
+        order = [x.decode() if isinstance(x, bytes) else x for x in b["order"][()]]
+        ids = [x.decode() if isinstance(x, bytes) else x for x in a["order"][()]]
+        position = {sid: k for k, sid in enumerate(order)}
+        take = np.array([position[sid] for sid in ids])
+        return float(np.abs(a["matrix"][()] - b["matrix"][()][np.ix_(take, take)]).max())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--skbio-samples", type=int, default=250)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2537, 10000])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ssu", type=Path, default=SSU)
     parser.add_argument("--workdir", type=Path, default=Path("results/benchmarks"))
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--engine", default="builtin", help=argparse.SUPPRESS)
-    parser.add_argument("--samples", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--together", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        worker(args.engine, args.data, args.samples or None, args.threads, args.together, args.out)
-        return
-
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    common = ["--data", str(args.data), "--threads", str(args.threads)]
     wd = args.workdir
-    # Warm-up run compiles the numba kernel into its on-disk cache; it is not timed.
-    run_worker([*common, "--samples", "100", "--out", str(wd / "warmup.json")])
-    full, full_rss = run_worker([*common, "--together", "--out", str(wd / "builtin_full.json")])
-    apart, apart_rss = run_worker([*common, "--out", str(wd / "builtin_apart.json")])
-    n_sub = args.skbio_samples
-    sub_args = [*common, "--samples", str(n_sub)]
-    ours_sub, _ = run_worker([*sub_args, "--out", str(wd / "builtin_sub.json")])
-    ref_sub, ref_rss = run_worker([*sub_args, "--engine", "skbio", "--out", str(wd / "skbio.json")])
-
-    ours_m = np.load(wd / "builtin_sub.npz")
-    ref_m = np.load(wd / "skbio.npz")
-    max_diff = max(float(np.abs(ours_m[m] - ref_m[m]).max()) for m in METRICS)
-    n = full["n"]
-    scale = (n * (n - 1)) / (n_sub * (n_sub - 1))
-    skbio_full = {m: s * scale for m, s in ref_sub["seconds"].items()}
-    skbio_total = sum(skbio_full.values())
-    ours_total = sum(full["seconds"].values())
+    wd.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(args.ssu / "lib"),
+        "OMP_NUM_THREADS": str(args.threads),
+    }
+    problem = ssu_problem(args.ssu, env, ORAL / "table.biom", wd / "ssu_probe.h5")
+    for dtype in DTYPES:  # untimed: compiles the numba kernels into their on-disk cache
+        measure(aam_command(ORAL / "table.biom", "unweighted", dtype, 1, wd / "warm.h5"))
     print(
-        f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores; date {date.today()}; threads {args.threads}"
-    )
-    print(f"data: {args.data} ({n} samples)")
-    print(f"max |builtin - skbio| on the {n_sub}-sample subset, 3 metrics: {max_diff:.2e}")
-    print(
-        f"skbio on {n_sub} samples: "
-        + ", ".join(f"{m} {s:.1f} s" for m, s in ref_sub["seconds"].items())
-        + f"; scaled x{scale:.1f} by pair count to {n} samples: {skbio_total:.0f} s"
+        f"machine: {platform.node()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores; date {date.today()}; threads {args.threads}; "
+        f"repeats {args.repeats}; ssu: {problem or 'measured here'}"
     )
     print()
-    print("| engine | metric | samples | wall (s) | peak RSS (GB) | speed-up vs skbio |")
-    print("|---|---|---|---|---|---|")
-    for metric in METRICS:
-        ours = apart["seconds"][metric]
-        print(
-            f"| aam builtin (cpu, fp64) | {metric} | {n} | {ours:.2f} | {apart_rss:.2f} | "
-            f"{skbio_full[metric] / ours:.0f}x |"
-        )
     print(
-        f"| aam builtin (cpu, fp64) | **all three, one call** | {n} | {ours_total:.2f} | "
-        f"{full_rss:.2f} | **{skbio_total / ours_total:.0f}x** |"
+        "| samples | metric | precision | aam wall (s) | aam peak RSS (GB) | ssu wall (s) "
+        "| ssu peak RSS (GB) | aam / ssu wall | aam / ssu RSS | max abs diff |"
     )
-    for metric in METRICS:
-        print(
-            f"| scikit-bio {skbio.__version__} (cython) | {metric} | {n} (scaled from {n_sub}) | "
-            f"{skbio_full[metric]:.0f} | {ref_rss:.2f} ({n_sub}) | 1x |"
-        )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for samples in args.sizes:
+        table = table_for(samples, wd)
+        for metric in METRICS:
+            for dtype in DTYPES:
+                ours_out, ssu_out = wd / "aam.h5", wd / "ssu.h5"
+                ours, theirs = [], []
+                for _ in range(args.repeats):
+                    ours.append(measure(aam_command(table, metric, dtype, args.threads, ours_out)))
+                    if problem is None:
+                        theirs.append(
+                            measure(ssu_command(args.ssu, table, metric, dtype, ssu_out), env)
+                        )
+                if any(code for _, _, code in ours + theirs):
+                    raise SystemExit(f"{samples} {metric} {dtype}: a run failed")
+                wall, rss = statistics.median(w for w, _, _ in ours), max(r for _, r, _ in ours)
+                if theirs:
+                    ref_wall = statistics.median(w for w, _, _ in theirs)
+                    ref_rss, mark = max(r for _, r, _ in theirs), ""
+                    diff = f"{max_difference(ours_out, ssu_out):.1e}"
+                else:
+                    ref_wall, ref_rss = REFERENCE.get((samples, metric, dtype), (None, None))
+                    mark, diff = " (ref.)", "-"
+                cells = [
+                    f"{ref_wall:.2f}{mark}" if ref_wall else "-",
+                    f"{ref_rss:.2f}{mark}" if ref_rss else "-",
+                    f"{wall / ref_wall:.2f}" if ref_wall else "-",
+                    f"{rss / ref_rss:.2f}" if ref_rss else "-",
+                ]
+                print(
+                    f"| {samples} | {metric} | {dtype} | {wall:.2f} | {rss:.2f} | "
+                    + " | ".join(cells)
+                    + f" | {diff} |"
+                )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 class NodeAbundance:
     """Per-node relative abundances of the nodes that can contribute to a distance.
 
-    Only nodes with a positive branch length and reads in at least one sample are kept.
+    Only nodes with a positive branch length are kept (a node without reads has no entries).
     ``proportions[v, i]`` is the fraction of sample ``i``'s reads that lie below node ``v``.
     """
 
@@ -51,10 +51,11 @@ def node_abundance(
     if not keep.all():
         counts, tips = counts[keep], tips[keep]
     totals = check_samples_have_reads(counts, sample_ids, table_name)
-    below = _ancestor_matrix(tree.parent, tips) @ counts  # (nodes, samples) reads below node
-    below = sp.csr_matrix(below)
-    keep_nodes = (tree.length > 0) & (np.diff(below.indptr) > 0)
-    proportions = sp.csr_matrix(below[keep_nodes] @ sp.diags(1.0 / totals))
+    # Reads below each node with a length, turned into proportions in place: no copies.
+    # Nodes without reads keep an empty row, which no kernel visits.
+    keep_nodes = tree.length > 0
+    proportions = sp.csr_matrix(_ancestor_matrix(tree.parent, tips)[keep_nodes] @ counts)
+    proportions.data *= (1.0 / totals)[proportions.indices]
     proportions.sort_indices()
     return NodeAbundance(
         sample_ids=[str(sid) for sid in sample_ids],

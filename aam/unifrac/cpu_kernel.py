@@ -175,10 +175,70 @@ def _progress(enabled: bool, total: int):
     return tqdm(total=total, unit="sum", disable=not enabled, desc="UniFrac")
 
 
+@numba.njit(cache=True, nogil=True)
+def _tile_layout(
+    indptr, indices, data, start, tile_of, n_tiles, values_dtype
+):  # pragma: no cover - compiled
+    """Entries of columns ``start..`` of a CSR node x sample matrix, counting-sorted from
+    (node, sample) order into (tile, node, sample) order: ``ptr[t, v]..ptr[t, v + 1]`` are
+    node v's entries in tile t; samples are local column numbers."""
+    n_nodes = indptr.shape[0] - 1
+    ptr = np.zeros((n_tiles, n_nodes + 1), dtype=np.int64)
+    for v in range(n_nodes):
+        for e in range(indptr[v], indptr[v + 1]):
+            if indices[e] >= start:
+                ptr[tile_of[indices[e] - start], v + 1] += 1
+    total = 0
+    for t in range(n_tiles):
+        for v in range(n_nodes):
+            count = ptr[t, v + 1]
+            ptr[t, v] = total
+            total += count
+        ptr[t, n_nodes] = total
+    samples = np.empty(total, dtype=np.int32)
+    values = np.empty(total, dtype=values_dtype)
+    fill = ptr[:, :n_nodes].copy()
+    for v in range(n_nodes):
+        for e in range(indptr[v], indptr[v + 1]):
+            column = indices[e] - start
+            if column >= 0:
+                t = tile_of[column]
+                samples[fill[t, v]] = column
+                values[fill[t, v]] = data[e]
+                fill[t, v] += 1
+    return ptr, samples, values
+
+
+@numba.njit(cache=True, nogil=True)
+def _complement_rows(indptr, indices, flipped, n_samples):  # pragma: no cover - compiled
+    """CSR (indptr, indices) whose flipped rows hold the samples absent from that row."""
+    n_nodes = indptr.shape[0] - 1
+    out_ptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    for v in range(n_nodes):
+        present = indptr[v + 1] - indptr[v]
+        out_ptr[v + 1] = out_ptr[v] + (n_samples - present if flipped[v] else present)
+    out = np.empty(out_ptr[n_nodes], dtype=indices.dtype)
+    for v in range(n_nodes):
+        k = out_ptr[v]
+        if not flipped[v]:
+            for e in range(indptr[v], indptr[v + 1]):
+                out[k] = indices[e]
+                k += 1
+            continue
+        e = indptr[v]
+        for sample in range(n_samples):  # indices are sorted: a merge
+            if e < indptr[v + 1] and indices[e] == sample:
+                e += 1
+            else:
+                out[k] = sample
+                k += 1
+    return out_ptr, out
+
+
 def _run(entries, lengths, mode, start, stop, alpha, dtype):
     """The kernel over one node x sample entry matrix, for rows start..stop-1."""
-    columns = entries[:, start:] if start else entries
-    n_nodes, n_columns = columns.shape
+    n_nodes, n_samples = entries.shape
+    n_columns = n_samples - start
     rows = stop - start
     # Tiles of TILE samples, restarted at ``rows``: the first n_row_tiles tiles hold the rows.
     n_row_tiles = -(-rows // TILE)
@@ -186,17 +246,10 @@ def _run(entries, lengths, mode, start, stop, alpha, dtype):
         [np.arange(0, rows, TILE), np.arange(rows, n_columns, TILE), [n_columns]]
     ).astype(np.int64)
     n_tiles = len(tile_start) - 1
-    tile_of = np.repeat(np.arange(n_tiles, dtype=np.int16), np.diff(tile_start))
-    # CSR order is (node, sample); a stable sort by tile makes it (tile, node, sample).
-    entry_tile = tile_of[columns.indices]
-    order = np.argsort(entry_tile, kind="stable")  # radix sort on int16 keys
-    entry_node = np.repeat(np.arange(n_nodes, dtype=np.int64), np.diff(columns.indptr))
-    key = entry_tile.astype(np.int64) * n_nodes + entry_node
-    starts = np.zeros(n_tiles * n_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(key, minlength=n_tiles * n_nodes), out=starts[1:])
-    ptr = starts[np.arange(n_tiles)[:, None] * n_nodes + np.arange(n_nodes + 1)[None, :]]
-    samples = columns.indices[order].astype(np.int64)
-    values = columns.data[order].astype(dtype)
+    tile_of = np.repeat(np.arange(n_tiles, dtype=np.int32), np.diff(tile_start))
+    ptr, samples, values = _tile_layout(
+        entries.indptr, entries.indices, entries.data, start, tile_of, n_tiles, np.dtype(dtype)
+    )
     powered = values**alpha if mode == 2 else np.zeros(1, dtype=dtype)
 
     pair_i, pair_j = np.triu_indices(n_tiles)
@@ -226,21 +279,14 @@ def _run(entries, lengths, mode, start, stop, alpha, dtype):
 
 
 def _complemented(proportions: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Presence entries, with each node present in more than half of the samples stored by
-    the samples it is absent from instead; and which nodes those are."""
+    """Presence entries (value 1), with each node present in more than half of the samples
+    stored by the samples it is absent from instead; and which nodes those are."""
     n_nodes, n_samples = proportions.shape
     present = np.diff(proportions.indptr)
     flipped = present > n_samples - present
-    if not flipped.any():
-        return proportions, flipped
-    absent = np.ones((int(flipped.sum()), n_samples), dtype=bool)
-    dense_rows = proportions[flipped]
-    absent[
-        np.repeat(np.arange(absent.shape[0]), np.diff(dense_rows.indptr)), dense_rows.indices
-    ] = False
-    mixed = sp.vstack([proportions[~flipped], sp.csr_matrix(absent)], format="csr")
-    order = np.argsort(np.concatenate([np.flatnonzero(~flipped), np.flatnonzero(flipped)]))
-    return sp.csr_matrix(mixed[order]), flipped
+    indptr, indices = _complement_rows(proportions.indptr, proportions.indices, flipped, n_samples)
+    ones = np.ones(len(indices), dtype=np.float32)  # mode 0 reads no values
+    return sp.csr_matrix((ones, indices, indptr), shape=proportions.shape), flipped
 
 
 def _add_complement_terms(
