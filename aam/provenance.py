@@ -10,7 +10,7 @@ module's ``add_arguments`` and ``run``:
   class bodies, decorators and defaults; function bodies excluded), parent packages included;
   module-level imports and the imports of reachable code are followed;
 * every top-level function or class reachable from there: names are resolved through imports
-  and re-exports (``from aam.data import load_table`` is ``aam.data.table.load_table``) and
+  and re-exports (``from aam.x import f`` where ``aam/x/__init__.py`` imports ``f``) and
   ``module.attr`` chains; a class counts whole (every method, its aam bases, decorators); the
   names import-time code uses are reachable; annotations that only name types reach nothing
   (naming a class runs none of its code; the annotation itself is hashed where it stands);
