@@ -10,9 +10,10 @@ validation excluded), whatever the batch shape.
 Achieved GFLOP/s of a pretraining run: the matmul FLOPs of every training batch of its epochs
 (``step_flops``: linear layers and attention of the three stacks, forward x 3 for forward and
 backward), divided by the training seconds of history.tsv, against this CPU's fp32 peak
-(``peak_gflops``: cores x clock x 32 FLOPs/cycle for Zen 4).
+(``peak_gflops``: cores x clock x 32 FLOPs/cycle, Zen 3 and Zen 4 alike).
 
     python benchmarks/train_throughput.py [--data ../shared/data/oral] [--epochs 2]
+        [--batch-tokens 2048] [--stages pretrain tokens frozen whole]
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ MODEL = [
     "8",
 ]
 PUBLIC = {"samples_per_s": 3.2, "peak_rss_gb": 5.3}  # public AAM, same settings, same machine type
+STAGES = ["pretrain", "tokens", "frozen", "whole"]
 BATCH_TOKENS = 2048  # the new pretraining setting, beside the reference batch of 8
 DIM, LAYERS, TOKEN_LIMIT, MAX_BP, SEED = 128, 2, 256, 100, 42
 ZEN4_FP32_FLOPS_PER_CYCLE = 32  # 2 FMA pipes x 8 fp32 lanes (256 bit) x 2 FLOPs
@@ -150,6 +152,19 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=400)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=Path("results/benchmarks/train"))
+    parser.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=BATCH_TOKENS,
+        help="token budget of the second pretraining row",
+    )
+    parser.add_argument(
+        "--stages",
+        nargs="+",
+        choices=STAGES,
+        default=STAGES,
+        help="rows to run (default all): batch-8 and token-budget pretraining, the fine-tunings",
+    )
     args = parser.parse_args()
     wd = args.workdir
     table, unifrac = prepare(args.data, args.samples, wd)
@@ -173,20 +188,24 @@ def main() -> None:
         encoder,
         "--allow-missing-samples",
     ]
-    tokens = ["--batch-tokens", str(BATCH_TOKENS)]
+    budget = args.batch_tokens
+    tokens = ["--batch-tokens", str(budget)]
     stages = [
         ("pretrain", "pretrain", ["pretrain", "--unifrac", unifrac]),
         (
-            f"pretrain, --batch-tokens {BATCH_TOKENS}",
+            f"pretrain, --batch-tokens {budget}",
             "tokens",
             ["pretrain", "--unifrac", unifrac, *tokens],
         ),
         ("fine-tune, --freeze-base", "frozen", ["finetune", *target, "--freeze-base"]),
         ("fine-tune, whole model", "whole", ["finetune", *target, "--unifrac", unifrac]),
     ]
+    stages = [stage for stage in stages if stage[1] in args.stages]
+    budgets = {"pretrain": None, "tokens": budget}
     flops = {
-        "pretrain": epoch_flops(table, unifrac, args.epochs, None),
-        "tokens": epoch_flops(table, unifrac, args.epochs, BATCH_TOKENS),
+        name: epoch_flops(table, unifrac, args.epochs, budgets[name])
+        for name in budgets
+        if name in args.stages
     }
     peak = peak_gflops()
     rows = []

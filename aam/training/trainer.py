@@ -49,6 +49,7 @@ from aam.training.fsdp import (
     model_state,
     optimizer_state,
 )
+from aam.training.memory import release_free_memory
 from aam.training.objective import Objective
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
@@ -223,12 +224,14 @@ class Trainer:
     def _end_epoch(self, timed: int, seconds: float) -> dict:
         """Validate, return the epoch's row, keep best.pt; ``timed`` samples took ``seconds``."""
         state, epoch = self.state, self.state.epoch
+        release_free_memory()  # the steps' freed activations: keep peak RSS from creeping
         row: dict[str, Any] = {"epoch": epoch + 1, "step": state.step}
         row["lr"] = self.scheduler.get_last_lr()[0]
         row.update({f"train_{k}": v for k, v in state.train_means().items()})
         if len(self.val_positions) and (self.ctx.is_main or self.sharded):
             metrics = evaluate(self.objective, self.model, self.val_positions, self.device)
             row.update({f"val_{k}": v for k, v in metrics.items()})
+            release_free_memory()
         row["samples_per_s"] = timed / seconds if seconds > 0 else 0.0
         row["epoch_seconds"] = seconds
         row["peak_memory_mb"] = peak_memory_mb(self.device)
