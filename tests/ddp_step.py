@@ -9,24 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tiny_model import tiny_model
 
-from aam.models import ModelConfig, SequenceEncoder
+from aam.models import SequenceEncoder
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, init_distributed, rank_slice
 from aam.training.objective import Objective
 from aam.training.study import load_study
 
 GLOBAL_BATCH = np.arange(8)
-MODEL = ModelConfig(
-    embedding_dim=16,
-    attention_heads=2,
-    asv_layers=1,
-    sample_layers=1,
-    encoder_layers=1,
-    max_bp=100,
-    token_limit=64,
-    dropout=0.0,
-)
+MODEL = tiny_model(dropout=0.0)
 TRAIN = TrainConfig(batch_size=8, mask_rate=0.0)
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tiny_model import tiny_model
 
-from aam.models import ModelConfig, SequenceEncoder, SequencePredictor
+from aam.models import SequenceEncoder, SequencePredictor
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, init_distributed, rank_slice
 from aam.training.evaluation import evaluate
@@ -27,18 +28,7 @@ from aam.training.study import load_study
 METADATA = Path(__file__).resolve().parents[1] / "data" / "demo" / "metadata.tsv"
 GLOBAL_BATCHES = [np.arange(0, 8), np.arange(8, 16), np.arange(16, 24)]
 VALIDATION = np.arange(24, 36)
-MODEL = ModelConfig(
-    embedding_dim=16,
-    attention_heads=2,
-    asv_layers=1,
-    sample_layers=1,
-    encoder_layers=1,
-    count_layers=1,
-    target_layers=1,
-    max_bp=100,
-    token_limit=64,
-    dropout=0.0,
-)
+MODEL = tiny_model(count_layers=1, target_layers=1, dropout=0.0)
 # Clipping at 0.5 is active (the gradient norm is larger), so the sharded norm is tested too.
 TRAIN = TrainConfig(batch_size=8, mask_rate=0.0, count_weight=0.0, lr=1e-3, max_grad_norm=0.5)
 STAGES = ("pretrain", "finetune", "frozen")  # frozen: fine-tuning with --freeze-base

@@ -7,9 +7,10 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from tiny_model import tiny_model
 
 from aam.errors import InputError
-from aam.models import ModelConfig, SequenceEncoder
+from aam.models import SequenceEncoder
 from aam.profiling.probe import memory_curve
 from aam.training.auto_batch import CPU_BATCH_SIZE, choose_batch_size, resolve_batch_size
 from aam.training.config import TrainConfig
@@ -78,15 +79,7 @@ def objective(small_study):
     return Objective(cfg, predictor=False, study=study, token_limit=32)
 
 
-MODEL = ModelConfig(
-    embedding_dim=16,
-    attention_heads=2,
-    asv_layers=1,
-    sample_layers=1,
-    encoder_layers=1,
-    max_bp=100,
-    token_limit=32,
-)
+MODEL = tiny_model(token_limit=32)
 
 
 def test_on_a_cpu_auto_keeps_the_default_and_says_so(objective, caplog):

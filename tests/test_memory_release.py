@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import platform
 
 import pytest
 
@@ -16,9 +17,9 @@ def fresh_lookup():
     memory._malloc_trim.cache_clear()
 
 
-def test_runs_without_error_where_libc_has_malloc_trim():
-    if memory._malloc_trim() is None:
-        pytest.skip("this C library has no malloc_trim")
+def test_runs_on_glibc():
+    # The test machines and the cluster images run glibc, which has malloc_trim.
+    assert platform.libc_ver()[0] == "glibc"
     assert memory.release_free_memory() is True
     assert memory.release_free_memory() is True  # repeatable
 

@@ -3,24 +3,17 @@
 import numpy as np
 import pytest
 import torch
+from tiny_model import tiny_model
 
 from aam.data.token_batches import padded_tokens
-from aam.models import ModelConfig, SequenceEncoder
+from aam.models import SequenceEncoder
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, rank_slice
 from aam.training.objective import Objective
 from aam.training.study import load_study
 from aam.training.trainer import Trainer
 
-MODEL = ModelConfig(
-    embedding_dim=16,
-    attention_heads=2,
-    asv_layers=1,
-    sample_layers=1,
-    encoder_layers=1,
-    max_bp=100,
-    token_limit=64,
-)
+MODEL = tiny_model()
 
 
 def _trainer(study, tmp_path, ctx: DistContext | None = None, **train) -> Trainer:

@@ -47,9 +47,11 @@ def choose_batch_size(
     fitted = np.polyfit(sizes, peaks, 1)[0]
     slope = max(fitted, (peaks[-1] - peaks[-2]) / (sizes[-1] - sizes[-2]), 0.0)
     intercept = float(np.max(peaks - slope * sizes))  # the line lies on or above every point
-    if slope > 0:
-        best = int(np.floor((budget_mb - intercept) / slope + 1e-9))  # 1e-9: fit round-off
-    else:  # no growth measured: vouch for the measured sizes only
+    with np.errstate(divide="ignore", over="ignore"):
+        predicted = (budget_mb - intercept) / slope if slope > 0 else np.inf
+    if np.isfinite(predicted):
+        best = int(np.floor(predicted + 1e-9))  # 1e-9: fit round-off
+    else:  # no (or vanishing) growth measured: vouch for the measured sizes only
         best = int(sizes.max()) if intercept <= budget_mb else 0
     if ceiling is not None:
         best = min(best, ceiling)
