@@ -43,20 +43,33 @@ def test_shared_asvs_are_encoded_once_and_indices_recover_them():
     assert batch.counts[1, 2] == 0 and batch.asv_index[1, 2] == -1  # padding
 
 
-def test_distances_targets_and_categories_follow_the_batch_order():
+def test_targets_and_categories_follow_the_batch_order():
     samples = SampleSet.from_table(_table(), max_bp=10)
-    dist = np.arange(9, dtype=float).reshape(3, 3)
     batch = make_batch(
         samples,
         [2, 0],
         token_limit=10,
-        distances=dist,
         targets=np.array([10.0, 11.0, 12.0]),
         categories=np.array([[1], [2], [3]]),
     )
-    assert batch.distances.tolist() == [[8.0, 6.0], [2.0, 0.0]]
+    assert batch.distances is None  # the objective adds the UniFrac block
     assert batch.targets.tolist() == [12.0, 10.0]
     assert batch.categories.tolist() == [[3], [1]]
+
+
+class _FirstAsvOnly:
+    """A read draw that keeps each sample's first ASV with 5 reads."""
+
+    def reads(self, samples, s):
+        asvs, _ = samples.sample_asvs(s)
+        return asvs[:1], np.array([5.0])
+
+
+def test_a_draw_decides_the_reads_a_batch_sees():
+    samples = SampleSet.from_table(_table(), max_bp=10)
+    batch = make_batch(samples, [0, 2], token_limit=10, draw=_FirstAsvOnly())
+    assert batch.asv_mask.sum(axis=1).tolist() == [1, 1]
+    assert batch.counts[batch.asv_mask].tolist() == [5.0, 5.0]
 
 
 def test_token_limit_selection_strategies():

@@ -15,7 +15,13 @@ from aam.commands import run_options_schema as run_options
 from aam.commands.run_options_schema import RULE_FLAGS, SCHEMA_FILE, SECTIONS, command_parser
 from aam.models.config import LAYER_STACKS, ModelConfig
 from aam.options import OptionError, flag, is_int_or_word, option, option_fields, value_type
-from aam.training.config import FINETUNE, RuntimeConfig, StudyOptions, TrainConfig
+from aam.training.config import (
+    FINETUNE,
+    RuntimeConfig,
+    StudyOptions,
+    TrainConfig,
+    UniFracOptions,
+)
 
 SCHEMA = run_options.run_options_schema()
 # Rule flags the rules do not pass: the workflow keeps the default checkpoint location, and the
@@ -43,7 +49,13 @@ def _flags(command: str) -> dict[str, argparse.Action]:
 
 
 # The option dataclasses of the training commands and the schema section of their fields.
-CONFIGS = [(ModelConfig, "model"), (TrainConfig, None), (StudyOptions, None), (RuntimeConfig, None)]
+CONFIGS = [
+    (ModelConfig, "model"),
+    (TrainConfig, None),
+    (StudyOptions, None),
+    (UniFracOptions, None),
+    (RuntimeConfig, None),
+]
 
 
 def _wrong_value(kind: type, choices):

@@ -12,6 +12,7 @@ from aam.training.distributed import DistContext, rank_slice
 from aam.training.objective import Objective
 from aam.training.study import load_study
 from aam.training.trainer import Trainer
+from aam.unifrac.io import read_distance_matrix
 
 MODEL = tiny_model()
 
@@ -34,6 +35,7 @@ def study(small_study):
 def test_token_batches_cover_the_train_split_with_pairs_and_their_unifrac_block(study, tmp_path):
     trainer = _trainer(study, tmp_path)
     lengths = study.samples.lengths(64)
+    matrix = read_distance_matrix(study.distances.rows.path)[1]
     for epoch in range(3):
         batches = trainer._epoch_batches(epoch)
         assert sorted(np.concatenate(batches).tolist()) == sorted(trainer.train_positions.tolist())
@@ -41,7 +43,8 @@ def test_token_batches_cover_the_train_split_with_pairs_and_their_unifrac_block(
             assert len(positions) >= 2
             assert padded_tokens(lengths[positions]) <= 200 or len(positions) < 4
             batch = trainer.objective.batch(positions)
-            block = study.distances[np.ix_(positions, positions)]
+            rows = study.distances.row_of[positions]  # the matrix file's rows of the batch
+            block = matrix[np.ix_(rows, rows)].astype(np.float32)
             np.testing.assert_array_equal(batch.distances.numpy(), block)
     assert (
         trainer._epoch_batches(1)[0].tolist()

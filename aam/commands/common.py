@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -22,13 +24,14 @@ from aam.data.split import write_split
 from aam.models import ModelConfig
 from aam.models.config import LAYERS_HELP
 from aam.options import add_options, from_args, given_options
+from aam.staging import localized
 from aam.training.auto_batch import resolve_batch_size
-from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig
+from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, init_distributed
 from aam.training.fsdp import shard_model
 from aam.training.metrics import write_history
-from aam.training.study import Study, describe
+from aam.training.study import Study, describe, load_study
 from aam.training.trainer import Preempted, Trainer, TrainResult
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,8 @@ class RunPaths:
     """Inputs and outputs every training command has."""
 
     table: Path
+    tree: Path | None
+    unifrac: Path | None
     output_dir: Path
     checkpoint_dir: Path | None
     split: Path | None
@@ -54,6 +59,7 @@ class TrainingOptions:
 
     paths: RunPaths
     study: StudyOptions
+    distances: UniFracOptions
     model: dict[str, Any]  # the model options given (ModelConfig.from_options)
     train: TrainConfig
     runtime: RuntimeConfig
@@ -63,6 +69,7 @@ class TrainingOptions:
         return cls(
             paths=RunPaths(*(getattr(args, f.name) for f in fields(RunPaths))),
             study=from_args(StudyOptions, args),
+            distances=from_args(UniFracOptions, args),
             model=model_options(args),
             train=from_args(TrainConfig, args),
             runtime=from_args(RuntimeConfig, args),
@@ -73,6 +80,19 @@ def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """Inputs, data, model, training and run options of a training ``command``."""
     io = parser.add_argument_group("inputs and outputs")
     io.add_argument("--table", required=True, type=Path, help="BIOM table (IDs = sequences)")
+    source = io.add_mutually_exclusive_group()
+    source.add_argument(
+        "--tree",
+        type=Path,
+        help="rooted newick tree of the table's ASVs: each batch's UniFrac is computed from "
+        "its reads (the default way; nothing N x N)",
+    )
+    source.add_argument(
+        "--unifrac",
+        type=Path,
+        help="a precomputed UniFrac matrix instead (`aam unifrac`, QIIME 2 or ssu; .h5 or "
+        "lsmat .tsv), read by rows",
+    )
     io.add_argument("--output-dir", required=True, type=Path)
     io.add_argument(
         "--checkpoint-dir",
@@ -86,6 +106,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "e.g. '/scratch/$USER/job_$SLURM_JOB_ID'; default $TMPDIR if set)",
     )
     add_options(parser.add_argument_group("samples"), StudyOptions, command)
+    add_options(
+        parser.add_argument_group("UniFrac of a batch (with --tree)"), UniFracOptions, command
+    )
     add_model_options(parser.add_argument_group(MODEL_GROUP))
     add_options(parser.add_argument_group("training (TrainConfig)"), TrainConfig, command)
     add_options(parser.add_argument_group("device and run"), RuntimeConfig, command)
@@ -191,6 +214,50 @@ def run_training(
     except Preempted as stop:
         log.warning("preempted: %s", stop)
         raise SystemExit(75) from None
+
+
+@contextmanager
+def training_study(opts: TrainingOptions, max_bp: int, **target: Any) -> Iterator[Study]:
+    """The study a training command learns from: ``opts``' table, UniFrac source (tree or
+    matrix), split and sample options, plus ``target`` (``load_study``'s metadata arguments).
+    With ``--scratch`` the inputs are read from node-local copies, which last as long as the
+    block: a ``--unifrac`` matrix is read by rows while training runs."""
+    paths = opts.paths
+    inputs = {
+        "table": paths.table,
+        "tree": paths.tree,
+        "unifrac": paths.unifrac,
+        "split": paths.split,
+        "metadata": target.pop("metadata_path", None),
+    }
+    with localized(inputs, paths.scratch) as local:
+        yield load_study(
+            local["table"],
+            max_bp=max_bp,
+            tree_path=local.get("tree"),
+            unifrac_options=opts.distances,
+            unifrac_path=local.get("unifrac"),
+            metadata_path=local.get("metadata"),
+            split_path=local.get("split"),
+            val_fraction=opts.study.val_fraction,
+            test_fraction=opts.study.test_fraction,
+            seed=opts.train.seed,
+            rarefy_depth=opts.study.rarefy_depth,
+            rarefy_each_epoch=opts.study.rarefy_each_epoch,
+            allow_missing=opts.study.allow_missing_samples,
+            **target,
+        )
+
+
+def resume_config(opts: TrainingOptions, study: Study, model: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint must share with this run to be resumed: architecture, optimisation,
+    samples, and how their reads and distances are made."""
+    config = {"model": model, "train": opts.train.resume_dict(), "samples": study.fingerprint()}
+    if opts.paths.tree is not None:
+        config["unifrac"] = opts.distances.to_dict()
+    if opts.study.rarefy_each_epoch:
+        config["rarefy_each_epoch"] = opts.study.rarefy_depth
+    return config
 
 
 def write_outputs(

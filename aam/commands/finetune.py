@@ -14,19 +14,19 @@ from aam.commands.common import (
     add_common_arguments,
     prepare_outputs,
     resolve_auto_batch,
+    resume_config,
     run_training,
     setup_run,
+    training_study,
     write_outputs,
 )
 from aam.commands.pretrain import architecture
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor
 from aam.models.files import load_model_file
-from aam.staging import localized
 from aam.training.inference import encode_table_asvs
 from aam.training.metrics import baseline_metrics
 from aam.training.objective import Objective, TargetScale, fit_target_scale
-from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ class Target:
     classifier: bool
     categorical: list[str]
     encoder: Path | None
-    unifrac: Path | None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated metadata columns used as covariates",
     )
     target.add_argument("--pretrained-encoder", type=Path, help="encoder.pt from aam pretrain")
-    target.add_argument("--unifrac", type=Path, help="UniFrac matrix for the regulariser")
     add_common_arguments(parser, "finetune")
 
 
@@ -67,7 +65,6 @@ def run(args: argparse.Namespace) -> None:
         classifier=args.classifier,
         categorical=[c for c in args.categorical_columns.split(",") if c],
         encoder=args.pretrained_encoder,
-        unifrac=args.unifrac,
     )
     finetune(TrainingOptions.from_args(args), target)
 
@@ -82,69 +79,54 @@ def finetune(opts: TrainingOptions, target: Target) -> None:
         raise InputError("--freeze-base: needs --pretrained-encoder (a random base is useless)")
     base = encoder["config"] if encoder else None
     max_bp = ModelConfig.from_options(opts.model, base).max_bp
-    inputs = {
-        "table": paths.table,
-        "metadata": target.metadata,
-        "unifrac": target.unifrac,
-        "split": paths.split,
-    }
-    with localized(inputs, paths.scratch) as local:
-        study = load_study(
-            local["table"],
-            max_bp=max_bp,
-            unifrac_path=local.get("unifrac"),
-            metadata_path=local["metadata"],
-            target=target.column,
-            classifier=target.classifier,
-            categorical=target.categorical,
-            split_path=local.get("split"),
-            val_fraction=opts.study.val_fraction,
-            test_fraction=opts.study.test_fraction,
-            seed=cfg.seed,
-            rarefy_depth=opts.study.rarefy_depth,
-            allow_missing=opts.study.allow_missing_samples,
-        )
-    mcfg = ModelConfig.from_options(
-        opts.model,
-        base,
-        out_dim=len(study.classes) if target.classifier else 1,
+    study_context = training_study(
+        opts,
+        max_bp,
+        metadata_path=target.metadata,
+        target=target.column,
         classifier=target.classifier,
-        categorical_cardinalities=[len(study.category_levels[c]) + 1 for c in target.categorical],
+        categorical=target.categorical,
     )
-    torch.manual_seed(cfg.seed)
-    model = SequencePredictor(mcfg)
-    if encoder is not None:
-        model.base.load_state_dict(encoder["model"])
-    if cfg.freeze_base:
-        model.freeze_base()
-    train = study.subset("train")
-    scale = TargetScale()
-    if not study.classes:
-        scale = fit_target_scale(study.targets, train, target.metadata, target.column)
-    frozen = None
-    if cfg.freeze_base:  # the base's ASV embeddings, computed once
-        frozen = encode_table_asvs(model.to(device), study.samples, device)
-    objective = Objective(
-        cfg,
-        predictor=True,
-        study=study,
-        token_limit=mcfg.token_limit,
-        ctx=ctx,
-        scale=scale,
-        asv_embeddings=frozen,
-    )
-    resolve_auto_batch(model, objective, device)
-    resume = {
-        "model": architecture(mcfg.to_dict()),
-        "train": cfg.resume_dict(),
-        "samples": study.fingerprint(),
-        "target": {
+    with study_context as study:
+        mcfg = ModelConfig.from_options(
+            opts.model,
+            base,
+            out_dim=len(study.classes) if target.classifier else 1,
+            classifier=target.classifier,
+            categorical_cardinalities=[
+                len(study.category_levels[c]) + 1 for c in target.categorical
+            ],
+        )
+        torch.manual_seed(cfg.seed)
+        model = SequencePredictor(mcfg)
+        if encoder is not None:
+            model.base.load_state_dict(encoder["model"])
+        if cfg.freeze_base:
+            model.freeze_base()
+        train = study.subset("train")
+        scale = TargetScale()
+        if not study.classes:
+            scale = fit_target_scale(study.targets, train, target.metadata, target.column)
+        frozen = None
+        if cfg.freeze_base:  # the base's ASV embeddings, computed once
+            frozen = encode_table_asvs(model.to(device), study.samples, device)
+        objective = Objective(
+            cfg,
+            predictor=True,
+            study=study,
+            token_limit=mcfg.token_limit,
+            ctx=ctx,
+            scale=scale,
+            asv_embeddings=frozen,
+        )
+        resolve_auto_batch(model, objective, device)
+        resume = resume_config(opts, study, architecture(mcfg.to_dict()))
+        resume["target"] = {
             "column": target.column,
             "classes": study.classes,
             "categorical": target.categorical,
-        },
-    }
-    result = run_training(model, objective, opts, device, resume)
+        }
+        result = run_training(model, objective, opts, device, resume)
     if not ctx.is_main:
         return
     payload = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
 import torch
 
@@ -13,14 +12,15 @@ from aam.commands.common import (
     add_common_arguments,
     prepare_outputs,
     resolve_auto_batch,
+    resume_config,
     run_training,
     setup_run,
+    training_study,
     write_outputs,
 )
+from aam.errors import InputError
 from aam.models import ModelConfig, SequenceEncoder
-from aam.staging import localized
 from aam.training.objective import Objective
-from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
 RUNTIME_FIELDS = ("attn_implementation", "gradient_checkpointing")
@@ -28,9 +28,6 @@ RUNTIME_FIELDS = ("attn_implementation", "gradient_checkpointing")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam pretrain`."""
-    parser.add_argument(
-        "--unifrac", required=True, type=Path, help="UniFrac matrix from `aam unifrac`"
-    )
     add_common_arguments(parser, "pretrain")
 
 
@@ -41,37 +38,29 @@ def architecture(config: dict) -> dict:
 
 def run(args: argparse.Namespace) -> None:
     """Pretrain a SequenceEncoder and write OUTPUT_DIR/encoder.pt (+ history, split)."""
-    pretrain(TrainingOptions.from_args(args), args.unifrac)
+    pretrain(TrainingOptions.from_args(args))
 
 
-def pretrain(opts: TrainingOptions, unifrac: Path) -> None:
+def pretrain(opts: TrainingOptions) -> None:
     """`aam pretrain` with typed options."""
     paths, cfg = opts.paths, opts.train
+    if paths.tree is None and paths.unifrac is None:
+        raise InputError(
+            "aam pretrain: pass --tree TREE (each batch's UniFrac computed from the table) or "
+            "--unifrac FILE (a precomputed matrix)"
+        )
     device, ctx = setup_run(opts.runtime)
     prepare_outputs(paths, ctx, "encoder.pt")
     mcfg = ModelConfig.from_options(opts.model)
-    inputs = {"table": paths.table, "unifrac": unifrac, "split": paths.split}
-    with localized(inputs, paths.scratch) as local:
-        study = load_study(
-            local["table"],
-            max_bp=mcfg.max_bp,
-            unifrac_path=local["unifrac"],
-            split_path=local.get("split"),
-            val_fraction=opts.study.val_fraction,
-            seed=cfg.seed,
-            rarefy_depth=opts.study.rarefy_depth,
-            allow_missing=opts.study.allow_missing_samples,
+    with training_study(opts, mcfg.max_bp) as study:
+        torch.manual_seed(cfg.seed)
+        model = SequenceEncoder(mcfg)
+        objective = Objective(
+            cfg, predictor=False, study=study, token_limit=mcfg.token_limit, ctx=ctx
         )
-    torch.manual_seed(cfg.seed)
-    model = SequenceEncoder(mcfg)
-    objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit, ctx=ctx)
-    resolve_auto_batch(model, objective, device)
-    resume = {
-        "model": architecture(mcfg.to_dict()),
-        "train": cfg.resume_dict(),
-        "samples": study.fingerprint(),
-    }
-    result = run_training(model, objective, opts, device, resume)
+        resolve_auto_batch(model, objective, device)
+        resume = resume_config(opts, study, architecture(mcfg.to_dict()))
+        result = run_training(model, objective, opts, device, resume)
     if ctx.is_main:
         payload = {
             "kind": "encoder",

@@ -33,7 +33,9 @@ PROFILERS = ("auto", "torch", "rocprofv3", "rocprof")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam profile`."""
     parser.add_argument("--table", required=True, type=Path, help="BIOM table")
-    parser.add_argument("--unifrac", required=True, type=Path, help="`aam unifrac` matrix")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tree", type=Path, help="newick tree: each batch's UniFrac computed")
+    source.add_argument("--unifrac", type=Path, help="a precomputed UniFrac matrix instead")
     parser.add_argument("--output-dir", required=True, type=Path)
     parser.add_argument("--steps", type=int, default=3, help="measured training steps")
     parser.add_argument(
@@ -97,8 +99,7 @@ def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[s
         "torch",
         "--table",
         str(args.table),
-        "--unifrac",
-        str(args.unifrac),
+        *(["--tree", str(args.tree)] if args.tree else ["--unifrac", str(args.unifrac)]),
         "--output-dir",
         str(args.output_dir),
         "--steps",
@@ -131,7 +132,7 @@ def run_profile(args: argparse.Namespace) -> None:
     from aam.profiling import kernels as kern
     from aam.profiling import probe
 
-    for path in (args.table, args.unifrac):
+    for path in (args.table, args.tree or args.unifrac):
         if not path.is_file():
             raise InputError(f"{path}: no such file")
     if args.steps < 1 or min(args.batch_sizes) < 2:
@@ -146,6 +147,7 @@ def run_profile(args: argparse.Namespace) -> None:
         probe.run_steps_only(
             args.table,
             args.unifrac,
+            tree=args.tree,
             steps=args.steps,
             batch_size=args.batch_sizes[0],
             backend=backend,
@@ -165,6 +167,7 @@ def run_profile(args: argparse.Namespace) -> None:
     result = probe.profile_training(
         args.table,
         args.unifrac,
+        tree=args.tree,
         steps=args.steps,
         batch_sizes=args.batch_sizes,
         backends=args.backends,

@@ -27,6 +27,7 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_option
 RULE_FLAGS = frozenset(
     {
         "table",
+        "tree",
         "unifrac",
         "split",
         "metadata",

@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 import aam
 from aam.data.table import load_counts
 from aam.errors import InputError
@@ -21,11 +19,10 @@ from aam.unifrac.io import (
     check_distance_output,
     write_distance_matrix,
 )
-from aam.unifrac.metrics import METRICS
+from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
 from aam.unifrac.tree import load_tree
 
 log = logging.getLogger(__name__)
-DTYPES = {"float64": np.float64, "float32": np.float32}
 
 
 def _device(text: str) -> str:
@@ -57,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="metric to compute; repeat for several (then --output must contain {metric})",
     )
-    parser.add_argument("--alpha", type=float, default=0.5, help="generalized UniFrac alpha")
+    parser.add_argument(
+        "--alpha", type=float, default=DEFAULT_ALPHA, help="generalized UniFrac alpha"
+    )
     parser.add_argument(
         "--output",
         required=True,

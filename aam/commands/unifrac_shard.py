@@ -8,11 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-from aam.commands.unifrac import DTYPES, add_tree_arguments
+from aam.commands.unifrac import add_tree_arguments
 from aam.data.outputs import check_output_file
 from aam.data.table import load_counts
 from aam.unifrac.io import HDF5_SUFFIXES
-from aam.unifrac.metrics import METRICS
+from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
 from aam.unifrac.shards import ShardSpec, compute_shard, file_sha256, write_shard
 from aam.unifrac.tree import load_tree
 
@@ -25,7 +25,9 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", required=True, type=Path, help="BIOM table (HDF5 or JSON)")
     parser.add_argument("--tree", required=True, type=Path, help="rooted newick tree")
     parser.add_argument("--metric", required=True, choices=METRICS)
-    parser.add_argument("--alpha", type=float, default=0.5, help="generalized UniFrac alpha")
+    parser.add_argument(
+        "--alpha", type=float, default=DEFAULT_ALPHA, help="generalized UniFrac alpha"
+    )
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float64")
     parser.add_argument("--shards", required=True, type=int, help="K: how many shards in all")
     add_tree_arguments(parser)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
+from typing import Protocol
 
 import biom
 import numpy as np
@@ -29,7 +30,7 @@ class SampleSet:
     tokens: np.ndarray  # (n_asvs, max_bp + 1) uint8, row k = table observation k
     asv_ptr: np.ndarray  # sample s owns asv_idx[asv_ptr[s]:asv_ptr[s + 1]]
     asv_idx: np.ndarray  # table observation indices, table order within a sample
-    counts: np.ndarray  # reads of each (sample, ASV) entry
+    counts: np.ndarray  # reads of each (sample, ASV) entry, float64 (as UniFrac reads them)
 
     @classmethod
     def from_table(cls, table: biom.Table, max_bp: int, table_name: str = "table") -> SampleSet:
@@ -51,7 +52,7 @@ class SampleSet:
             tokens=tokenize(asv_ids, max_bp),
             asv_ptr=matrix.indptr.astype(np.int64),
             asv_idx=matrix.indices.astype(np.int64),
-            counts=matrix.data.astype(np.float32),
+            counts=matrix.data.astype(np.float64),
         )
 
     def __len__(self) -> int:
@@ -65,6 +66,22 @@ class SampleSet:
         """(table ASV indices, read counts) of sample ``s``."""
         lo, hi = self.asv_ptr[s], self.asv_ptr[s + 1]
         return self.asv_idx[lo:hi], self.counts[lo:hi]
+
+
+class ReadDraw(Protocol):
+    """Which reads of a sample a batch sees: a fresh rarefaction per epoch, for instance
+    (``aam.data.rarefy.EpochDraw``)."""
+
+    def reads(self, samples: SampleSet, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """(table ASV indices, read counts) of sample ``s`` as drawn."""
+        ...
+
+
+def sample_reads(
+    samples: SampleSet, s: int, draw: ReadDraw | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ``s``'s ASVs and reads: as in the table, or as ``draw`` draws them."""
+    return samples.sample_asvs(s) if draw is None else draw.reads(samples, s)
 
 
 @dataclass
@@ -118,15 +135,18 @@ def make_batch(
     token_limit: int,
     asv_sampling: str = "first",
     rng: np.random.Generator | None = None,
-    distances: np.ndarray | None = None,
+    draw: ReadDraw | None = None,
     targets: np.ndarray | None = None,
     categories: np.ndarray | None = None,
 ) -> Batch:
-    """Build the batch of ``indices``; ``distances``/``targets``/``categories`` are indexed
-    by SampleSet position (full matrix / vectors), and sliced here."""
+    """Build the batch of ``indices`` (their reads as ``draw`` draws them, if given);
+    ``targets``/``categories`` are indexed by SampleSet position, and sliced here."""
     rng = rng or np.random.default_rng(0)
     indices = np.asarray(indices, dtype=np.int64)
-    chosen = [select_asvs(*samples.sample_asvs(s), token_limit, asv_sampling, rng) for s in indices]
+    chosen = [
+        select_asvs(*sample_reads(samples, s, draw), token_limit, asv_sampling, rng)
+        for s in indices
+    ]
     width = max(len(a) for a, _ in chosen)
     asv_rows, inverse = np.unique(np.concatenate([a for a, _ in chosen]), return_inverse=True)
     asv_index = np.full((len(indices), width), -1, dtype=np.int64)
@@ -145,10 +165,6 @@ def make_batch(
         asv_index=torch.from_numpy(asv_index),
         counts=torch.from_numpy(counts),
     )
-    if distances is not None:
-        batch.distances = torch.from_numpy(
-            np.ascontiguousarray(distances[np.ix_(indices, indices)])
-        )
     if targets is not None:
         batch.targets = torch.from_numpy(np.asarray(targets)[indices])
     if categories is not None:

@@ -232,8 +232,9 @@ def kernel_table(seg: _Segment, batch_size: int, steps: int) -> pd.DataFrame:
 
 def profile_training(
     table: str | Path,
-    unifrac: str | Path,
+    unifrac: str | Path | None = None,
     *,
+    tree: str | Path | None = None,
     steps: int = 3,
     batch_sizes: tuple[int, ...] | list[int] = (8,),
     backends: list[str] | None = None,
@@ -245,7 +246,8 @@ def profile_training(
     output_dir: str | Path | None = None,
     **model_kwargs: Any,
 ) -> ProfileResult:
-    """Profile ``steps`` pretraining steps on ``table`` + ``unifrac``.
+    """Profile ``steps`` pretraining steps on ``table`` + UniFrac (from ``tree`` per batch,
+    or a ``unifrac`` matrix).
 
     The kernel table (``kernels``) uses the first batch size and backend; the sweep
     (``sweep``) measures every batch size x backend (``backends`` default: those available on
@@ -261,7 +263,7 @@ def profile_training(
     backends = list(backends or available_backends(dev))
     mcfg = model_config(**model_kwargs)
     cfg = TrainConfig(batch_size=batch_sizes[0], precision=precision, seed=seed)
-    study = load_study(Path(table), max_bp=mcfg.max_bp, unifrac_path=Path(unifrac), seed=seed)
+    study = _pretraining_study(table, unifrac, tree, mcfg.max_bp, seed)
     seg = _Segment.pretraining(study, mcfg, cfg, dev)
     meta = {
         "device": str(dev),
@@ -356,10 +358,26 @@ def write_results(result: ProfileResult, output_dir: str | Path) -> list[Path]:
     return written
 
 
+def _pretraining_study(
+    table: str | Path, unifrac: str | Path | None, tree: str | Path | None, max_bp: int, seed: int
+):
+    """The study profiled steps pretrain on: UniFrac from ``tree`` or the ``unifrac`` matrix."""
+    if (tree is None) == (unifrac is None):
+        raise InputError("profiling needs one of --tree and --unifrac")
+    return load_study(
+        Path(table),
+        max_bp=max_bp,
+        tree_path=Path(tree) if tree is not None else None,
+        unifrac_path=Path(unifrac) if unifrac is not None else None,
+        seed=seed,
+    )
+
+
 def run_steps_only(
     table: str | Path,
-    unifrac: str | Path,
+    unifrac: str | Path | None = None,
     *,
+    tree: str | Path | None = None,
     steps: int,
     batch_size: int,
     backend: str = "auto",
@@ -372,7 +390,7 @@ def run_steps_only(
     dev = resolve_device(device)
     mcfg = model_config(**model_kwargs)
     cfg = TrainConfig(batch_size=batch_size, precision=precision, seed=seed)
-    study = load_study(Path(table), max_bp=mcfg.max_bp, unifrac_path=Path(unifrac), seed=seed)
+    study = _pretraining_study(table, unifrac, tree, mcfg.max_bp, seed)
     seg = _Segment.pretraining(study, mcfg, cfg, dev)
     set_attn_implementation(seg.model, backend)
     for _ in range(steps + 1):

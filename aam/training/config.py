@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aam.options import OptionError, option
+from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
 
 PRECISIONS = ("auto", "fp32", "bf16")
 REGRESSION_LOSSES = ("huber", "mse", "mae")
@@ -133,6 +134,45 @@ class StudyOptions:
         0.0, "test fraction of a split made without --split", commands=FINETUNE
     )
     rarefy_depth: int | None = option(None, "rarefy every sample to this many reads first")
+    rarefy_each_epoch: bool = option(
+        False,
+        "draw --rarefy-depth reads of every sample afresh each epoch (seeded by seed, epoch and "
+        "sample; the batch's UniFrac is computed on the draw; evaluation reads one fixed draw); "
+        "needs --tree",
+        commands=TRAINING,
+    )
     allow_missing_samples: bool = option(
         False, "use the samples shared by all inputs instead of failing"
     )
+
+
+@dataclass
+class UniFracOptions:
+    """The UniFrac distances a training batch learns from when they are computed from the
+    table and ``--tree`` (the same kernel and options as `aam unifrac`)."""
+
+    unifrac_metric: str = option(
+        "unweighted", "UniFrac metric of the batch distances", choices=METRICS, commands=TRAINING
+    )
+    unifrac_alpha: float = option(DEFAULT_ALPHA, "generalized UniFrac alpha", commands=TRAINING)
+    unifrac_dtype: str = option(
+        "float64",
+        "precision of the batch UniFrac kernel (the loss reads the distances as float32)",
+        choices=tuple(DTYPES),
+        commands=TRAINING,
+    )
+    prune_missing: bool = option(
+        False,
+        "drop table ASVs that are not tips of --tree (the dropped read fraction is logged)",
+        commands=TRAINING,
+    )
+    midpoint_root: bool = option(
+        False, "root an unrooted --tree at its midpoint", commands=TRAINING
+    )
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.unifrac_alpha <= 1.0:
+            raise OptionError("unifrac_alpha", self.unifrac_alpha, "must be within 0 and 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

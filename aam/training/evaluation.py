@@ -1,5 +1,12 @@
 """Evaluation: a stage's loss terms and metrics over every sample of a subset, in eval mode
-(the Trainer's per-epoch validation)."""
+(the Trainer's per-epoch validation).
+
+The UniFrac fit is scored over every pair of up to ``PAIR_GROUP`` samples. A larger subset is
+cut, by a permutation seeded with the run's seed, into near-equal groups of at most
+``PAIR_GROUP`` samples, and every pair within a group is scored: a fixed sample of the pairs,
+in which every pair has the same chance, about n * PAIR_GROUP / 2 pairs in all (not n^2 / 2),
+computed group by group from the tree (or read from a matrix) once per run.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from aam.data.rarefy import EVALUATION
 from aam.models import mask_nucleotides
 from aam.training import losses
 from aam.training.device import unwrap
@@ -15,14 +23,52 @@ from aam.training.metrics import classification_metrics, regression_metrics, uni
 from aam.training.objective import Objective
 
 EVAL_MASK_SEED = 1234  # validation masks are the same every epoch
+PAIR_GROUP = 1024  # samples whose every pair the UniFrac fit scores (see the module docstring)
+
+
+class PairTruth:
+    """The true UniFrac of the scored pairs of a subset: computed at first use, then kept
+    (evaluation reads one fixed draw, so they never change)."""
+
+    def __init__(self, objective: Objective, positions: np.ndarray) -> None:
+        self.objective, self.positions = objective, positions
+        self.groups = pair_groups(len(positions), objective.cfg.seed)
+        self._truth: list[torch.Tensor] | None = None
+
+    def truth(self) -> list[torch.Tensor]:
+        """Per group, the upper triangle (i < j) of its distances, float32."""
+        if self._truth is None:
+            study = self.objective.study
+            draw = study.draw(EVALUATION)
+            self._truth = []
+            for group in self.groups:
+                block = torch.from_numpy(study.distances.block(self.positions[group], draw))
+                i, j = torch.triu_indices(len(group), len(group), offset=1)
+                self._truth.append(block[i, j])
+        return self._truth
+
+
+def pair_groups(n: int, seed: int) -> list[np.ndarray]:
+    """Groups (indices into ``range(n)``) whose pairs evaluation scores: one group of all when
+    ``n <= PAIR_GROUP``, else a seeded permutation cut into near-equal groups of at most
+    PAIR_GROUP."""
+    if n <= PAIR_GROUP:
+        return [np.arange(n)]
+    order = np.random.default_rng([seed, 6]).permutation(n)
+    return np.array_split(order, -(-n // PAIR_GROUP))
 
 
 @torch.no_grad()
 def evaluate(
-    objective: Objective, model: nn.Module, positions: np.ndarray, device: torch.device
+    objective: Objective,
+    model: nn.Module,
+    positions: np.ndarray,
+    device: torch.device,
+    pairs: PairTruth | None = None,
 ) -> dict[str, float]:
     """``objective``'s terms, their weighted ``loss`` and the stage's metrics over EVERY sample
-    in ``positions`` (no dropped batch); the model is left in train mode."""
+    in ``positions`` (no dropped batch; UniFrac over the pairs of ``pairs``, made here if not
+    given); the model is left in train mode."""
     cfg = objective.cfg
     model.eval()
     metrics: dict[str, float] = {}
@@ -48,8 +94,10 @@ def evaluate(
                 count_losses.append(count.item())
     loss = cfg.nuc_weight * metrics.get("nuc_loss", 0.0)
     if objective.use_unifrac and len(positions) > 1:
-        truth = objective.study.distances[np.ix_(positions, positions)]
-        fit = unifrac_fit(torch.cat(embeddings), torch.from_numpy(truth))
+        pairs = pairs or PairTruth(objective, positions)
+        embeddings = torch.cat(embeddings)
+        groups = [embeddings[torch.from_numpy(group)] for group in pairs.groups]
+        fit = unifrac_fit(groups, pairs.truth())
         metrics.update(fit)
         loss += cfg.unifrac_weight * fit["unifrac_loss"]
     if objective.predictor:

@@ -83,12 +83,17 @@ def bootstrap_intervals(
     return intervals
 
 
-def unifrac_fit(embeddings: torch.Tensor, truth: torch.Tensor) -> dict[str, float]:
-    """Fit of squashed embedding distances to UniFrac over every pair of the set."""
-    n = embeddings.shape[0]
-    i, j = torch.triu_indices(n, n, offset=1)
-    predicted = embedding_distances(embeddings.double())[i, j]
-    target = truth.double()[i, j]
+def unifrac_fit(groups: list[torch.Tensor], truth: list[torch.Tensor]) -> dict[str, float]:
+    """Fit of squashed embedding distances to UniFrac over the pairs i < j within each group
+    (``groups``: each group's sample embeddings; ``truth``: its pairs' distances in
+    ``torch.triu_indices`` order)."""
+    predicted = []
+    for embeddings in groups:
+        n = embeddings.shape[0]
+        i, j = torch.triu_indices(n, n, offset=1)
+        predicted.append(embedding_distances(embeddings.double())[i, j])
+    predicted = torch.cat(predicted)
+    target = torch.cat(truth).double()
     r = torch.corrcoef(torch.stack([predicted, target]))[0, 1]
     return {
         "unifrac_loss": float(((predicted - target) ** 2).mean()),

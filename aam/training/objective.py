@@ -20,7 +20,7 @@ from aam.errors import InputError
 from aam.models import mask_nucleotides
 from aam.training import losses
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, all_reduce_sum, gather_with_grad
+from aam.training.distributed import DistContext, all_reduce_sum, gather_with_grad, rank_slice
 from aam.training.inference import model_outputs
 from aam.training.study import Study
 
@@ -85,9 +85,18 @@ class Objective:
         frozen = self.predictor and self.cfg.freeze_base
         return self.cfg.mask_rate > 0 and self.cfg.nuc_weight > 0 and not frozen
 
-    def batch(self, positions: np.ndarray, rng: np.random.Generator | None = None) -> Batch:
-        """The training batch of ``positions`` (ASVs sampled with ``rng``)."""
-        return self.study.batch(positions, self.token_limit, self.cfg.asv_sampling, rng)
+    def batch(
+        self, positions: np.ndarray, rng: np.random.Generator | None = None, epoch: int = 0
+    ) -> Batch:
+        """This rank's share of the global training batch ``positions`` (ASVs sampled with
+        ``rng``, reads as ``epoch`` draws them), with the UniFrac distances among ALL of
+        ``positions`` when the loss needs them (the pairs span the global batch)."""
+        draw = self.study.draw(epoch)
+        local = rank_slice(positions, self.ctx)
+        batch = self.study.batch(local, self.token_limit, self.cfg.asv_sampling, rng, draw)
+        if self.use_unifrac:
+            batch.distances = torch.from_numpy(self.study.distances.block(positions, draw))
+        return batch
 
     def step_loss(
         self, model: nn.Module, batch: Batch, generator: torch.Generator

@@ -1,4 +1,7 @@
-"""Assemble a study for training or prediction: table, UniFrac, metadata target, split."""
+"""Assemble a study for training or prediction: table, UniFrac, metadata target, split.
+
+UniFrac comes as a ``PairDistances``: computed per batch from the table and a tree (the
+default), or read by rows from a precomputed matrix. Nothing N x N is loaded."""
 
 from __future__ import annotations
 
@@ -11,14 +14,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aam.data.batching import Batch, SampleSet, batch_indices, make_batch
+from aam.data.batching import Batch, ReadDraw, SampleSet, batch_indices, make_batch
 from aam.data.metadata import load_metadata, numeric_column
-from aam.data.rarefy import rarefy
+from aam.data.rarefy import EVALUATION, EpochDraw, check_drawable, rarefy
 from aam.data.reconcile import preview, reconcile_sample_ids
 from aam.data.split import SPLITS, make_split, read_split
-from aam.data.table import load_table
+from aam.data.table import counts_of, load_table
 from aam.errors import InputError
-from aam.unifrac.io import read_distance_matrix
+from aam.training.config import UniFracOptions
+from aam.training.distances import MatrixDistances, PairDistances, TreeDistances
+from aam.unifrac.batch import BatchUniFrac
+from aam.unifrac.io import MatrixRows
+from aam.unifrac.metrics import DTYPES
+from aam.unifrac.tree import load_tree
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +37,13 @@ class Study:
 
     samples: SampleSet
     split: pd.Series  # sample_id -> train | val | test
-    distances: np.ndarray | None = None  # (N, N) UniFrac
+    distances: PairDistances | None = None  # UniFrac between any samples, by position
     targets: np.ndarray | None = None  # (N,) float, or class index for classifiers
     classes: list[str] = field(default_factory=list)  # class labels of a classifier target
     categories: np.ndarray | None = None  # (N, C) int64, 0 = unknown
     category_levels: dict[str, list[str]] = field(default_factory=dict)
+    draw_depth: int | None = None  # --rarefy-each-epoch: reads drawn per sample and epoch
+    draw_seed: int = 0
 
     def fingerprint(self) -> str:
         """sha256 of the sample IDs and their split: a resumed run must see the same data."""
@@ -46,21 +56,30 @@ class Study:
         labels = self.split.reindex(self.samples.sample_ids).to_numpy()
         return np.flatnonzero(labels == name)
 
+    def draw(self, epoch: int) -> EpochDraw | None:
+        """The reads of ``epoch`` (EVALUATION: evaluation's fixed draw) under
+        --rarefy-each-epoch; None: the table's reads."""
+        if self.draw_depth is None:
+            return None
+        return EpochDraw(self.draw_depth, self.draw_seed, epoch)
+
     def batch(
         self,
         positions: np.ndarray,
         token_limit: int,
         asv_sampling: str = "first",
         rng: np.random.Generator | None = None,
+        draw: ReadDraw | None = None,
     ) -> Batch:
-        """The batch of ``positions`` with its UniFrac block, targets and categories."""
+        """The batch of ``positions`` (reads as ``draw`` draws them) with targets and
+        categories; its UniFrac block is the objective's to add."""
         return make_batch(
             self.samples,
             positions,
             token_limit=token_limit,
             asv_sampling=asv_sampling,
             rng=rng,
-            distances=self.distances,
+            draw=draw,
             targets=self.targets,
             categories=self.categories,
         )
@@ -68,15 +87,19 @@ class Study:
     def batches(
         self, positions: np.ndarray, batch_size: int, token_limit: int, asv_sampling: str = "first"
     ) -> Iterator[Batch]:
-        """Every one of ``positions`` once, in order, ``batch_size`` at a time."""
+        """Every one of ``positions`` once, in order, ``batch_size`` at a time, as evaluation
+        and inference read them (evaluation's fixed draw under --rarefy-each-epoch)."""
+        draw = self.draw(EVALUATION)
         for idx in batch_indices(len(positions), batch_size, shuffle=False):
-            yield self.batch(positions[idx], token_limit, asv_sampling)
+            yield self.batch(positions[idx], token_limit, asv_sampling, draw=draw)
 
 
 def load_study(
     table_path: Path,
     *,
     max_bp: int,
+    tree_path: Path | None = None,
+    unifrac_options: UniFracOptions | None = None,
     unifrac_path: Path | None = None,
     metadata_path: Path | None = None,
     target: str | None = None,
@@ -88,25 +111,41 @@ def load_study(
     test_fraction: float = 0.0,
     seed: int = 42,
     rarefy_depth: int | None = None,
+    rarefy_each_epoch: bool = False,
     allow_missing: bool = False,
 ) -> Study:
     """Load, reconcile sample IDs across the inputs, and align everything to one order.
 
+    UniFrac comes from ``tree_path`` (each batch's distances computed from its reads, with
+    ``unifrac_options``) or ``unifrac_path`` (a matrix read by rows), or is absent.
     Samples whose target is missing, or with fewer reads than ``rarefy_depth``, are dropped
-    and counted (an error if all are); the other inputs may list the latter. Without
-    ``split_path`` a seeded split is made (the caller records ``study.split``).
+    and counted (an error if all are); the other inputs may list the latter. With
+    ``rarefy_each_epoch`` nothing is rarefied here: every sample must have ``rarefy_depth``
+    reads, drawn afresh each epoch. Without ``split_path`` a seeded split is made (the caller
+    records ``study.split``).
     """
+    if tree_path is not None and unifrac_path is not None:
+        raise InputError(
+            f"--tree {tree_path} and --unifrac {unifrac_path}: give one source of UniFrac "
+            "(--tree computes each batch's distances; --unifrac reads a precomputed matrix)"
+        )
+    if rarefy_each_epoch and tree_path is None:
+        raise InputError(
+            "--rarefy-each-epoch: needs --tree (the distances of each draw are computed per "
+            "batch; a precomputed matrix cannot follow the draws)"
+        )
     table = load_table(table_path)
     sources: dict[str, list[str]] = {str(table_path): [str(s) for s in table.ids()]}
     too_shallow: set[str] = set()  # fewer reads than rarefy_depth: dropped (rarefy logs them)
-    if rarefy_depth:
+    if rarefy_each_epoch:
+        check_drawable(table, rarefy_depth, str(table_path))
+    elif rarefy_depth:
         table, dropped = rarefy(table, rarefy_depth, seed)
         too_shallow = set(dropped)
-    distances = metadata = split = None
+    matrix = metadata = split = None
     if unifrac_path is not None:
-        dm_ids, distances = read_distance_matrix(unifrac_path)
-        _check_distances(unifrac_path, distances)
-        sources[str(unifrac_path)] = dm_ids
+        matrix = MatrixRows(unifrac_path)
+        sources[str(unifrac_path)] = matrix.ids
     if metadata_path is not None:
         metadata = load_metadata(metadata_path)
         sources[str(metadata_path)] = list(metadata.index)
@@ -139,10 +178,23 @@ def load_study(
 
     table = table.filter(ids, inplace=False).remove_empty(axis="observation")
     samples = SampleSet.from_table(table, max_bp, table_name=str(table_path))
-    if distances is not None:
-        position = {sid: k for k, sid in enumerate(sources[str(unifrac_path)])}
-        order = np.array([position[sid] for sid in samples.sample_ids])
-        distances = np.ascontiguousarray(distances[np.ix_(order, order)], dtype=np.float32)
+    distances: PairDistances | None = None
+    if matrix is not None:
+        position = {sid: k for k, sid in enumerate(matrix.ids)}
+        distances = MatrixDistances(matrix, np.array([position[s] for s in samples.sample_ids]))
+    if tree_path is not None:
+        opts = unifrac_options or UniFracOptions()
+        unifrac = BatchUniFrac.for_table(
+            counts_of(table),
+            load_tree(tree_path, midpoint_root=opts.midpoint_root),
+            opts.unifrac_metric,
+            alpha=opts.unifrac_alpha,
+            dtype=DTYPES[opts.unifrac_dtype],
+            prune_missing=opts.prune_missing,
+            table_name=str(table_path),
+            tree_name=str(tree_path),
+        )
+        distances = TreeDistances(samples, unifrac)
     if split is None:
         split = make_split(
             samples.sample_ids, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed
@@ -155,6 +207,8 @@ def load_study(
         classes=classes,
         categories=categories,
         category_levels=levels,
+        draw_depth=rarefy_depth if rarefy_each_epoch else None,
+        draw_seed=seed,
     )
 
 
@@ -166,11 +220,6 @@ def _read_split(path: Path) -> pd.Series:
         reason = " ".join(str(err).split())[:120]
         message = f"{path}: not a split table ({reason}); create it with `aam split`"
         raise InputError(message) from None
-
-
-def _check_distances(path: Path, matrix: np.ndarray) -> None:
-    if not np.isfinite(matrix).all():
-        raise InputError(f"{path}: the distance matrix holds NaN or inf; recompute it")
 
 
 def _targets(

@@ -25,7 +25,7 @@ from torch import nn
 from tqdm import tqdm
 
 from aam.atomic import remove_stale_temporaries
-from aam.data.batching import batch_indices
+from aam.data.batching import Batch, batch_indices
 from aam.data.token_batches import token_batches
 from aam.errors import InputError, NonFiniteError
 from aam.training.checkpoint import (
@@ -39,8 +39,8 @@ from aam.training.checkpoint import (
 )
 from aam.training.config import TrainConfig
 from aam.training.device import peak_memory_mb
-from aam.training.distributed import all_reduce_sum, broadcast_from_main, rank_slice
-from aam.training.evaluation import evaluate
+from aam.training.distributed import all_reduce_sum, broadcast_from_main
+from aam.training.evaluation import PairTruth, evaluate
 from aam.training.fsdp import (
     is_sharded,
     load_model_state,
@@ -52,6 +52,7 @@ from aam.training.fsdp import (
 from aam.training.memory import release_free_memory
 from aam.training.objective import Objective
 from aam.training.preemption import PreemptionFlag
+from aam.training.prefetch import Prefetch
 from aam.training.schedule import warmup_cosine
 from aam.training.state import TrainState
 from aam.training.step import TrainStep, build_optimizer, trainable
@@ -100,6 +101,7 @@ class Trainer:
         self.resume_config = resume_config
         self.train_positions = objective.study.subset("train")
         self.val_positions = objective.study.subset("val")
+        self.val_pairs = PairTruth(objective, self.val_positions)  # computed at first use
         self.min_size = 2 if objective.use_unifrac else 1
         if objective.use_unifrac and cfg.batch_size < 2:
             raise InputError(f"--batch-size {cfg.batch_size}: the UniFrac loss needs pairs, use 2+")
@@ -119,6 +121,7 @@ class Trainer:
         self.scheduler = warmup_cosine(self.optimizer, max(1, total_steps), cfg.warmup_fraction)
         self.step = TrainStep(model, objective, self.optimizer, device, self.scheduler)
         self.state = TrainState()
+        self.stepped = False  # whether this process has trained on a batch yet
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """The global batches of ``epoch`` (study positions), the same on every rank: each
@@ -163,23 +166,29 @@ class Trainer:
                     leave=False,
                 )
                 self.model.train()
-                for b in range(state.batch, len(batches)):
-                    at_step = (b + 1) % self.cfg.grad_accum == 0 or b + 1 == len(batches)
-                    terms = self._train_batch(batches[b], state.epoch, b, at_step)
-                    timed += len(batches[b])
-                    state.add(terms, len(batches[b]))
-                    bar.update(1)
-                    if not at_step:
-                        continue
-                    minutes = (time.monotonic() - last_save) / 60
-                    every = self.cfg.checkpoint_every_minutes
-                    stop, due = self._agree(flag.requested, every > 0 and minutes >= every)
-                    if stop or due:
-                        self._save_latest()
-                        last_save = time.monotonic()
-                    if stop:
-                        signal_name = flag.signal_name or "a signal to another rank"
-                        raise Preempted(f"{signal_name}: saved {self.latest}; rerun to resume")
+                todo = range(state.batch, len(batches))
+                calls = [(batches[b], state.epoch, b) for b in todo]
+                with Prefetch(self._make_batch, calls) as ahead:
+                    for b, batch in zip(todo, ahead, strict=True):
+                        at_step = (b + 1) % self.cfg.grad_accum == 0 or b + 1 == len(batches)
+                        terms = self._train_batch(batch, state.epoch, b, at_step)
+                        if not self.stepped and self.ctx.is_main:  # training has started
+                            log.info("first step done (epoch %d, batch %d)", state.epoch + 1, b + 1)
+                        self.stepped = True
+                        timed += len(batches[b])
+                        state.add(terms, len(batches[b]))
+                        bar.update(1)
+                        if not at_step:
+                            continue
+                        minutes = (time.monotonic() - last_save) / 60
+                        every = self.cfg.checkpoint_every_minutes
+                        stop, due = self._agree(flag.requested, every > 0 and minutes >= every)
+                        if stop or due:
+                            self._save_latest()
+                            last_save = time.monotonic()
+                        if stop:
+                            signal_name = flag.signal_name or "a signal to another rank"
+                            raise Preempted(f"{signal_name}: saved {self.latest}; rerun to resume")
                 bar.close()
                 state.end_epoch(self._end_epoch(timed, time.perf_counter() - started))
                 self._save_latest()
@@ -194,15 +203,17 @@ class Trainer:
         votes = torch.tensor(flags, dtype=torch.float32, device=self.device)
         return (all_reduce_sum(votes, self.ctx) > 0).tolist()
 
-    def _train_batch(self, positions: np.ndarray, epoch: int, b: int, at_step: bool) -> dict:
+    def _make_batch(self, positions: np.ndarray, epoch: int, b: int) -> Batch:
+        """Batch ``b`` of ``epoch``: this rank's samples and the global batch's UniFrac (run
+        ahead of the step in the prefetch thread; a function of (seed, epoch, b) only)."""
+        return self.objective.batch(
+            positions, np.random.default_rng([self.cfg.seed, 2, epoch, b]), epoch
+        )
+
+    def _train_batch(self, batch: Batch, epoch: int, b: int, at_step: bool) -> dict:
         """Forward and backward of one batch; an optimizer step when ``at_step``."""
         cfg, ctx, step = self.cfg, self.ctx, self.state.step
         torch.manual_seed(step_seed(cfg.seed, 1, step, ctx.rank))  # dropout of this step
-        local = rank_slice(positions, ctx)
-        batch = self.objective.batch(local, np.random.default_rng([cfg.seed, 2, epoch, b]))
-        if ctx.enabled and batch.distances is not None:  # pairs span the whole global batch
-            d = self.objective.study.distances[np.ix_(positions, positions)]
-            batch.distances = torch.from_numpy(np.ascontiguousarray(d))
         generator = torch.Generator(device=self.device)
         generator.manual_seed(step_seed(cfg.seed, 3, epoch, b, ctx.rank))
         where = f"epoch {epoch + 1}, step {step + 1}"
@@ -229,7 +240,9 @@ class Trainer:
         row["lr"] = self.scheduler.get_last_lr()[0]
         row.update({f"train_{k}": v for k, v in state.train_means().items()})
         if len(self.val_positions) and (self.ctx.is_main or self.sharded):
-            metrics = evaluate(self.objective, self.model, self.val_positions, self.device)
+            metrics = evaluate(
+                self.objective, self.model, self.val_positions, self.device, self.val_pairs
+            )
             row.update({f"val_{k}": v for k, v in metrics.items()})
             release_free_memory()
         row["samples_per_s"] = timed / seconds if seconds > 0 else 0.0

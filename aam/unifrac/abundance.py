@@ -54,7 +54,7 @@ def node_abundance(
     # Reads below each node with a length, turned into proportions in place: no copies.
     # Nodes without reads keep an empty row, which no kernel visits.
     keep_nodes = tree.length > 0
-    proportions = sp.csr_matrix(_ancestor_matrix(tree.parent, tips)[keep_nodes] @ counts)
+    proportions = sp.csr_matrix(ancestor_matrix(tree.parent, tips)[keep_nodes] @ counts)
     proportions.data *= (1.0 / totals)[proportions.indices]
     proportions.sort_indices()
     return NodeAbundance(
@@ -118,7 +118,7 @@ def check_samples_have_reads(
     return totals
 
 
-def _ancestor_matrix(parent: np.ndarray, tips: np.ndarray) -> sp.csr_matrix:
+def ancestor_matrix(parent: np.ndarray, tips: np.ndarray) -> sp.csr_matrix:
     """Sparse (nodes x ASVs) indicator: entry (v, k) is 1 when node v is on ASV k's root path."""
     rows, cols = [], []
     node, column = tips, np.arange(len(tips))

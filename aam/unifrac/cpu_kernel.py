@@ -31,8 +31,80 @@ DENSE_RUN = 12  # a node's run of tile-J samples at least this long takes the de
 _MODES = (("shared_length", 0), ("shared_min", 1), ("generalized", 2))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _tile_pair_task(
+    ti,
+    tj,
+    ptr,
+    samples,
+    values,
+    powered,
+    lengths,
+    tile_start,
+    alpha,
+    mode,
+    dense_run,
+    out_a,
+    out_b,
+):  # pragma: no cover - compiled
+    """Accumulate the pair sums of tile pair (ti, tj) over shared nodes into the upper triangle
+    of out_a (and out_b).
+
+    mode 0: out_a += L (shared length); mode 1: out_a += L*min(p_i, p_j);
+    mode 2: generalized numerator into out_a and denominator into out_b.
+    Modes 0 and 1 take the dense path for runs of at least ``dense_run`` tile-J samples.
+    """
+    n_nodes = lengths.shape[0]
+    j0 = tile_start[tj]
+    width = tile_start[tj + 1] - j0
+    dense = np.zeros(width, dtype=out_a.dtype)
+    for v in range(n_nodes):
+        a0 = ptr[ti, v]
+        a1 = ptr[ti, v + 1]
+        if a0 == a1:
+            continue
+        b0 = ptr[tj, v]
+        b1 = ptr[tj, v + 1]
+        if b0 == b1:
+            continue
+        length = lengths[v]
+        if mode != 2 and b1 - b0 >= dense_run:
+            for b in range(b0, b1):
+                dense[samples[b] - j0] = 1.0 if mode == 0 else values[b]
+            for a in range(a0, a1):
+                row = out_a[samples[a], j0 : j0 + width]
+                if mode == 0:
+                    for k in range(width):
+                        row[k] += length * dense[k]
+                else:
+                    pi = values[a]
+                    for k in range(width):
+                        row[k] += length * min(pi, dense[k])
+            for b in range(b0, b1):
+                dense[samples[b] - j0] = 0.0
+            continue
+        for a in range(a0, a1):
+            i = samples[a]
+            pi = values[a]
+            start = a + 1 if ti == tj else b0
+            if mode == 0:
+                for b in range(start, b1):
+                    out_a[i, samples[b]] += length
+            elif mode == 1:
+                for b in range(start, b1):
+                    out_a[i, samples[b]] += length * min(pi, values[b])
+            else:
+                for b in range(start, b1):
+                    pj = values[b]
+                    total = pi + pj
+                    scaled = np.sqrt(total) if alpha == 0.5 else total**alpha
+                    solo = powered[a] + powered[b]
+                    out_a[i, samples[b]] += length * (scaled * abs(pi - pj) / total - solo)
+                    out_b[i, samples[b]] += length * (scaled - solo)
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _tile_pairs_kernel(
+def _tile_pairs_parallel(
     ptr,
     samples,
     values,
@@ -47,62 +119,60 @@ def _tile_pairs_kernel(
     out_a,
     out_b,
 ):  # pragma: no cover - compiled
-    """Accumulate pair sums over shared nodes into the upper triangle of out_a (and out_b).
-
-    mode 0: out_a += L (shared length); mode 1: out_a += L*min(p_i, p_j);
-    mode 2: generalized numerator into out_a and denominator into out_b.
-    Modes 0 and 1 take the dense path for runs of at least ``dense_run`` tile-J samples.
-    """
-    n_nodes = lengths.shape[0]
+    """``_tile_pair_task`` over every tile pair, the pairs in parallel (each writes its own
+    output block)."""
     for task in numba.prange(pair_i.shape[0]):
-        ti = pair_i[task]
-        tj = pair_j[task]
-        j0 = tile_start[tj]
-        width = tile_start[tj + 1] - j0
-        dense = np.zeros(width, dtype=out_a.dtype)
-        for v in range(n_nodes):
-            a0 = ptr[ti, v]
-            a1 = ptr[ti, v + 1]
-            if a0 == a1:
-                continue
-            b0 = ptr[tj, v]
-            b1 = ptr[tj, v + 1]
-            if b0 == b1:
-                continue
-            length = lengths[v]
-            if mode != 2 and b1 - b0 >= dense_run:
-                for b in range(b0, b1):
-                    dense[samples[b] - j0] = 1.0 if mode == 0 else values[b]
-                for a in range(a0, a1):
-                    row = out_a[samples[a], j0 : j0 + width]
-                    if mode == 0:
-                        for k in range(width):
-                            row[k] += length * dense[k]
-                    else:
-                        pi = values[a]
-                        for k in range(width):
-                            row[k] += length * min(pi, dense[k])
-                for b in range(b0, b1):
-                    dense[samples[b] - j0] = 0.0
-                continue
-            for a in range(a0, a1):
-                i = samples[a]
-                pi = values[a]
-                start = a + 1 if ti == tj else b0
-                if mode == 0:
-                    for b in range(start, b1):
-                        out_a[i, samples[b]] += length
-                elif mode == 1:
-                    for b in range(start, b1):
-                        out_a[i, samples[b]] += length * min(pi, values[b])
-                else:
-                    for b in range(start, b1):
-                        pj = values[b]
-                        total = pi + pj
-                        scaled = np.sqrt(total) if alpha == 0.5 else total**alpha
-                        solo = powered[a] + powered[b]
-                        out_a[i, samples[b]] += length * (scaled * abs(pi - pj) / total - solo)
-                        out_b[i, samples[b]] += length * (scaled - solo)
+        _tile_pair_task(
+            pair_i[task],
+            pair_j[task],
+            ptr,
+            samples,
+            values,
+            powered,
+            lengths,
+            tile_start,
+            alpha,
+            mode,
+            dense_run,
+            out_a,
+            out_b,
+        )
+
+
+@numba.njit(cache=True, nogil=True)
+def _tile_pairs_serial(
+    ptr,
+    samples,
+    values,
+    powered,
+    lengths,
+    tile_start,
+    pair_i,
+    pair_j,
+    alpha,
+    mode,
+    dense_run,
+    out_a,
+    out_b,
+):  # pragma: no cover - compiled
+    """``_tile_pair_task`` over every tile pair in this thread: no threading layer, so it may
+    run beside other threads (a training data pipeline) that use numba or torch."""
+    for task in range(pair_i.shape[0]):
+        _tile_pair_task(
+            pair_i[task],
+            pair_j[task],
+            ptr,
+            samples,
+            values,
+            powered,
+            lengths,
+            tile_start,
+            alpha,
+            mode,
+            dense_run,
+            out_a,
+            out_b,
+        )
 
 
 def pair_sums_cpu(
@@ -114,9 +184,11 @@ def pair_sums_cpu(
     dtype: type = np.float64,
     threads: int | None = None,
     progress: bool = False,
+    serial: bool = False,
 ) -> PairSums:
     """The requested pair sums ("shared_length", "shared_min", "generalized") of all
-    samples: their upper triangles (``j > i``); the rest of each array is unspecified."""
+    samples: their upper triangles (``j > i``); the rest of each array is unspecified.
+    ``serial`` runs in the calling thread only (the same sums, bit for bit)."""
     n_samples = proportions.shape[1]
     return block_pair_sums(
         proportions,
@@ -128,6 +200,7 @@ def pair_sums_cpu(
         dtype=dtype,
         threads=threads,
         progress=progress,
+        serial=serial,
     )
 
 
@@ -142,13 +215,14 @@ def block_pair_sums(
     dtype: type = np.float64,
     threads: int | None = None,
     progress: bool = False,
+    serial: bool = False,
 ) -> PairSums:
     """Pair sums of samples ``start..stop-1`` (rows) with samples ``start..N-1`` (columns).
 
     Entry ``[i, j]`` for ``j > i`` is the pair (start + i, start + j): the upper triangle of
     the full matrix, restricted to rows ``start..stop-1``; entries ``j <= i`` are unspecified.
     """
-    if threads:
+    if threads and not serial:
         numba.set_num_threads(threads)
     sums = PairSums()
     todo = [(kind, mode) for kind, mode in _MODES if kind in kinds]
@@ -158,7 +232,7 @@ def block_pair_sums(
                 entries, flipped = _complemented(proportions)
             else:
                 entries, flipped = proportions, None
-            out_a, out_b = _run(entries, lengths, mode, start, stop, alpha, dtype)
+            out_a, out_b = _run(entries, lengths, mode, start, stop, alpha, dtype, serial)
             if flipped is not None:
                 _add_complement_terms(out_a, proportions, lengths, flipped, start)
             if mode == 2:
@@ -235,7 +309,7 @@ def _complement_rows(indptr, indices, flipped, n_samples):  # pragma: no cover -
     return out_ptr, out
 
 
-def _run(entries, lengths, mode, start, stop, alpha, dtype):
+def _run(entries, lengths, mode, start, stop, alpha, dtype, serial):
     """The kernel over one node x sample entry matrix, for rows start..stop-1."""
     n_nodes, n_samples = entries.shape
     n_columns = n_samples - start
@@ -260,7 +334,8 @@ def _run(entries, lengths, mode, start, stop, alpha, dtype):
     pair_j = pair_j[keep][shuffle].astype(np.int64)
     out_a = np.zeros((rows, n_columns), dtype=dtype)
     out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
-    _tile_pairs_kernel(
+    kernel = _tile_pairs_serial if serial else _tile_pairs_parallel
+    kernel(
         ptr,
         samples,
         values,

@@ -13,7 +13,7 @@ import numpy as np
 from aam.data.table import Counts, check_counts, counts_of
 from aam.errors import InputError
 from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
-from aam.unifrac.metrics import METRICS, SUM_FOR_METRIC, distance_matrix
+from aam.unifrac.metrics import DEFAULT_ALPHA, METRICS, SUM_FOR_METRIC, distance_matrix
 from aam.unifrac.tree import TreeArrays, as_tree_arrays, to_skbio
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def compute_unifrac(
     tree: TreeArrays | skbio.TreeNode,
     metrics: list[str],
     *,
-    alpha: float = 0.5,
+    alpha: float = DEFAULT_ALPHA,
     engine: str = "builtin",
     device: str = "cpu",
     dtype: type = np.float64,

@@ -157,3 +157,126 @@ def _check_matrix(path: Path, ids: list[str], matrix: np.ndarray) -> None:
                     f"{path}: {problem} distances (e.g. {rows[i, j]} between "
                     f"{printable(ids[start + i])} and {printable(ids[j])}); {_FIX}"
                 )
+
+
+class MatrixRows:
+    """A distance matrix file read by rows: the sample IDs up front, then only the rows a
+    block of samples needs (HDF5 row reads in sorted order; a TSV's rows by their byte
+    offsets), a few rows at a time, never the whole N x N matrix. Every block read is
+    checked: finite, >= 0 and symmetric."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(f"{path}: distance matrix not found; run `aam unifrac` to create it")
+        self.tsv = self.path.suffix in TSV_SUFFIXES
+        self.ids, self._offsets = _tsv_index(self.path) if self.tsv else _hdf5_ids(self.path)
+        if not self.ids:
+            raise InputError(f"{self.path}: the distance matrix holds no samples; {_FIX}")
+        duplicated = [sid for sid, n in collections.Counter(self.ids).items() if n > 1]
+        if duplicated:
+            raise InputError(
+                f"{self.path}: duplicate sample IDs ({preview(duplicated, 3)}); {_FIX}"
+            )
+
+    def block(self, rows: np.ndarray) -> np.ndarray:
+        """The (B, B) float64 distances among matrix rows ``rows`` (in that order)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        wanted, inverse = np.unique(rows, return_inverse=True)
+        out = np.empty((len(wanted), len(wanted)), dtype=np.float64)
+        for lo in range(0, len(wanted), _ROWS_PER_READ):
+            part = wanted[lo : lo + _ROWS_PER_READ]
+            out[lo : lo + len(part)] = self._read_rows(part)[:, wanted]
+        self._check_block(out, wanted)
+        return out[np.ix_(inverse, inverse)]
+
+    def _read_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Full rows ``rows`` (sorted, unique) of the matrix."""
+        if self.tsv:
+            return np.stack([self._tsv_row(r) for r in rows])
+        try:
+            with h5py.File(self.path, "r") as h5:
+                return np.asarray(h5["matrix"][rows, :], dtype=np.float64)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+            reason = " ".join(f"{type(err).__name__}: {err}".split())
+            raise InputError(
+                f"{self.path}: corrupt or truncated HDF5 file ({reason}); {_FIX}"
+            ) from err
+
+    def _tsv_row(self, row: int) -> np.ndarray:
+        with self.path.open("rb") as handle:
+            handle.seek(self._offsets[row])
+            cells = handle.readline().rstrip(b"\r\n").split(b"\t")
+        if cells[0].decode("utf-8", "replace") != self.ids[row] or len(cells) != len(self.ids) + 1:
+            raise InputError(
+                f"{self.path}: distance matrix row {row + 2} is not the row of "
+                f"{printable(self.ids[row])} with {len(self.ids)} values (changed, truncated or "
+                f"ragged); {_FIX}"
+            )
+        try:
+            return np.array(cells[1:], dtype=np.float64)
+        except ValueError as err:
+            raise InputError(
+                f"{self.path}: non-numeric distance ({printable(err)}); {_FIX}"
+            ) from err
+
+    def _check_block(self, block: np.ndarray, rows: np.ndarray) -> None:
+        for problem, bad in (
+            ("NaN or infinite", ~np.isfinite(block)),
+            ("negative", block < 0),
+            ("asymmetric", ~np.isclose(block, block.T, rtol=1e-5, atol=1e-8)),
+        ):
+            if bad.any():
+                i, j = np.argwhere(bad)[0]
+                raise InputError(
+                    f"{self.path}: {problem} distances (e.g. {block[i, j]} between "
+                    f"{printable(self.ids[rows[i]])} and {printable(self.ids[rows[j]])}); {_FIX}"
+                )
+
+
+_ROWS_PER_READ = 64  # rows read at once: 64 x N float64 (51 MB at N = 100,000)
+
+
+def _hdf5_ids(path: Path) -> tuple[list[str], None]:
+    """The sample IDs of an HDF5 matrix, with its layout checked (the matrix is not read)."""
+    if not h5py.is_hdf5(path):
+        raise InputError(f"{path}: not an HDF5 file; distance matrices are .h5, .tsv or .txt")
+    try:
+        with h5py.File(path, "r") as h5:
+            order, matrix = _datasets(path, h5)
+            ids = [x.decode() if isinstance(x, bytes) else str(x) for x in order[()]]
+            shape = matrix.shape
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+        reason = " ".join(f"{type(err).__name__}: {err}".split())
+        raise InputError(f"{path}: corrupt or truncated HDF5 file ({reason}); {_FIX}") from err
+    if shape != (len(ids), len(ids)):
+        raise InputError(
+            f"{path}: 'matrix' is {shape} but 'order' has {len(ids)} IDs; regenerate the file"
+        )
+    return ids, None
+
+
+def _tsv_index(path: Path) -> tuple[list[str], np.ndarray]:
+    """The IDs of an lsmat TSV's header and the byte offset of each row (one streaming pass)."""
+    offsets = []
+    with path.open("rb") as handle:
+        header = handle.readline()
+        try:
+            ids = header.rstrip(b"\r\n").decode("utf-8").split("\t")[1:]
+        except UnicodeDecodeError as err:
+            raise InputError(
+                f"{path}: distance matrix TSV is not UTF-8 text ({err}); {_FIX}"
+            ) from err
+        while True:
+            offset = handle.tell()
+            line = handle.readline()
+            if not line:
+                break
+            if line.strip(b"\r\n"):
+                offsets.append(offset)
+    if len(offsets) != len(ids):
+        raise InputError(
+            f"{path}: the header names {len(ids)} IDs but the file has {len(offsets)} rows "
+            f"(truncated or ragged); {_FIX}"
+        )
+    return ids, np.array(offsets, dtype=np.int64)

@@ -17,6 +17,8 @@ from aam.unifrac.abundance import NodeAbundance
 _CHUNK = 1 << 16  # elements of a row chunk's temporaries (they stay in cache)
 
 METRICS = ("unweighted", "weighted_normalized", "weighted_unnormalized", "generalized")
+DEFAULT_ALPHA = 0.5  # generalized UniFrac's alpha unless one is given
+DTYPES = {"float64": np.float64, "float32": np.float32}  # the kernels' precisions, by name
 
 # Which pair sum each metric needs.
 SUM_FOR_METRIC = {

@@ -25,7 +25,7 @@ from aam.errors import InputError
 from aam.unifrac.abundance import node_abundance
 from aam.unifrac.cpu_kernel import block_pair_sums
 from aam.unifrac.engines import checked_tree_arrays
-from aam.unifrac.metrics import SUM_FOR_METRIC, sample_totals, upper_distances
+from aam.unifrac.metrics import DEFAULT_ALPHA, SUM_FOR_METRIC, sample_totals, upper_distances
 from aam.unifrac.shard_plan import check_shard_count, shard_bounds, shard_rows
 from aam.unifrac.tree import TreeArrays
 
@@ -90,7 +90,7 @@ def compute_shard(
     spec: ShardSpec,
     shard: int,
     *,
-    alpha: float = 0.5,
+    alpha: float = DEFAULT_ALPHA,
     threads: int | None = None,
     progress: bool = False,
     table_name: str = "table",
