@@ -14,6 +14,7 @@ module's ``add_arguments`` and ``run``:
   ``module.attr`` chains; a class counts whole (every method, its aam bases, decorators); the
   names import-time code uses are reachable; annotations that only name types reach nothing
   (naming a class runs none of its code; the annotation itself is hashed where it stands);
+* an ``if TYPE_CHECKING:`` block never runs: its imports are not followed;
 * a branch ``if p is not None:`` (or ``if p:``) of a function is skipped when every call of
   that function leaves ``p`` at its default None (an undecorated function, only ever called,
   without ``*``/``**`` unpacking, ``p`` never reassigned), so `aam pretrain` does not reach the
@@ -251,7 +252,10 @@ def _chain(node: ast.AST) -> list[str] | None:
 
 
 def _truth(test: ast.expr, unset: frozenset[str]) -> bool | None:
-    """The value of ``test`` when the parameters ``unset`` are None, or None if unknown."""
+    """The value of ``test`` when the parameters ``unset`` are None, or None if unknown.
+    ``TYPE_CHECKING`` is False: what it guards (imports for annotations) never runs."""
+    if _chain(test) in (["TYPE_CHECKING"], ["typing", "TYPE_CHECKING"]):
+        return False
     if isinstance(test, ast.Name):
         return False if test.id in unset else None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):

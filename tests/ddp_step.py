@@ -35,9 +35,9 @@ def step(study_dir: Path, ctx: DistContext) -> tuple[float, dict[str, torch.Tens
     ddp = torch.nn.parallel.DistributedDataParallel
     wrapped = ddp(model, find_unused_parameters=True) if ctx.enabled else model
     objective = Objective(TRAIN, predictor=False, study=study, token_limit=64, ctx=ctx)
-    batch = objective.batch(rank_slice(GLOBAL_BATCH, ctx))
-    block = study.distances[np.ix_(GLOBAL_BATCH, GLOBAL_BATCH)]
-    batch.distances = torch.from_numpy(np.ascontiguousarray(block))
+    batch = objective.batch(GLOBAL_BATCH)  # this rank's share, the global batch's distances
+    assert len(batch.sample_index) == len(rank_slice(GLOBAL_BATCH, ctx))
+    assert batch.distances.shape == (len(GLOBAL_BATCH), len(GLOBAL_BATCH))
     loss, terms = objective.step_loss(wrapped, batch, torch.Generator().manual_seed(0))
     loss.backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}

@@ -17,7 +17,7 @@ from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder, SequencePredictor
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, init_distributed, rank_slice
+from aam.training.distributed import DistContext, init_distributed
 from aam.training.evaluation import evaluate
 from aam.training.fsdp import model_state, optimizer_state, shard_model
 from aam.training.inference import encode_table_asvs
@@ -63,9 +63,7 @@ def train(study_dir: Path, ctx: DistContext, stage: str) -> dict:
     metrics = evaluate(objective, model, VALIDATION, cpu)
     step = TrainStep(model, objective, optimizer, cpu)
     for k, positions in enumerate(GLOBAL_BATCHES):
-        batch = objective.batch(rank_slice(positions, ctx))
-        block = study.distances[np.ix_(positions, positions)]
-        batch.distances = torch.from_numpy(np.ascontiguousarray(block))
+        batch = objective.batch(positions)  # this rank's share, the global batch's distances
         step(batch, torch.Generator().manual_seed(k), where=f"step {k + 1}")
     return {
         "metrics": metrics,

@@ -30,7 +30,9 @@ from aam.commands import (
     doctor,  # patched where the command looks `diagnose` up
     plot_history,
     predict,
+    pretrain,
 )
+from aam.commands import finetune as finetune_command
 from aam.profiling import probe
 from aam.provenance import write_provenance
 from aam.training import losses, trainer
@@ -275,8 +277,8 @@ def test_output_under_a_regular_file_fails_before_any_work(
     out = blocker / "out"
     table, metadata, model = trained_micro.table, trained_micro.metadata, trained_micro.out
     work = {
-        "pretrain": (common, "load_study"),
-        "finetune": (common, "load_study"),
+        "pretrain": (pretrain, "load_study"),
+        "finetune": (finetune_command, "load_study"),
         "predict": (predict, "load_study"),
         "plot-history": (plot_history, "read_history"),
         "profile": (probe, "profile_training"),

@@ -15,7 +15,10 @@ def test_the_oral_config_plans_one_pretraining_for_both_runs(tmp_path, checkout_
     table = run.stdout.split("Job stats:")[1].split("total")[0]
     counts = dict(line.split() for line in table.splitlines()[3:] if line.strip())
     assert counts["pretrain"] == "1" and counts["finetune"] == "2" and counts["baselines"] == "2"
+    # its UniFrac matrices are built for analysis (unifrac.matrix: true); training reads the tree
+    assert counts["unifrac"] == "2"
     finetune = [line for line in run.stdout.splitlines() if " finetune --table" in line]
     assert all("runs/oral/pretrain/encoder.pt" in line for line in finetune)
+    assert all("/tree.nwk " in line and "--unifrac " not in line for line in finetune)
     covariates = [line for line in finetune if "--categorical-columns qiita_study_id" in line]
     assert len(covariates) == 1 and "runs/oral_study/" in covariates[0]

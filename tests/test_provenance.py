@@ -322,10 +322,12 @@ def test_metadata_reader_edit_changes_finetune_and_predict_only(package_copy):
     assert not {"unifrac", "pretrain", "tree", "stage"} & changed
 
 
-def test_unifrac_kernel_edit_changes_unifrac_only(package_copy):
-    # the default engine ("builtin") on the default device ("cpu")
+def test_unifrac_kernel_edit_changes_unifrac_and_the_stages_that_train(package_copy):
+    # the default engine ("builtin") on the default device ("cpu"); pretrain, finetune and
+    # profile compute each batch's UniFrac with it (--tree). run-options-schema is no rule: it
+    # uses the pretrain and finetune modules as values, which counts them whole.
     changed = changed_by(edit_body, package_copy, "aam.unifrac.cpu_kernel", "pair_sums_cpu")
-    assert changed == {"unifrac"}
+    assert changed - {"run-options-schema"} == {"unifrac", "pretrain", "finetune", "profile"}
 
 
 @pytest.mark.parametrize(
@@ -344,6 +346,13 @@ def test_unifrac_kernel_edit_changes_unifrac_only(package_copy):
 def test_config_default_edit_changes_the_stages_that_use_it(package_copy, module, old, new, users):
     changed = changed_by(replace, module_path(package_copy, module), old, new)
     assert users <= changed and not {"unifrac", "split", "tree", "stage"} & changed
+
+
+def test_imports_for_type_checking_only_are_not_followed():
+    # aam.training.study names UniFracOptions in an annotation only, imported under
+    # TYPE_CHECKING: `aam split` (which loads studies) must not reach the training options.
+    assert "aam.training.config" not in prov.reachable(MODULES["split"]).modules
+    assert "aam.training.config" in prov.reachable(MODULES["pretrain"]).modules
 
 
 def test_edit_of_an_unreached_function_of_an_imported_module_changes_nothing(package_copy):

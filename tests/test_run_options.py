@@ -24,9 +24,10 @@ from aam.training.config import (
 )
 
 SCHEMA = run_options.run_options_schema()
-# Rule flags the rules do not pass: the workflow keeps the default checkpoint location, and the
-# split fractions apply only without --split.
-NOT_PASSED = {"checkpoint_dir", "val_fraction", "test_fraction"}
+# Rule flags the rules do not pass: the workflow keeps the default checkpoint location, the
+# split fractions apply only without --split, and training reads the tree (--tree), not a
+# matrix (--unifrac).
+NOT_PASSED = {"checkpoint_dir", "val_fraction", "test_fraction", "unifrac"}
 
 
 def test_committed_schema_is_what_the_flags_generate():

@@ -338,7 +338,7 @@ def test_config_shards_need_the_builtin_cpu_engine_and_a_sample_each():
 def _config(tmp_path: Path, checkout: Path, shards: int) -> Path:
     config = yaml.safe_load((checkout / "config/test.yaml").read_text())
     config["workdir"] = str(tmp_path / "work")
-    config["unifrac"] = {"shards": shards}
+    config["unifrac"] = {"shards": shards, "matrix": True}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -107,6 +107,9 @@ def test_outputs_of_the_whole_dag(completed):
     stages = ("stage", "unifrac", "baselines", "pretrain", "finetune", "predict", "plot_history")
     for rule in (*stages, "summary"):
         assert list((completed / "results/test/benchmarks" / rule).glob("*.tsv")), rule
+    # the test config asks for the UniFrac matrix (unifrac.matrix: true): all builds it
+    ids, matrix = read_distance_matrix(completed / "results/test/unifrac/demo.unweighted.h5")
+    assert len(ids) == 400 and matrix.shape == (400, 400)
 
 
 def test_report_is_produced(copy):
@@ -131,10 +134,14 @@ def test_a_sweep_and_a_cross_validation_run_in_one_dag(copy):
     config = yaml.safe_load((copy / "config/test.yaml").read_text())
     config["runs"]["tinycv"] = {**config["runs"]["tiny"], "cv": {"folds": 2}}
     config["runs"]["tiny"]["sweep"] = {"finetune.lr": [0.001, 0.0003]}
-    config["unifrac"] = {"shards": 2}
+    config["unifrac"] = {"matrix": True, "shards": 2}
     (copy / "config/test.yaml").write_text(yaml.safe_dump(config))
     # only what is checked here (curves, summary, golden file: test_outputs_of_the_whole_dag)
-    targets = ("results/test/leaderboard.tsv", "results/test/cv/tinycv.tsv")
+    targets = (
+        "results/test/leaderboard.tsv",
+        "results/test/cv/tinycv.tsv",
+        "results/test/unifrac/demo.unweighted.h5",
+    )
     run = _snakemake(copy, "--cores", "2", targets=targets)
     assert run.returncode == 0, run.stderr[-3000:]
     work = copy / "results/test"
@@ -297,7 +304,9 @@ def test_prediction_code_change_reruns_predict_only(copy):
     assert scheduled(copy) == {"predict", "summary", "all"}
 
 
-def test_unifrac_engine_change_reruns_unifrac_and_everything_downstream(copy):
+def test_unifrac_kernel_change_reruns_the_matrix_and_training_not_split_or_baselines(copy):
+    # the matrix (the test config asks for it) and the training stages, which compute each
+    # batch's UniFrac with the same kernel; not split, baselines or validate (no UniFrac there)
     _edit(copy / "aam/unifrac/cpu_kernel.py", "TILE = 128", "TILE = 64")
     assert scheduled(copy) == {"unifrac", *TRAINING}
 
@@ -399,4 +408,64 @@ def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, messag
     run = dry_run(checkout_copy, config)
     assert run.returncode != 0
     assert message in run.stdout + run.stderr, run.stdout[-2000:]
+    assert not (tmp_path / "work").exists()
+
+
+# --- the UniFrac matrix: an analysis output, built only when the config asks for it ---------
+
+UNIFRAC_RULES = {"unifrac", "unifrac_shard", "unifrac_gather"}
+
+
+def _unifrac_config(tmp_path: Path, checkout: Path, unifrac: dict | None, **pretrain) -> Path:
+    """The test config writing under ``tmp_path/work``, its `unifrac:` section replaced by
+    ``unifrac`` (None: left out, the schema's defaults), ``pretrain`` added to the run's."""
+    config = yaml.safe_load((checkout / "config/test.yaml").read_text())
+    config["workdir"] = str(tmp_path / "work")
+    config.pop("unifrac", None)
+    if unifrac is not None:
+        config["unifrac"] = unifrac
+    config["runs"]["tiny"]["pretrain"].update(pretrain)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _planned(checkout: Path, config: Path, *targets: str) -> tuple[dict[str, int], dict]:
+    """Jobs per rule of a dry run of ``targets``, and the `aam` command line of each rule that
+    runs one (the test config has one job per rule)."""
+    cmd = [sys.executable, "-m", "snakemake", *targets, "--profile", "profiles/local"]
+    cmd += ["--configfile", str(config), "--dry-run", "--printshellcmds"]
+    run = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    table = run.stdout.split("Job stats:")[1].split("total")[0]
+    jobs = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.M)}
+    lines = re.findall(r" -m aam (?:--provenance \S+ )?([\w-]+) (.*)$", run.stdout, flags=re.M)
+    return jobs, {command.replace("-", "_"): line for command, line in lines}
+
+
+def test_by_default_training_reads_the_tree_and_no_unifrac_job_runs(tmp_path, checkout_copy):
+    config = _unifrac_config(tmp_path, checkout_copy, None)  # unifrac.matrix: false
+    jobs, commands = _planned(checkout_copy, config, "all", "profiling_report")
+    assert jobs["pretrain"] == jobs["finetune"] == jobs["profile"] == 1
+    assert not UNIFRAC_RULES & set(jobs), jobs  # nor the profiling report's benchmarks
+    tree = f"--tree {tmp_path}/work/data/demo/tree.nwk "
+    for rule in ("pretrain", "finetune", "profile"):
+        assert tree in commands[rule] and "--unifrac " not in commands[rule], commands[rule]
+    for rule in ("pretrain", "finetune"):
+        assert "--unifrac-metric unweighted --unifrac-alpha 0.5 " in commands[rule]
+    assert not (tmp_path / "work").exists()
+
+
+def test_the_matrix_when_asked_for_and_a_runs_own_unifrac_options(tmp_path, checkout_copy):
+    unifrac = {"matrix": True, "metric": "generalized", "alpha": 0.3}
+    config = _unifrac_config(tmp_path, checkout_copy, unifrac, unifrac_metric="weighted_normalized")
+    jobs, commands = _planned(checkout_copy, config, "all")
+    assert jobs["unifrac"] == jobs["pretrain"] == 1
+    matrix = f"--output {tmp_path}/work/unifrac/demo.generalized.h5 --alpha 0.3 "
+    assert "--metric generalized " in commands["unifrac"] and matrix in commands["unifrac"]
+    # the config's metric and alpha, unless the run's own options say otherwise
+    assert "--unifrac-metric weighted_normalized --unifrac-alpha 0.3 " in commands["pretrain"]
+    assert "--unifrac-metric generalized --unifrac-alpha 0.3 " in commands["finetune"]
+    for rule in ("pretrain", "finetune"):
+        assert "--unifrac " not in commands[rule] and " --tree " in commands[rule]
     assert not (tmp_path / "work").exists()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -24,14 +22,13 @@ from aam.data.split import write_split
 from aam.models import ModelConfig
 from aam.models.config import LAYERS_HELP
 from aam.options import add_options, from_args, given_options
-from aam.staging import localized
 from aam.training.auto_batch import resolve_batch_size
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, init_distributed
 from aam.training.fsdp import shard_model
 from aam.training.metrics import write_history
-from aam.training.study import Study, describe, load_study
+from aam.training.study import Study, describe
 from aam.training.trainer import Preempted, Trainer, TrainResult
 
 log = logging.getLogger(__name__)
@@ -216,37 +213,15 @@ def run_training(
         raise SystemExit(75) from None
 
 
-@contextmanager
-def training_study(opts: TrainingOptions, max_bp: int, **target: Any) -> Iterator[Study]:
-    """The study a training command learns from: ``opts``' table, UniFrac source (tree or
-    matrix), split and sample options, plus ``target`` (``load_study``'s metadata arguments).
-    With ``--scratch`` the inputs are read from node-local copies, which last as long as the
-    block: a ``--unifrac`` matrix is read by rows while training runs."""
-    paths = opts.paths
-    inputs = {
+def training_inputs(paths: RunPaths, **more: Path | None) -> dict[str, Path | None]:
+    """The input files of a training command (``localized`` copies them to ``--scratch``)."""
+    return {
         "table": paths.table,
         "tree": paths.tree,
         "unifrac": paths.unifrac,
         "split": paths.split,
-        "metadata": target.pop("metadata_path", None),
+        **more,
     }
-    with localized(inputs, paths.scratch) as local:
-        yield load_study(
-            local["table"],
-            max_bp=max_bp,
-            tree_path=local.get("tree"),
-            unifrac_options=opts.distances,
-            unifrac_path=local.get("unifrac"),
-            metadata_path=local.get("metadata"),
-            split_path=local.get("split"),
-            val_fraction=opts.study.val_fraction,
-            test_fraction=opts.study.test_fraction,
-            seed=opts.train.seed,
-            rarefy_depth=opts.study.rarefy_depth,
-            rarefy_each_epoch=opts.study.rarefy_each_epoch,
-            allow_missing=opts.study.allow_missing_samples,
-            **target,
-        )
 
 
 def resume_config(opts: TrainingOptions, study: Study, model: dict[str, Any]) -> dict[str, Any]:

@@ -17,16 +17,18 @@ from aam.commands.common import (
     resume_config,
     run_training,
     setup_run,
-    training_study,
+    training_inputs,
     write_outputs,
 )
 from aam.commands.pretrain import architecture
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor
 from aam.models.files import load_model_file
+from aam.staging import localized
 from aam.training.inference import encode_table_asvs
 from aam.training.metrics import baseline_metrics
 from aam.training.objective import Objective, TargetScale, fit_target_scale
+from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +81,27 @@ def finetune(opts: TrainingOptions, target: Target) -> None:
         raise InputError("--freeze-base: needs --pretrained-encoder (a random base is useless)")
     base = encoder["config"] if encoder else None
     max_bp = ModelConfig.from_options(opts.model, base).max_bp
-    study_context = training_study(
-        opts,
-        max_bp,
-        metadata_path=target.metadata,
-        target=target.column,
-        classifier=target.classifier,
-        categorical=target.categorical,
-    )
-    with study_context as study:
+    inputs = training_inputs(paths, metadata=target.metadata)
+    # Inside the block: a --unifrac matrix is read by rows (from --scratch) while training runs.
+    with localized(inputs, paths.scratch) as local:
+        study = load_study(
+            local["table"],
+            max_bp=max_bp,
+            tree_path=local.get("tree"),
+            unifrac_options=opts.distances,
+            unifrac_path=local.get("unifrac"),
+            metadata_path=local["metadata"],
+            target=target.column,
+            classifier=target.classifier,
+            categorical=target.categorical,
+            split_path=local.get("split"),
+            val_fraction=opts.study.val_fraction,
+            test_fraction=opts.study.test_fraction,
+            seed=cfg.seed,
+            rarefy_depth=opts.study.rarefy_depth,
+            rarefy_each_epoch=opts.study.rarefy_each_epoch,
+            allow_missing=opts.study.allow_missing_samples,
+        )
         mcfg = ModelConfig.from_options(
             opts.model,
             base,

@@ -15,12 +15,14 @@ from aam.commands.common import (
     resume_config,
     run_training,
     setup_run,
-    training_study,
+    training_inputs,
     write_outputs,
 )
 from aam.errors import InputError
 from aam.models import ModelConfig, SequenceEncoder
+from aam.staging import localized
 from aam.training.objective import Objective
+from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
 RUNTIME_FIELDS = ("attn_implementation", "gradient_checkpointing")
@@ -52,7 +54,21 @@ def pretrain(opts: TrainingOptions) -> None:
     device, ctx = setup_run(opts.runtime)
     prepare_outputs(paths, ctx, "encoder.pt")
     mcfg = ModelConfig.from_options(opts.model)
-    with training_study(opts, mcfg.max_bp) as study:
+    # Inside the block: a --unifrac matrix is read by rows (from --scratch) while training runs.
+    with localized(training_inputs(paths), paths.scratch) as local:
+        study = load_study(
+            local["table"],
+            max_bp=mcfg.max_bp,
+            tree_path=local.get("tree"),
+            unifrac_options=opts.distances,
+            unifrac_path=local.get("unifrac"),
+            split_path=local.get("split"),
+            val_fraction=opts.study.val_fraction,
+            seed=cfg.seed,
+            rarefy_depth=opts.study.rarefy_depth,
+            rarefy_each_epoch=opts.study.rarefy_each_epoch,
+            allow_missing=opts.study.allow_missing_samples,
+        )
         torch.manual_seed(cfg.seed)
         model = SequenceEncoder(mcfg)
         objective = Objective(

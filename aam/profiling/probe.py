@@ -29,7 +29,7 @@ from aam.models import ModelConfig, SequenceEncoder, effective_attn_implementati
 from aam.models.layers import set_attn_implementation
 from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import from_key_averages
-from aam.training.config import TrainConfig
+from aam.training.config import TrainConfig, UniFracOptions
 from aam.training.device import resolve_device
 from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
@@ -368,6 +368,7 @@ def _pretraining_study(
         Path(table),
         max_bp=max_bp,
         tree_path=Path(tree) if tree is not None else None,
+        unifrac_options=UniFracOptions(),
         unifrac_path=Path(unifrac) if unifrac is not None else None,
         seed=seed,
     )

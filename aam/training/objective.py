@@ -102,7 +102,7 @@ class Objective:
         self, model: nn.Module, batch: Batch, generator: torch.Generator
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Weighted loss of one training batch and its detached terms."""
-        cfg, terms, total = self.cfg, {}, 0.0
+        cfg, terms, total, logged = self.cfg, {}, 0.0, 0.0
         nuc_mask = tokens = None
         if self.use_nucleotides:
             # the encoder reads MASK at nuc_mask; it gets the originals (ASV identity)
@@ -116,6 +116,7 @@ class Objective:
             term = losses.unifrac_loss(embeddings, batch.distances)
             total = total + cfg.unifrac_weight * term * self.ctx.world_size
             terms["unifrac_loss"] = term.item()
+            logged += cfg.unifrac_weight * terms["unifrac_loss"]
         if nuc_mask is not None:
             targets = batch.unique_tokens[nuc_mask]
             ce = torch.nn.functional.cross_entropy(
@@ -125,9 +126,14 @@ class Objective:
             term = ce / count.clamp_min(1.0)
             total = total + cfg.nuc_weight * term * self.ctx.world_size
             terms["nuc_loss"] = term.item() * self.ctx.world_size
+            logged += cfg.nuc_weight * terms["nuc_loss"]
         if self.predictor:
-            total = total + self._predictor_terms(out, batch, terms)
-        terms["loss"] = float(total.detach()) if torch.is_tensor(total) else float(total)
+            predictor_total = self._predictor_terms(out, batch, terms)
+            total = total + predictor_total
+            logged += float(predictor_total.detach())
+        # The pairwise terms are scaled by world_size in ``total`` (DDP averages gradients over
+        # ranks); the logged loss is the weighted sum of the terms themselves.
+        terms["loss"] = logged
         return total, terms
 
     def _predictor_terms(self, out: dict, batch: Batch, terms: dict) -> torch.Tensor:

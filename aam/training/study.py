@@ -10,6 +10,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,12 +22,14 @@ from aam.data.reconcile import preview, reconcile_sample_ids
 from aam.data.split import SPLITS, make_split, read_split
 from aam.data.table import counts_of, load_table
 from aam.errors import InputError
-from aam.training.config import UniFracOptions
 from aam.training.distances import MatrixDistances, PairDistances, TreeDistances
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
 from aam.unifrac.metrics import DTYPES
 from aam.unifrac.tree import load_tree
+
+if TYPE_CHECKING:
+    from aam.training.config import UniFracOptions
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +186,9 @@ def load_study(
         position = {sid: k for k, sid in enumerate(matrix.ids)}
         distances = MatrixDistances(matrix, np.array([position[s] for s in samples.sample_ids]))
     if tree_path is not None:
-        opts = unifrac_options or UniFracOptions()
+        if unifrac_options is None:
+            raise ValueError("load_study: tree_path needs unifrac_options")
+        opts = unifrac_options
         unifrac = BatchUniFrac.for_table(
             counts_of(table),
             load_tree(tree_path, midpoint_root=opts.midpoint_root),
@@ -195,6 +200,7 @@ def load_study(
             tree_name=str(tree_path),
         )
         distances = TreeDistances(samples, unifrac)
+        distances.block(np.arange(min(2, len(samples))))  # loads the compiled kernels now
     if split is None:
         split = make_split(
             samples.sample_ids, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed

@@ -21,7 +21,6 @@ from aam.unifrac.abundance import (
     check_samples_have_reads,
     match_tips,
 )
-from aam.unifrac.cpu_kernel import pair_sums_cpu
 from aam.unifrac.engines import checked_tree_arrays
 from aam.unifrac.metrics import SUM_FOR_METRIC, distance_matrix
 from aam.unifrac.tree import TreeArrays
@@ -85,6 +84,8 @@ class BatchUniFrac:
         proportions.data *= (1.0 / totals)[proportions.indices]
         proportions.sort_indices()
         abundance = NodeAbundance([str(k) for k in range(n)], self.lengths[used], proportions)
+        from aam.unifrac.cpu_kernel import pair_sums_cpu  # numba: only when distances are made
+
         sums = pair_sums_cpu(
             proportions,
             abundance.lengths,

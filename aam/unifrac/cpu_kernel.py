@@ -31,7 +31,7 @@ DENSE_RUN = 12  # a node's run of tile-J samples at least this long takes the de
 _MODES = (("shared_length", 0), ("shared_min", 1), ("generalized", 2))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True)
 def _tile_pair_task(
     ti,
     tj,
@@ -104,75 +104,19 @@ def _tile_pair_task(
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _tile_pairs_parallel(
-    ptr,
-    samples,
-    values,
-    powered,
-    lengths,
-    tile_start,
-    pair_i,
-    pair_j,
-    alpha,
-    mode,
-    dense_run,
-    out_a,
-    out_b,
-):  # pragma: no cover - compiled
-    """``_tile_pair_task`` over every tile pair, the pairs in parallel (each writes its own
-    output block)."""
+def _tile_pairs_parallel(pair_i, pair_j, args):  # pragma: no cover - compiled
+    """``_tile_pair_task(ti, tj, *args)`` over every tile pair, the pairs in parallel (each
+    writes its own output block)."""
     for task in numba.prange(pair_i.shape[0]):
-        _tile_pair_task(
-            pair_i[task],
-            pair_j[task],
-            ptr,
-            samples,
-            values,
-            powered,
-            lengths,
-            tile_start,
-            alpha,
-            mode,
-            dense_run,
-            out_a,
-            out_b,
-        )
+        _tile_pair_task(pair_i[task], pair_j[task], *args)
 
 
 @numba.njit(cache=True, nogil=True)
-def _tile_pairs_serial(
-    ptr,
-    samples,
-    values,
-    powered,
-    lengths,
-    tile_start,
-    pair_i,
-    pair_j,
-    alpha,
-    mode,
-    dense_run,
-    out_a,
-    out_b,
-):  # pragma: no cover - compiled
-    """``_tile_pair_task`` over every tile pair in this thread: no threading layer, so it may
-    run beside other threads (a training data pipeline) that use numba or torch."""
+def _tile_pairs_serial(pair_i, pair_j, args):  # pragma: no cover - compiled
+    """``_tile_pair_task(ti, tj, *args)`` over every tile pair in this thread: no threading
+    layer, so it may run beside other threads (a training data pipeline) using numba or torch."""
     for task in range(pair_i.shape[0]):
-        _tile_pair_task(
-            pair_i[task],
-            pair_j[task],
-            ptr,
-            samples,
-            values,
-            powered,
-            lengths,
-            tile_start,
-            alpha,
-            mode,
-            dense_run,
-            out_a,
-            out_b,
-        )
+        _tile_pair_task(pair_i[task], pair_j[task], *args)
 
 
 def pair_sums_cpu(
@@ -336,19 +280,21 @@ def _run(entries, lengths, mode, start, stop, alpha, dtype, serial):
     out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
     kernel = _tile_pairs_serial if serial else _tile_pairs_parallel
     kernel(
-        ptr,
-        samples,
-        values,
-        powered,
-        lengths.astype(dtype),
-        tile_start,
         pair_i,
         pair_j,
-        dtype(alpha),
-        mode,
-        DENSE_RUN,
-        out_a,
-        out_b,
+        (
+            ptr,
+            samples,
+            values,
+            powered,
+            lengths.astype(dtype),
+            tile_start,
+            dtype(alpha),
+            mode,
+            DENSE_RUN,
+            out_a,
+            out_b,
+        ),
     )
     return out_a, out_b
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
@@ -104,16 +105,26 @@ def _read_tsv(path: Path) -> tuple[list[str], np.ndarray]:
 
 
 def _read_hdf5(path: Path) -> tuple[list[str], np.ndarray]:
+    with _hdf5_datasets(path) as (order, matrix):
+        return _ids(order), matrix[()]
+
+
+@contextmanager
+def _hdf5_datasets(path: Path) -> Iterator[tuple[h5py.Dataset, h5py.Dataset]]:
+    """The ``order`` and ``matrix`` datasets of an HDF5 matrix file, open in the block; a file
+    that is not HDF5, lacks them or fails to read (in the block too) is one InputError line."""
     if not h5py.is_hdf5(path):
         raise InputError(f"{path}: not an HDF5 file; distance matrices are .h5, .tsv or .txt")
     try:
         with h5py.File(path, "r") as h5:
-            order, matrix = _datasets(path, h5)
-            ids = [x.decode() if isinstance(x, bytes) else str(x) for x in order[()]]
-            return ids, matrix[()]
+            yield _datasets(path, h5)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         reason = " ".join(f"{type(err).__name__}: {err}".split())
         raise InputError(f"{path}: corrupt or truncated HDF5 file ({reason}); {_FIX}") from err
+
+
+def _ids(order: h5py.Dataset) -> list[str]:
+    return [x.decode() if isinstance(x, bytes) else str(x) for x in order[()]]
 
 
 def _datasets(path: Path, h5: h5py.File) -> tuple[h5py.Dataset, h5py.Dataset]:
@@ -194,14 +205,8 @@ class MatrixRows:
         """Full rows ``rows`` (sorted, unique) of the matrix."""
         if self.tsv:
             return np.stack([self._tsv_row(r) for r in rows])
-        try:
-            with h5py.File(self.path, "r") as h5:
-                return np.asarray(h5["matrix"][rows, :], dtype=np.float64)
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
-            reason = " ".join(f"{type(err).__name__}: {err}".split())
-            raise InputError(
-                f"{self.path}: corrupt or truncated HDF5 file ({reason}); {_FIX}"
-            ) from err
+        with _hdf5_datasets(self.path) as (_, matrix):
+            return np.asarray(matrix[rows, :], dtype=np.float64)
 
     def _tsv_row(self, row: int) -> np.ndarray:
         with self.path.open("rb") as handle:
@@ -239,16 +244,8 @@ _ROWS_PER_READ = 64  # rows read at once: 64 x N float64 (51 MB at N = 100,000)
 
 def _hdf5_ids(path: Path) -> tuple[list[str], None]:
     """The sample IDs of an HDF5 matrix, with its layout checked (the matrix is not read)."""
-    if not h5py.is_hdf5(path):
-        raise InputError(f"{path}: not an HDF5 file; distance matrices are .h5, .tsv or .txt")
-    try:
-        with h5py.File(path, "r") as h5:
-            order, matrix = _datasets(path, h5)
-            ids = [x.decode() if isinstance(x, bytes) else str(x) for x in order[()]]
-            shape = matrix.shape
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
-        reason = " ".join(f"{type(err).__name__}: {err}".split())
-        raise InputError(f"{path}: corrupt or truncated HDF5 file ({reason}); {_FIX}") from err
+    with _hdf5_datasets(path) as (order, matrix):
+        ids, shape = _ids(order), matrix.shape
     if shape != (len(ids), len(ids)):
         raise InputError(
             f"{path}: 'matrix' is {shape} but 'order' has {len(ids)} IDs; regenerate the file"

@@ -152,10 +152,19 @@ for _run, _plan in CV.items():
         check_cv(_run, _plan, DATASETS[_plan["dataset"]], LABELLED[_plan["dataset"]])
     except InputError as err:
         raise WorkflowError(str(err)) from None
+METRIC = config["unifrac"]["metric"]
+# K > 1 splits each UniFrac matrix into K unifrac_shard jobs and one unifrac_gather (1: one job)
+SHARDS = config["unifrac"]["shards"]
+# unifrac.matrix: the datasets of the runs get their N x N UniFrac matrix (an analysis output,
+# a target of all); none otherwise. Training never reads it: each batch's UniFrac is computed
+# from the staged table and the dataset's tree.
+MATRIX_DATASETS = (
+    sorted({spec["dataset"] for spec in RUNS.values()})
+    if config["unifrac"]["matrix"]
+    else []
+)
 try:
-    check_unifrac_shards(
-        config["unifrac"], DATASETS, [spec["dataset"] for spec in RUNS.values()]
-    )
+    check_unifrac_shards(config["unifrac"], DATASETS, MATRIX_DATASETS)
 except InputError as err:
     raise WorkflowError(str(err)) from None
 
@@ -165,9 +174,12 @@ def code(command):
     return code_fingerprint(COMMANDS[command][0])
 
 
-METRIC = config["unifrac"]["metric"]
-# K > 1 splits each UniFrac matrix into K unifrac_shard jobs and one unifrac_gather (1: one job)
-SHARDS = config["unifrac"]["shards"]
+# The runs' batch UniFrac: config unifrac's metric and alpha, before a run's own options (which
+# override them) in a training rule's flags.
+RUN_UNIFRAC = {
+    "unifrac_metric": config["unifrac"]["metric"],
+    "unifrac_alpha": config["unifrac"]["alpha"],
+}
 
 
 def training_layout(stage):
@@ -244,11 +256,6 @@ def staged(name):
     return staged_file
 
 
-def unifrac_of(wildcards):
-    """Input function: the UniFrac matrix of a run's dataset."""
-    return WORK / f"unifrac/{RUNS[wildcards.run]['dataset']}.{METRIC}.h5"
-
-
 def fold_part(run):
     """`cv/<folds>x<seed>/fold<k>` of a fold run (its split and baselines), else None: runs
     with the same folds and seed on a dataset share them."""
@@ -301,13 +308,26 @@ def tree_of(dataset):
     return WORK / "data" / dataset / name
 
 
+def run_tree(wildcards):
+    """Input function: the tree of a run's dataset (each batch's UniFrac is computed from it)."""
+    return tree_of(RUNS[wildcards.run]["dataset"])
+
+
 def encoder_run(wildcards):
     """The run whose pretrained encoder a run fine-tunes from."""
     return RUNS[wildcards.run]["encoder_from"] or wildcards.run
 
 
+def unifrac_matrices():
+    """The UniFrac matrices all builds (unifrac.matrix: true), one per dataset of a run."""
+    return [WORK / f"unifrac/{dataset}.{METRIC}.h5" for dataset in MATRIX_DATASETS]
+
+
 def unifrac_benchmarks(dataset):
-    """Benchmark TSVs of the jobs that make a dataset's UniFrac matrix."""
+    """Benchmark TSVs of the jobs that make a dataset's UniFrac matrix (none when the config
+    builds no matrix)."""
+    if dataset not in MATRIX_DATASETS:
+        return []
     if SHARDS == 1:
         return [WORK / f"benchmarks/unifrac/{dataset}.{METRIC}.tsv"]
     return [
@@ -348,5 +368,6 @@ def final_outputs():
         WORK / "summary.tsv",
         *([WORK / "leaderboard.tsv"] if SWEEPS else []),
         *expand(WORK / "cv/{run}.tsv", run=list(CV)),
+        *unifrac_matrices(),
         WORK / "validation/golden.json",
     ]

@@ -6,7 +6,7 @@ rule profile:
     peak memory and samples/s over batch sizes and attention backends."""
     input:
         table=staged("table.biom"),
-        unifrac=unifrac_of,
+        tree=run_tree,
         image=IMAGE_INPUT,
     output:
         kernels=WORK / "profiling/{run}/kernel_stats.csv",
@@ -35,5 +35,5 @@ rule profile:
         ),
     shell:
         "python -m aam --provenance {output.provenance:q} profile --table {input.table:q}"
-        " --unifrac {input.unifrac:q} --threads {threads} --output-dir {params.out_dir:q}"
+        " --tree {input.tree:q} --threads {threads} --output-dir {params.out_dir:q}"
         " {params.options} > {log:q} 2>&1"

@@ -1,8 +1,9 @@
 rule pretrain:
-    """Self-supervised base: UniFrac distances + masked nucleotides (resumes from checkpoints)."""
+    """Self-supervised base: UniFrac distances (each batch's, from the table and the tree) +
+    masked nucleotides (resumes from checkpoints)."""
     input:
         table=staged("table.biom"),
-        unifrac=unifrac_of,
+        tree=run_tree,
         split=pretrain_split_of,
         image=IMAGE_INPUT,
     output:
@@ -36,13 +37,14 @@ rule pretrain:
                 "split": input.split or None,
                 "device": config["device"],
                 "scratch": config["scratch"],
+                **RUN_UNIFRAC,
                 **RUNS[wc.run]["model"],
                 **RUNS[wc.run]["pretrain"],
             }
         ),
     shell:
         "{params.launcher} -m aam --provenance {output.provenance:q} pretrain --table {input.table:q}"
-        " --unifrac {input.unifrac:q} --threads {threads} --no-progress"
+        " --tree {input.tree:q} --threads {threads} --no-progress"
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
@@ -51,7 +53,7 @@ rule finetune:
     input:
         table=staged("table.biom"),
         metadata=staged("metadata.tsv"),
-        unifrac=unifrac_of,
+        tree=run_tree,
         split=split_of,
         encoder=lambda wc: WORK / f"runs/{encoder_run(wc)}/pretrain/encoder.pt",
         image=IMAGE_INPUT,
@@ -83,13 +85,14 @@ rule finetune:
                 "classifier": dataset_of(wc)["classifier"],
                 "device": config["device"],
                 "scratch": config["scratch"],
+                **RUN_UNIFRAC,
                 **RUNS[wc.run]["model"],
                 **RUNS[wc.run]["finetune"],
             }
         ),
     shell:
         "python -m aam --provenance {output.provenance:q} finetune --table {input.table:q}"
-        " --metadata {input.metadata:q} --unifrac {input.unifrac:q} --split {input.split:q}"
+        " --metadata {input.metadata:q} --tree {input.tree:q} --split {input.split:q}"
         " --pretrained-encoder {input.encoder:q} --threads {threads} --no-progress"
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 

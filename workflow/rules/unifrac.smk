@@ -1,7 +1,9 @@
+# The N x N UniFrac matrix of a dataset: an analysis output, a target of all only with
+# unifrac.matrix: true (training computes each batch's distances from the table and the tree).
 if SHARDS == 1:
 
     rule unifrac:
-        """UniFrac distance matrix that pretraining learns from."""
+        """A dataset's N x N UniFrac matrix (for analysis; training does not read it)."""
         input:
             table=WORK / "data/{dataset}/table.biom",
             tree=lambda wc: tree_of(wc.dataset),

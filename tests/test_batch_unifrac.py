@@ -1,0 +1,272 @@
+"""Batch-local UniFrac (``aam.unifrac.batch``, ``aam.training.distances``): the distances of any
+group of samples, computed from their reads and the tree, are the entries of ``aam unifrac``'s
+full matrix, for every metric and both kernel precisions, on the demo data and on random
+tables and trees; also with ``prune_missing``.
+
+float64: within 1e-12. The training blocks (float64 kernel, float32 out) are the full float64
+matrix cast to float32, at most 1 ulp apart (a float64 difference of ~1e-15 may straddle a
+float32 rounding boundary). float32 kernel against the float32 full matrix: bit for bit up to
+a few ulps for the weighted and generalized metrics; unweighted UniFrac stores a node present
+in more than half of the samples by the samples it is absent from, and which nodes those are
+depends on the group, so its float32 sums are grouped differently: up to ~30 ulps of small
+entries (4e-7 absolute on the demo data, where the full float32 matrix is itself 5e-7 from
+float64), held to 8 float32 epsilons absolute.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from unittest import mock
+
+import biom
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aam.data.batching import SampleSet
+from aam.data.table import counts_of, load_counts
+from aam.training.config import UniFracOptions
+from aam.training.distances import TreeDistances
+from aam.training.study import load_study
+from aam.unifrac import cpu_kernel
+from aam.unifrac.batch import BatchUniFrac
+from aam.unifrac.engines import compute_unifrac
+from aam.unifrac.metrics import METRICS
+from aam.unifrac.tree import load_tree, tree_arrays
+
+sys.path.insert(0, str(Path(__file__).parent))
+from errors import one_line_error  # noqa: E402
+from test_unifrac_shards import studies  # noqa: E402  (random tables and trees)
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+EPS32 = float(np.finfo(np.float32).eps)
+# (metric, alpha): alpha matters for generalized only (0.5: the kernel's sqrt path; 0.3: the
+# general power; the random studies below also draw alpha 0 and 1).
+CASES = [(metric, 0.5) for metric in METRICS] + [("generalized", 0.3)]
+CASE_IDS = [f"{metric}-{alpha}" for metric, alpha in CASES]
+
+
+def groups(n: int) -> dict[str, np.ndarray]:
+    """Seeded groups of sample indices in random order: a pair, one tile of the kernel, more
+    than one tile (> 128 samples), and one with repeated samples."""
+    rng = np.random.default_rng(11)
+    return {
+        "pair": rng.choice(n, 2, replace=False),
+        "37": rng.choice(n, 37, replace=False),
+        "200": rng.choice(n, min(n, 200), replace=False),
+        "repeats": rng.choice(n, 60, replace=True),
+    }
+
+
+def csr_rows(counts, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Samples ``rows`` of ``counts`` as CSR rows over table ASV indices."""
+    sub = counts.matrix.tocsc()[:, rows]
+    return sub.indptr, sub.indices, sub.data
+
+
+def ulps(ours: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Distance in float32 units in the last place of non-negative float32 arrays."""
+    a = (np.asarray(ours, dtype=np.float32) + np.float32(0)).view(np.int32).astype(np.int64)
+    b = (np.asarray(expected, dtype=np.float32) + np.float32(0)).view(np.int32).astype(np.int64)
+    return np.abs(a - b)
+
+
+def repeats(rows: np.ndarray) -> np.ndarray:
+    """Mask of the pairs of a group that are one sample twice (the diagonal, and repeats)."""
+    return rows[:, None] == rows[None, :]
+
+
+def assert_float32_kernel_close(ours: np.ndarray, full: np.ndarray, rows: np.ndarray, metric: str):
+    """The float32 kernel's batch against its full matrix (see the module docstring). A
+    sample's distance to its own repeat is computed like any pair (0 within float32 rounding
+    of sums that cancel), where the full matrix has its exact 0 diagonal."""
+    assert ours.dtype == full.dtype == np.float32
+    same = repeats(rows)
+    assert np.abs(ours[same]).max() <= 32 * EPS32  # generalized: ~1e-6 (sums that cancel)
+    if metric == "unweighted":
+        assert np.abs(ours.astype(np.float64) - full).max() <= 8 * EPS32
+    else:
+        assert ulps(ours[~same], full[~same]).max(initial=0) <= 4
+
+
+def assert_cast_of_float64(
+    block: np.ndarray, expected: np.ndarray, rows: np.ndarray, floor: float = 0.0
+) -> None:
+    """A training block (float64 kernel, cast to float32) against the full float64 matrix
+    cast to float32: at most 1 ulp apart, or (``floor``) within float64 rounding where a
+    distance is 0 within rounding (two samples on the same nodes: 0 in one, ~1e-16 in the
+    other, float32 ulps apart); a sample and its repeat within rounding of 0."""
+    assert block.dtype == expected.dtype == np.float32
+    same = repeats(rows)
+    assert np.abs(block[same]).max() <= 1e-12
+    close = (ulps(block, expected) <= 1) | (np.abs(block - expected) <= floor)
+    assert close[~same].all()
+
+
+# --- the demo data --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_counts(DEMO / "table.biom"), load_tree(DEMO / "tree.nwk")
+
+
+@pytest.fixture(scope="module")
+def full(demo) -> dict[type, dict[tuple[str, float], np.ndarray]]:
+    """`aam unifrac`'s matrices of the 400 demo samples, per dtype and case."""
+    out = {}
+    for dtype in (np.float64, np.float32):
+        at_half = compute_unifrac(*demo, list(METRICS), alpha=0.5, dtype=dtype, threads=2)
+        out[dtype] = {(metric, 0.5): matrix for metric, matrix in at_half.items()}
+        for metric, alpha in CASES:
+            if (metric, alpha) not in out[dtype]:
+                result = compute_unifrac(*demo, [metric], alpha=alpha, dtype=dtype, threads=2)
+                out[dtype][metric, alpha] = result[metric]
+    return out
+
+
+def test_the_demo_groups_span_several_kernel_tiles(demo):
+    sizes = {name: len(rows) for name, rows in groups(len(demo[0].sample_ids)).items()}
+    assert sizes["200"] > cpu_kernel.TILE
+    assert len(set(groups(400)["repeats"])) < 60
+
+
+@pytest.mark.parametrize(("metric", "alpha"), CASES, ids=CASE_IDS)
+def test_float64_batches_equal_the_full_matrix(demo, full, metric, alpha):
+    counts, tree = demo
+    unifrac = BatchUniFrac.for_table(counts, tree, metric, alpha=alpha)
+    expected = full[np.float64][metric, alpha]
+    assert expected.max() > 0.1  # real distances, not zeros
+    for name, rows in groups(len(counts.sample_ids)).items():
+        ours = unifrac.distances(*csr_rows(counts, rows))
+        assert ours.dtype == np.float64 and ours.shape == (len(rows), len(rows))
+        assert np.abs(ours - expected[np.ix_(rows, rows)]).max() <= 1e-12, name
+
+
+@pytest.mark.parametrize(("metric", "alpha"), CASES, ids=CASE_IDS)
+def test_float32_batches_equal_the_float32_full_matrix(demo, full, metric, alpha):
+    counts, tree = demo
+    unifrac = BatchUniFrac.for_table(counts, tree, metric, alpha=alpha, dtype=np.float32)
+    expected = full[np.float32][metric, alpha]
+    for rows in groups(len(counts.sample_ids)).values():
+        ours = unifrac.distances(*csr_rows(counts, rows))
+        assert_float32_kernel_close(ours, expected[np.ix_(rows, rows)], rows, metric)
+
+
+@pytest.mark.parametrize(("metric", "alpha"), CASES, ids=CASE_IDS)
+def test_training_blocks_are_the_float64_matrix_cast_to_float32(
+    demo, demo_table, full, metric, alpha
+):
+    counts, tree = demo
+    samples = SampleSet.from_table(demo_table, max_bp=100)
+    assert samples.sample_ids == counts.sample_ids
+    distances = TreeDistances(samples, BatchUniFrac.for_table(counts, tree, metric, alpha=alpha))
+    expected = full[np.float64][metric, alpha].astype(np.float32)
+    for rows in groups(len(counts.sample_ids)).values():
+        block = distances.block(rows)
+        assert block.dtype == np.float32
+        assert_cast_of_float64(block, expected[np.ix_(rows, rows)], rows)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_studys_tree_distances_follow_its_unifrac_options(demo_dir, full, dtype):
+    """`load_study(tree_path=..., unifrac_options=...)`: metric, alpha and dtype reach the
+    kernel; positions are the study's (the study's order mapped to the matrix's)."""
+    study = load_study(
+        demo_dir / "table.biom",
+        max_bp=100,
+        tree_path=demo_dir / "tree.nwk",
+        unifrac_options=UniFracOptions(
+            unifrac_metric="generalized", unifrac_alpha=0.3, unifrac_dtype=dtype
+        ),
+        val_fraction=0.0,
+    )
+    ids = load_counts(demo_dir / "table.biom").sample_ids
+    row_of = np.array([ids.index(sid) for sid in study.samples.sample_ids])
+    assert study.draw(0) is None
+    for positions in groups(len(row_of)).values():
+        block = study.distances.block(positions, study.draw(0))
+        rows = row_of[positions]
+        if dtype == "float64":
+            expected = full[np.float64]["generalized", 0.3][np.ix_(rows, rows)]
+            assert_cast_of_float64(block, expected.astype(np.float32), rows)
+        else:
+            expected = full[np.float32]["generalized", 0.3][np.ix_(rows, rows)]
+            assert_float32_kernel_close(block, expected, rows, "generalized")
+
+
+# --- ASVs missing from the tree -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def with_stranger(demo_table) -> biom.Table:
+    """80 demo samples plus, as the FIRST observation, an ASV that is no tip of the tree, with
+    reads in every third sample (so every later table ASV index shifts by one)."""
+    table = demo_table.filter(demo_table.ids()[:80], inplace=False)
+    table = table.remove_empty(axis="observation")
+    dense = table.matrix_data.toarray()
+    stranger = np.where(np.arange(dense.shape[1]) % 3 == 0, 37.0, 0.0)
+    return biom.Table(
+        np.vstack([stranger, dense]),
+        ["A" * 100, *table.ids("observation")],
+        list(table.ids()),
+    )
+
+
+@pytest.mark.parametrize(("metric", "alpha"), CASES, ids=CASE_IDS)
+def test_prune_missing_batches_equal_the_pruned_full_matrix(demo, with_stranger, metric, alpha):
+    tree = demo[1]
+    counts = counts_of(with_stranger)
+    expected = compute_unifrac(counts, tree, [metric], alpha=alpha, prune_missing=True, threads=1)[
+        metric
+    ]
+    unifrac = BatchUniFrac.for_table(counts, tree, metric, alpha=alpha, prune_missing=True)
+    assert not unifrac.in_tree[0] and unifrac.in_tree[1:].all()
+    for name, rows in groups(len(counts.sample_ids)).items():
+        ours = unifrac.distances(*csr_rows(counts, rows))
+        assert np.abs(ours - expected[np.ix_(rows, rows)]).max() <= 1e-12, name
+
+
+def test_an_asv_missing_from_the_tree_is_one_line_without_prune_missing(demo, with_stranger):
+    message = one_line_error(
+        BatchUniFrac.for_table,
+        counts_of(with_stranger),
+        demo[1],
+        "unweighted",
+        alpha=0.5,
+        table_name="t.biom",
+        tree_name="t.nwk",
+    )
+    assert "t.biom" in message and "not tips of t.nwk" in message and "1 of" in message
+
+
+# --- random tables and trees ----------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(study=studies(), data=st.data())
+def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
+    """Random tables and trees (zero-length branches included), every metric and alpha, any
+    group (order, repeats); with tiles of 3 samples and dense runs from 2, so small groups
+    cross tiles and take both kernel paths."""
+    table, tree, metric, alpha, _ = study
+    counts, arrays = counts_of(table), tree_arrays(tree)
+    n = len(counts.sample_ids)
+    rows = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=2 * n)))
+    with mock.patch.object(cpu_kernel, "TILE", 3), mock.patch.object(cpu_kernel, "DENSE_RUN", 2):
+        for dtype in (np.float64, np.float32):
+            full = compute_unifrac(counts, arrays, [metric], alpha=alpha, dtype=dtype, threads=1)
+            expected = full[metric][np.ix_(rows, rows)]
+            unifrac = BatchUniFrac.for_table(counts, arrays, metric, alpha=alpha, dtype=dtype)
+            ours = unifrac.distances(*csr_rows(counts, rows))
+            assert ours.dtype == dtype and ours.shape == (len(rows), len(rows))
+            scale = max(1.0, float(expected.max()))
+            if dtype == np.float64:
+                assert np.abs(ours - expected).max() <= 1e-12 * scale
+                cast = ours.astype(np.float32), expected.astype(np.float32)
+                assert_cast_of_float64(*cast, rows, floor=1e-12 * scale)
+            else:
+                tolerance = 8 * EPS32 * scale
+                assert np.abs(ours.astype(np.float64) - expected).max() <= tolerance
