@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-ORAL = REPO.parent / "shared" / "data" / "oral"
+ORAL = REPO / "data" / "oral"
 BATCH = 16
 VAL = 320
 MODEL = ["--embedding-dim", "32", "--layers", "1", "--batch-size", str(BATCH)]
@@ -136,13 +136,14 @@ def main() -> None:
                 flush=True,
             )
             sources["matrix"] = ["--unifrac", str(matrix)]
-        for name, source in sources.items():
-            runs = [
-                pretrain(table, split, source, args.work / f"pretrain-{n}-{name}", args.threads)
-                for _ in range(args.repeats)
-            ]
-            row = {key: float(np.median([r[key] for r in runs])) for key in runs[0]}
-            row.update(samples=n, distances=name)
+        runs = {name: [] for name in sources}
+        for _ in range(args.repeats):  # interleaved, so drifts of the machine hit both alike
+            for name, source in sources.items():
+                out = args.work / f"pretrain-{n}-{name}"
+                runs[name].append(pretrain(table, split, source, out, args.threads))
+        for name, done in runs.items():
+            row = {key: float(np.median([r[key] for r in done])) for key in done[0]}
+            row.update(samples=n, distances=name, repeats=len(done))
             if name == "matrix":
                 row["matrix_file_gb"] = matrix.stat().st_size / 1e9
             rows.append(row)
