@@ -20,9 +20,12 @@ Snapshot = dict[str, tuple[int, int]]
 
 
 def copy_checkout(target: Path, parts: tuple[str, ...] = WORKFLOW_PARTS) -> Path:
-    """Copy ``parts`` of the checkout to ``target`` (no caches, no results); return ``target``."""
+    """Copy ``parts`` of the checkout to ``target`` (no bytecode, no results); return ``target``.
+    numba's compiled kernels (``__pycache__/*.nbi``, ``*.nbc``) come along: numba reuses them
+    for the copied sources (same mtime and size) instead of compiling them again in every copy
+    (4-5 s of the first training job)."""
     for name in parts:
-        shutil.copytree(REPO / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(REPO / name, target / name, ignore=shutil.ignore_patterns("*.pyc"))
     return target
 
 

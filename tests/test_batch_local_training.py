@@ -22,13 +22,15 @@ import torch
 from biom.util import biom_open
 
 from aam.data.rarefy import EVALUATION
+from aam.training import evaluation
 from aam.training.checkpoint import load_checkpoint
 from aam.training.config import TrainConfig, UniFracOptions
 from aam.training.distributed import DistContext
-from aam.training.evaluation import PairTruth
+from aam.training.evaluation import PAIR_GROUP, PairTruth, pair_groups
 from aam.training.objective import Objective
 from aam.training.study import load_study
 from aam.unifrac.engines import compute_unifrac
+from aam.unifrac.io import read_distance_matrix
 from aam.unifrac.tree import load_tree
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -361,3 +363,35 @@ def test_pretrain_needs_a_tree_or_a_matrix(small_study, tmp_path, capsys):
     out = tmp_path / "out"
     rc = aam(*pretrain_args(small_study / "table.biom", out))
     assert_failed(rc, capsys, "pretrain", out, "pass --tree TREE", "--unifrac FILE")
+
+
+def test_validation_pairs_above_the_bound_are_seeded_groups_of_at_most_the_bound():
+    n = 2 * PAIR_GROUP + 5
+    groups = pair_groups(n, seed=7)
+    assert len(groups) == 3 and max(map(len, groups)) <= PAIR_GROUP
+    assert max(map(len, groups)) - min(map(len, groups)) <= 1  # near-equal
+    assert sorted(np.concatenate(groups).tolist()) == list(range(n))  # every sample once
+    again, other = pair_groups(n, seed=7), pair_groups(n, seed=8)
+    assert all(np.array_equal(a, b) for a, b in zip(groups, again, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(groups, other, strict=True))
+    assert [g.tolist() for g in pair_groups(PAIR_GROUP, seed=7)] == [list(range(PAIR_GROUP))]
+
+
+def test_validation_scores_the_pairs_within_each_group(monkeypatch, small_study):
+    """With the bound at 8, the 48 validation samples fall in 6 groups: the truth of the
+    scored pairs is each group's block of the matrix, nothing across groups."""
+    monkeypatch.setattr(evaluation, "PAIR_GROUP", 8)
+    study = load_study(
+        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+    )
+    cfg = TrainConfig(seed=3)
+    objective = Objective(cfg, predictor=False, study=study, token_limit=64)
+    positions = np.arange(len(study.samples))
+    pairs = PairTruth(objective, positions)
+    assert len(pairs.groups) == 6 and all(len(g) == 8 for g in pairs.groups)
+    matrix = read_distance_matrix(small_study / "unifrac.h5")[1].astype(np.float32)
+    rows = study.distances.row_of
+    for group, truth in zip(pairs.groups, pairs.truth(), strict=True):
+        i, j = np.triu_indices(len(group), k=1)
+        block = matrix[np.ix_(rows[positions[group]], rows[positions[group]])]
+        np.testing.assert_array_equal(truth.numpy(), block[i, j])
