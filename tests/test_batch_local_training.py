@@ -35,24 +35,11 @@ from aam.unifrac.tree import load_tree
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_cli_training import aam, assert_failed  # noqa: E402
-from test_fsdp import TORCHRUN, assert_same_training  # noqa: E402
+from test_fsdp import TINY_RUN, TORCHRUN, assert_same_training  # noqa: E402
 from test_resume import _interrupt, _weights  # noqa: E402
 
 DEPTH = 500  # --rarefy-depth of the per-epoch draws (every demo sample has 1000 reads)
-RUN = {
-    "--batch-size": 4,
-    "--embedding-dim": 16,
-    "--attention-heads": 2,
-    "--layers": 1,
-    "--max-bp": 100,
-    "--token-limit": 128,
-    "--dropout": 0,
-    "--mask-rate": 0,
-    "--lr": 1e-3,
-    "--threads": 1,
-    "--device": "cpu",
-    "--seed": 7,
-}
+RUN = TINY_RUN
 
 
 @pytest.fixture(autouse=True)

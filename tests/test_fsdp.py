@@ -79,6 +79,23 @@ def test_two_sharded_ranks_train_to_the_weights_of_one_process(small_study, tmp_
 EPOCHS = 3
 
 
+# A tiny model on one thread without dropout or masks: runs that must end with equal weights.
+TINY_RUN = {
+    "--batch-size": 4,
+    "--embedding-dim": 16,
+    "--attention-heads": 2,
+    "--layers": 1,
+    "--max-bp": 100,
+    "--token-limit": 128,
+    "--dropout": 0,
+    "--mask-rate": 0,
+    "--lr": 1e-3,
+    "--threads": 1,
+    "--device": "cpu",
+    "--seed": 7,
+}
+
+
 def _pretrain(study: Path, out: Path, *extra: str) -> list[str]:
     """`aam pretrain` whose 2-rank and 1-process runs are the same computation: no dropout or
     masks (drawn per rank), 36 training samples (9 whole batches of 4)."""
@@ -87,19 +104,8 @@ def _pretrain(study: Path, out: Path, *extra: str) -> list[str]:
         "--unifrac": study / "unifrac.h5",
         "--output-dir": out,
         "--epochs": EPOCHS,
-        "--batch-size": 4,
         "--val-fraction": 0.25,
-        "--embedding-dim": 16,
-        "--attention-heads": 2,
-        "--layers": 1,
-        "--max-bp": 100,
-        "--token-limit": 128,
-        "--dropout": 0,
-        "--mask-rate": 0,
-        "--lr": 1e-3,
-        "--threads": 1,
-        "--device": "cpu",
-        "--seed": 7,
+        **TINY_RUN,
     }
     args = [str(part) for item in flags.items() for part in item]
     return ["-m", "aam", "pretrain", *args, "--no-progress", *extra]
