@@ -19,6 +19,7 @@ from aam.domain_shift import domain_shift_report
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options
+from aam.prediction_plots import plot_predictions
 from aam.predictions import prediction_table, read_model_predictions
 from aam.staging import localized
 from aam.training.config import RuntimeConfig, StudyOptions
@@ -71,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Write predictions.tsv; with --metadata metrics.json (+ predicted_vs_true.png) when truth
-    is known, else metrics.json saying why not; domain_shift.json with --training-table."""
+    """Write predictions.tsv; with --metadata metrics.json and predicted_vs_true.png (scatter
+    panels, confusion matrices for classes, or why nothing is scored); domain_shift.json with
+    --training-table."""
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.batch_size < 1:
@@ -151,8 +153,8 @@ def run(args: argparse.Namespace) -> None:
         write_json(out_dir / "domain_shift.json", shift)
     if metrics is not None:
         write_json(out_dir / "metrics.json", metrics)
-        if "no_metrics" not in metrics and not target["classes"]:
-            _plot_known(out_dir / "predicted_vs_true.png", models, truth, target["column"])
+        plot = out_dir / "predicted_vs_true.png"
+        plot_predictions(plot, models, truth, target, metrics.get("no_metrics"))
     log.info("wrote %d predictions to %s", len(ids), out_dir / "predictions.tsv")
 
 
@@ -258,35 +260,3 @@ def _check_metrics(metrics: dict, part: str, metadata_path: Path, column: str) -
             f"{metadata_path}: {part} {', '.join(bad)} not finite (the {column!r} values or "
             "their errors overflow); rescale the column or check its values"
         )
-
-
-def _plot_known(path: Path, models: dict[str, np.ndarray], truth: pd.Series, column: str) -> None:
-    """predicted_vs_true.png of the samples with a known regression target."""
-    known = truth.notna().to_numpy()
-    y = truth[known].to_numpy(dtype=np.float64)
-    _plot(path, y, {name: values[known] for name, values in models.items()}, column)
-
-
-def _plot(path: Path, truth: np.ndarray, panels: dict[str, np.ndarray], column: str) -> None:
-    """Predicted vs true, one panel per model, on shared axes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(
-        1, len(panels), figsize=(4 * len(panels), 4.2), sharex=True, sharey=True, squeeze=False
-    )
-    values = np.concatenate([truth, *panels.values()])
-    lo, hi = float(values.min()), float(values.max())
-    for ax, (name, predicted) in zip(axes[0], panels.items(), strict=True):
-        ax.scatter(truth, predicted, s=10, alpha=0.7)
-        ax.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
-        ax.set_xlabel(f"true {column}")
-        mae = float(np.abs(truth - predicted).mean())
-        ax.set_title(f"{name.removesuffix('_baseline')}: n={len(truth)}, MAE {mae:.2f}")
-    axes[0][0].set_ylabel(f"predicted {column}")
-    fig.tight_layout()
-    with atomic_output(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
