@@ -78,3 +78,35 @@ def test_output_locations_are_checked_before_copying(
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.strip().endswith(message), err
     assert not (tmp_path / "work" / "metadata.tsv").exists()  # nothing copied
+
+
+@pytest.mark.parametrize(
+    ("newick", "message"),
+    [
+        ("((A,B),C);\n", "branch(es) lack a finite length >= 0 (e.g. no length above tip A)"),
+        ("((A:1,A:1):1,C:1);\n", "1 duplicate tip names (e.g. A)"),
+        ("((A:1,B:1):1,C:1\n", "not a readable newick tree"),
+    ],
+)
+def test_a_staged_tree_is_checked_first_and_named_by_its_source(
+    tmp_path, demo_dir, capsys, newick, message
+):
+    source = tmp_path / "config dir" / "my tree.nwk"
+    source.parent.mkdir()
+    source.write_text(newick)
+    work = tmp_path / "work"
+    argv = ["stage", "--output-dir", str(work), "--file", f"table.biom={demo_dir / 'table.biom'}"]
+    assert main([*argv, "--tree", f"tree.nwk={source}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"aam stage: error: {source}: "), err
+    assert message in err
+    assert not work.exists()  # nothing staged: the tree is checked before any copy
+
+
+def test_a_good_tree_is_staged_with_its_digest(tmp_path, demo_dir):
+    work = tmp_path / "work"
+    tree = demo_dir / "tree.nwk"
+    argv = ["stage", "--output-dir", str(work), "--manifest", "tree.sha256"]
+    assert main([*argv, "--tree", f"tree.nwk={tree}"]) == 0
+    assert (work / "tree.nwk").read_bytes() == tree.read_bytes()
+    assert (work / "tree.sha256").read_text().endswith("  tree.nwk\n")

@@ -35,6 +35,29 @@ def load_tree(path: str | Path, *, midpoint_root: bool = False) -> TreeArrays:
     needs a root, so that is an error unless ``midpoint_root`` is set (scikit-bio roots it).
     """
     path = Path(path)
+    tree, is_tip = _read_checked(path)
+    root_children = int(np.count_nonzero(tree.parent == len(tree.parent) - 1))
+    if root_children > 2:
+        if not midpoint_root:
+            raise InputError(
+                f"{path}: the tree is unrooted (its root has {root_children} children); "
+                "pass --midpoint-root to root it at its midpoint, or root it yourself"
+            )
+        return tree_arrays(_midpoint_rooted(tree))
+    length = np.array([0.0 if x is None else x for x in tree.length], dtype=np.float64)
+    tip_index = {tree.name[k]: int(k) for k in np.flatnonzero(is_tip)}
+    return TreeArrays(parent=tree.parent, length=length, tip_index=tip_index)
+
+
+def check_tree(path: str | Path) -> None:
+    """InputError naming ``path`` unless it is a newick tree UniFrac can use: readable, named
+    unique tips, finite branch lengths >= 0 (rooting is left to ``load_tree``: it depends on
+    ``--midpoint-root``). `aam stage` runs it on a tree before any job reads the tree."""
+    _read_checked(Path(path))
+
+
+def _read_checked(path: Path) -> tuple[ParsedTree, np.ndarray]:
+    """The parsed tree and its tip mask, after the checks of ``check_tree``."""
     if not path.is_file():
         raise InputError(f"{path}: tree file not found; pass an existing newick file with --tree")
     try:
@@ -57,17 +80,7 @@ def load_tree(path: str | Path, *, midpoint_root: bool = False) -> TreeArrays:
             "tip names must be unique ASV IDs"
         )
     _check_branch_lengths(tree, is_tip, path)
-    root_children = int(np.count_nonzero(tree.parent == len(tree.parent) - 1))
-    if root_children > 2:
-        if not midpoint_root:
-            raise InputError(
-                f"{path}: the tree is unrooted (its root has {root_children} children); "
-                "pass --midpoint-root to root it at its midpoint, or root it yourself"
-            )
-        return tree_arrays(_midpoint_rooted(tree))
-    length = np.array([0.0 if x is None else x for x in tree.length], dtype=np.float64)
-    tip_index = {tree.name[k]: int(k) for k in np.flatnonzero(is_tip)}
-    return TreeArrays(parent=tree.parent, length=length, tip_index=tip_index)
+    return tree, is_tip
 
 
 def _midpoint_rooted(tree: ParsedTree) -> skbio.TreeNode:

@@ -48,7 +48,7 @@ rule stage_tree:
         code=code("stage"),
     shell:
         "python -m aam stage --output-dir {params.out_dir:q} --manifest tree.sha256"
-        " --file tree.nwk={input.tree:q} > {log:q} 2>&1"
+        " --tree tree.nwk={input.tree:q} > {log:q} 2>&1"
 
 
 rule split:
