@@ -12,9 +12,11 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NoReturn
 
 from aam.errors import EXIT_INPUT, EXIT_NON_FINITE, InputError, NonFiniteError
 from aam.options import OptionError
@@ -46,8 +48,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, exit status 2:
+    ``aam <command>: error: --flag VALUE: reason; see aam <command> --help``."""
+
+    def error(self, message: str) -> NoReturn:
+        # "argument --flag: VALUE: reason" -> "--flag VALUE: reason" (--x/--no-x: --x)
+        text = " ".join(re.sub(r"^argument ([^/\s]+)(/\S+)?: ", r"\1 ", message).split())
+        self.exit(2, f"{self.prog}: error: {text}; see {self.prog} --help\n")
+
+
 def _top_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="aam",
         description="Attention All Microbes: data, UniFrac, training and validation tools.",
     )
@@ -87,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        _top_parser().parse_args([name])  # prints the usage error and exits 2
+        _top_parser().error(f"unknown command {name!r}")
     module = importlib.import_module(COMMANDS[name][0])
-    parser = argparse.ArgumentParser(prog=f"aam {name}", description=COMMANDS[name][1])
+    parser = CommandParser(prog=f"aam {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
     args = parser.parse_args(rest)
     logging.basicConfig(level=logging.INFO, format=f"aam {name}: %(message)s")

@@ -13,3 +13,11 @@ class InputError(Exception):
 class NonFiniteError(Exception):
     """A loss, gradient, count or metric is NaN or infinite. The CLI prints the message as one
     line and exits with ``EXIT_NON_FINITE``; no final output is written as a success."""
+
+
+class DiskFullError(InputError):
+    """A file could not be written for lack of space: the file system is full (ENOSPC), the
+    user's quota is used up (EDQUOT) or the file is over the process's file size limit (EFBIG,
+    ``ulimit -f``). Raised by ``aam.atomic.atomic_output`` with the temporary removed and the
+    previous file under the name kept; the CLI prints it as one line and exits with
+    ``EXIT_INPUT``, as for bad input: the run is fine, its location is not."""

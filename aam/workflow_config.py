@@ -58,6 +58,8 @@ def config_error_line(error: BaseException) -> str:
         where = f"{where}.{key}" if where != "(top level)" else key
         close = difflib.get_close_matches(key, known, n=1)
         message = "unknown key" + (f" (did you mean {close[0]}?)" if close else "")
+    elif cause.validator == "not" and isinstance(cause.instance, float):
+        message = f"{cause.instance} is not a finite number"  # the schema's NaN guard
     return f"config {where}: {message}{hint}; fix it in the config file or --config"
 
 

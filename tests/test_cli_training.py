@@ -748,4 +748,4 @@ def test_pretrain_batch_size_auto_on_a_cpu_keeps_the_default(demo, tmp_path):
 def test_pretrain_rejects_a_batch_size_word_other_than_auto(demo, tmp_path, capsys):
     out = tmp_path / "out"
     rc = pretrain(demo, out, "--batch-size", "big")
-    assert_failed(rc, capsys, "pretrain", out, "--batch-size", "whole number or auto", "'big'")
+    assert_failed(rc, capsys, "pretrain", out, "--batch-size big: ", "whole number or auto")

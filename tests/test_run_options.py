@@ -14,7 +14,16 @@ from aam.commands import common
 from aam.commands import run_options_schema as run_options
 from aam.commands.run_options_schema import RULE_FLAGS, SCHEMA_FILE, SECTIONS, command_parser
 from aam.models.config import LAYER_STACKS, ModelConfig
-from aam.options import OptionError, flag, is_int_or_word, option, option_fields, value_type
+from aam.options import (
+    OptionError,
+    OptionValue,
+    field_domain,
+    flag,
+    is_int_or_word,
+    option,
+    option_fields,
+    value_type,
+)
 from aam.training.config import (
     FINETUNE,
     RuntimeConfig,
@@ -89,16 +98,17 @@ def test_every_option_field_is_a_flag_and_a_schema_key(section, command):
             validator = _validator(fixed_section or section)
             if kind is bool:
                 assert action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction)
-            elif is_int_or_word(cls, f.name):  # a number or a word: `--batch-size auto`
-                assert action.type.words == f.metadata["choices"], f.name
+            else:  # the type, bounds and choices of the field (for this command)
+                assert isinstance(action.type, OptionValue), f.name
+                assert action.type.kind is kind, f.name
+                assert action.type.domain == field_domain(f, command), f.name
+                assert action.type.int_or_word == is_int_or_word(cls, f.name), f.name
                 assert all(validator.is_valid({f.name: w}) for w in action.type.words), f.name
-            else:
-                assert action.type is kind, f.name
-                assert action.choices == f.metadata["choices"], f.name
             expected_default = argparse.SUPPRESS if cls is ModelConfig else f.default
             assert action.default == expected_default, f.name
             assert validator.is_valid({f.name: _valid_value(f, kind)}), f.name
-            assert not validator.is_valid({f.name: _wrong_value(kind, action.choices)}), f.name
+            wrong = _wrong_value(kind, f.metadata["choices"])
+            assert not validator.is_valid({f.name: wrong}), f.name
     assert set(flags) - walked == {"layers"}  # the one flag that is not a field (all stacks)
     assert not _validator(section).is_valid({"embeding_dim": 64})
     assert not _validator("model").is_valid({"epochs": 3})  # an option of another section
@@ -127,6 +137,7 @@ def test_adding_a_field_adds_the_flag_and_the_schema_key(monkeypatch):
     schema = run_options.run_options_schema()["$defs"]["pretrain"]
     assert schema["properties"]["ema_decay"]["type"] == "number"
     assert not Draft202012Validator(schema).is_valid({"ema_decay": "high"})
+    assert not Draft202012Validator(schema).is_valid({"ema_decay": float("nan")})
 
 
 def test_layers_sets_every_stack_and_a_stack_option_wins():
@@ -174,3 +185,15 @@ def test_a_wrong_type_stops_before_any_job_naming_the_key(tmp_path, checkout_cop
     line = _dry_run(tmp_path, checkout_copy, "pretrain", "epochs", "three")
     assert line.startswith("config runs.tiny.pretrain.epochs: 'three' is not of type 'integer'")
     assert "--epochs" in line
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("lr", -1, "-1 is less than or equal to the minimum of 0 (--lr"),
+        ("mask_rate", float("nan"), "nan is not a finite number (--mask-rate"),
+    ],
+)
+def test_a_value_out_of_range_stops_before_any_job(tmp_path, checkout_copy, key, value, expected):
+    line = _dry_run(tmp_path, checkout_copy, "pretrain", key, value)
+    assert line.startswith(f"config runs.tiny.pretrain.{key}: {expected}"), line

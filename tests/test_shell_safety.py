@@ -138,8 +138,8 @@ def test_config_error_line_is_one_line_naming_the_key():
 def test_hostile_option_values_are_quoted_in_the_planned_commands(tmp_path, checkout_copy):
     marker = tmp_path / "executed"
     value = f"$(touch {marker}); `touch {marker}`"
-    config = _config(tmp_path, **{"runs.tiny.finetune.best_metric": value, "device": value})
+    config = _config(tmp_path, scratch=value, device=value)  # run options are enums/numbers
     run = _dry_run(checkout_copy, config)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert f"--best-metric '{value}'" in run.stdout and f"--device '{value}'" in run.stdout
+    assert f"--scratch '{value}'" in run.stdout and f"--device '{value}'" in run.stdout
     assert not marker.exists()

@@ -131,7 +131,10 @@ def test_hdf5_suffix(tmp_path):
 @pytest.mark.parametrize("bad_id", ["a\tb", "a\nb", "a\rb"])
 def test_tsv_refuses_ids_it_cannot_hold(tmp_path, bad_id):
     message = one_line_error(write_distance_matrix, tmp_path / "dm.tsv", ["s1", bad_id], np.eye(2))
-    assert f"(e.g. {bad_id!r}) and cannot be written as TSV; write the matrix as .h5" in message
+    assert f"sample ID {bad_id!r} holds a " in message
+    assert (
+        "an lsmat TSV cannot hold it as written (1 such ID(s)); write the matrix as .h5" in message
+    )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -297,9 +297,9 @@ def test_model_change_reruns_training_prediction_and_validation_only(copy):
 
 def test_prediction_code_change_reruns_predict_only(copy):
     _edit(
-        copy / "aam/commands/predict.py",
-        "ax.scatter(truth, predicted, s=10",
-        "ax.scatter(truth, predicted, s=12",
+        copy / "aam/prediction_plots.py",
+        "ax.scatter(y, predicted, s=10",
+        "ax.scatter(y, predicted, s=12",
     )
     assert scheduled(copy) == {"predict", "summary", "all"}
 

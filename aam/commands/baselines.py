@@ -16,6 +16,7 @@ from aam.baselines import BASELINES, aligned_abundances, fit_predict, relative_a
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.table import load_table
 from aam.errors import InputError
+from aam.options import checked
 from aam.predictions import prediction_table
 from aam.training.study import load_study
 
@@ -43,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="predict this other study's BIOM table instead (features: the fitted table's ASVs)",
     )
     parser.add_argument("--trees", type=int, default=500, help="trees of the random forest")
-    parser.add_argument("--seed", type=int, default=42, help="seed of the random forest")
+    seed = checked(int, minimum=0, maximum=2**32 - 1)  # scikit-learn's random_state
+    parser.add_argument("--seed", type=seed, default=42, help="seed of the random forest")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of the forest")
 
 

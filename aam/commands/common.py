@@ -19,15 +19,18 @@ from aam.atomic import (
     write_json,
 )
 from aam.data.split import write_split
+from aam.errors import InputError
 from aam.models import ModelConfig
 from aam.models.config import LAYERS_HELP
-from aam.options import add_options, from_args, given_options
+from aam.options import add_options, checked, from_args, given_options
+from aam.run_lock import RunLocks, lock_directories
 from aam.training.auto_batch import resolve_batch_size
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
 from aam.training.device import maybe_compile, resolve_device
-from aam.training.distributed import DistContext, init_distributed
+from aam.training.distributed import DistContext, broadcast_from_main, init_distributed
 from aam.training.fsdp import shard_model
 from aam.training.metrics import write_history
+from aam.training.orphan import stop_with_workflow
 from aam.training.study import Study, describe
 from aam.training.trainer import Preempted, Trainer, TrainResult
 
@@ -114,7 +117,8 @@ def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 def add_model_options(group: argparse._ArgumentGroup) -> None:
     """The ModelConfig options (unset ones stay unset: a pretrained base may fix them)."""
     add_options(group, ModelConfig, keep_unset=True)
-    group.add_argument("--layers", type=int, default=argparse.SUPPRESS, help=LAYERS_HELP)
+    layers = checked(int, minimum=0)  # like the stacks it sets
+    group.add_argument("--layers", type=layers, default=argparse.SUPPRESS, help=LAYERS_HELP)
 
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -124,7 +128,9 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def setup_run(runtime: RuntimeConfig) -> tuple[torch.device, DistContext]:
-    """Threads, device and (under torchrun) the process group."""
+    """Threads, device and (under torchrun) the process group; under the workflow, a watch that
+    stops this process when the workflow is gone (``aam.training.orphan``)."""
+    stop_with_workflow()
     if runtime.threads:
         torch.set_num_threads(runtime.threads)
     on_gpu = runtime.device.startswith("cuda") or (
@@ -149,17 +155,37 @@ def checkpoint_dir(paths: RunPaths) -> Path:
     return paths.checkpoint_dir or paths.output_dir / "checkpoints"
 
 
-def prepare_outputs(paths: RunPaths, ctx: DistContext, name: str) -> None:
-    """Before any work: fail if the output or checkpoint directory cannot be written, and
-    remove the temporary files a killed run left next to ``name`` and the run files."""
+def prepare_outputs(paths: RunPaths, ctx: DistContext, name: str, command: str) -> RunLocks:
+    """Before any work: fail if the output or checkpoint directory cannot be written or another
+    process writes this run (``aam.run_lock``), and remove the temporary files a killed run left
+    next to ``name`` and the run files. Returns the run's locks (held by rank 0; release them,
+    e.g. ``with prepare_outputs(...):``, when the run ends)."""
     check_output_dir(paths.output_dir, "output")
     checkpoints = checkpoint_dir(paths)
     if checkpoints.exists():
         check_output_dir(checkpoints, "checkpoint")
     else:  # created at the first save: an empty OUTPUT_DIR stays empty if the inputs are bad
         check_output_path(checkpoints, "checkpoint")
+    locks = lock_run((paths.output_dir, checkpoints), ctx, command)
     if ctx.is_main:
         remove_stale_temporaries(paths.output_dir, (name, *RUN_FILES))
+    return locks
+
+
+def lock_run(directories: tuple[Path, ...], ctx: DistContext, command: str) -> RunLocks:
+    """Lock the run's directories for ``command`` in the process that writes them (rank 0);
+    under torchrun every rank learns rank 0's refusal and fails with it (instead of waiting in
+    the next collective for a rank that has exited)."""
+    locks, refusal = RunLocks([]), None
+    if ctx.is_main:
+        try:
+            locks = lock_directories(directories, command)
+        except InputError as err:
+            refusal = str(err)
+    refusal = broadcast_from_main(refusal, ctx)
+    if refusal is not None:
+        raise InputError(refusal)
+    return locks
 
 
 def show_progress(runtime: RuntimeConfig) -> bool:
@@ -248,8 +274,8 @@ def write_outputs(
     write_history(out_dir / "history.tsv", result.history)
     write_split(out_dir / "split.tsv", study.split)
     path = out_dir / name
-    with atomic_output(path) as tmp:
-        torch.save(payload, tmp)
+    with atomic_output(path, what="model") as tmp, open(tmp, "wb") as handle:
+        torch.save(payload, handle)  # to a handle: a full disk keeps its errno
     best = {"best_epoch": result.best_epoch, **result.best_metrics}
     write_json(out_dir / "summary.json", {**best, **(summary or {})})
     return path

@@ -25,6 +25,8 @@ from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor
 from aam.models.files import load_model_file
 from aam.staging import localized
+from aam.training.config import CLASSIFIER_METRICS, REGRESSION_METRICS, check_best_metric
+from aam.training.distributed import DistContext
 from aam.training.inference import encode_table_asvs
 from aam.training.metrics import baseline_metrics
 from aam.training.objective import Objective, TargetScale, fit_target_scale
@@ -61,6 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Fine-tune a SequencePredictor and write OUTPUT_DIR/model.pt (+ history, split)."""
+    if args.classifier:
+        check_best_metric(args.best_metric, CLASSIFIER_METRICS, "for a classifier")
+    else:
+        check_best_metric(args.best_metric, REGRESSION_METRICS, "for a regression target")
     target = Target(
         metadata=args.metadata,
         column=args.target_column,
@@ -72,10 +78,16 @@ def run(args: argparse.Namespace) -> None:
 
 
 def finetune(opts: TrainingOptions, target: Target) -> None:
-    """`aam finetune` with typed options."""
-    paths, cfg = opts.paths, opts.train
+    """`aam finetune` with typed options (one writer per output directory: ``aam.run_lock``)."""
     device, ctx = setup_run(opts.runtime)
-    prepare_outputs(paths, ctx, "model.pt")
+    with prepare_outputs(opts.paths, ctx, "model.pt", "aam finetune"):
+        _finetune(opts, target, device, ctx)
+
+
+def _finetune(
+    opts: TrainingOptions, target: Target, device: torch.device, ctx: DistContext
+) -> None:
+    paths, cfg = opts.paths, opts.train
     encoder = load_model_file(target.encoder, "encoder")[1] if target.encoder else None
     if cfg.freeze_base and encoder is None:
         raise InputError("--freeze-base: needs --pretrained-encoder (a random base is useless)")

@@ -13,12 +13,12 @@ import pandas as pd
 import torch
 
 from aam.atomic import atomic_output, check_output_dir, write_json
-from aam.data.metadata import load_metadata
+from aam.data.metadata import load_metadata, numeric_column
 from aam.data.split import SPLITS
 from aam.domain_shift import domain_shift_report
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
-from aam.options import add_options
+from aam.options import add_options, checked
 from aam.prediction_plots import plot_predictions
 from aam.predictions import prediction_table, read_model_predictions
 from aam.staging import localized
@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--training-split", type=Path, help="the split the model was fine-tuned on")
     parser.add_argument("--scratch", help="node-local dir to copy inputs to first")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=checked(int, minimum=1), default=32)
     add_options(parser, StudyOptions, "predict")
     add_options(parser, RuntimeConfig, "predict")
 
@@ -77,8 +77,6 @@ def run(args: argparse.Namespace) -> None:
     --training-table."""
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.batch_size < 1:
-        raise InputError(f"--batch-size {args.batch_size}: must be at least 1")
     device = resolve_device(args.device)
     model, state = load_model_file(args.model, "predictor", ("target", "categorical"))
     target, categorical = state["target"], state["categorical"]
@@ -108,6 +106,7 @@ def run(args: argparse.Namespace) -> None:
             val_fraction=0.0,
             rarefy_depth=args.rarefy_depth,
             allow_missing=args.allow_missing_samples,
+            training=False,
         )
         shift = None
         if args.training_table is not None:
@@ -124,6 +123,9 @@ def run(args: argparse.Namespace) -> None:
     positions = study.subset(args.subset) if args.split else np.arange(len(study.samples))
     if not len(positions):
         raise InputError(f"{args.split}: no samples in split {args.subset!r}")
+    ids = [study.samples.sample_ids[p] for p in positions]
+    # The truth is input: checked before the model runs.
+    truth = _truth(args.metadata, target, ids) if args.metadata is not None else None
     scale = None if target["classes"] else TargetScale(mean=target["mean"], std=target["std"])
     predicted = predict(
         model.to(device),
@@ -135,15 +137,13 @@ def run(args: argparse.Namespace) -> None:
         scale=scale,
     )
     _check_finite(predicted, args.model)
-    ids = [study.samples.sample_ids[p] for p in positions]
     table = prediction_table(ids, predicted, target["classes"])
     baselines = {}
     if args.baselines:
         baselines = read_model_predictions(args.baselines, ids, target["classes"])
     models = {"model": predicted, **{f"{k}_baseline": v for k, v in baselines.items()}}
-    metrics = truth = None
+    metrics = None
     if args.metadata is not None:
-        truth = _truth(args.metadata, target, ids)
         metrics = _metrics(models, truth, target, args.metadata, ids)
     if truth is not None:
         table["true"] = truth
@@ -175,15 +175,10 @@ def _truth(metadata_path: Path, target: dict, ids: list[str]) -> pd.Series | Non
     if target["column"] not in metadata.columns:
         log.info("%s has no %s column: no metrics", metadata_path, target["column"])
         return None
-    values = metadata[target["column"]].reindex(ids)
-    if not target["classes"]:
-        values = pd.to_numeric(values, errors="coerce")
-        infinite = values.index[np.isinf(values.to_numpy(dtype=np.float64))]
-        if len(infinite):
-            raise InputError(
-                f"{metadata_path}: column {target['column']!r} is infinite for "
-                f"{', '.join(map(str, infinite[:5]))}; give finite values or leave them empty"
-            )
+    if target["classes"]:
+        values = metadata[target["column"]].reindex(ids)
+    else:  # as training reads it: empty cells missing, any other non-number refused
+        values = numeric_column(metadata, target["column"], metadata_path).reindex(ids)
     return values.reset_index(drop=True)
 
 

@@ -21,6 +21,7 @@ from aam.commands.common import (
 from aam.errors import InputError
 from aam.models import ModelConfig, SequenceEncoder
 from aam.staging import localized
+from aam.training.distributed import DistContext
 from aam.training.objective import Objective
 from aam.training.study import load_study
 
@@ -44,15 +45,20 @@ def run(args: argparse.Namespace) -> None:
 
 
 def pretrain(opts: TrainingOptions) -> None:
-    """`aam pretrain` with typed options."""
-    paths, cfg = opts.paths, opts.train
+    """`aam pretrain` with typed options (one writer per output directory: ``aam.run_lock``)."""
+    paths = opts.paths
     if paths.tree is None and paths.unifrac is None:
         raise InputError(
             "aam pretrain: pass --tree TREE (each batch's UniFrac computed from the table) or "
             "--unifrac FILE (a precomputed matrix)"
         )
     device, ctx = setup_run(opts.runtime)
-    prepare_outputs(paths, ctx, "encoder.pt")
+    with prepare_outputs(paths, ctx, "encoder.pt", "aam pretrain"):
+        _pretrain(opts, device, ctx)
+
+
+def _pretrain(opts: TrainingOptions, device: torch.device, ctx: DistContext) -> None:
+    paths, cfg = opts.paths, opts.train
     mcfg = ModelConfig.from_options(opts.model)
     # Inside the block: a --unifrac matrix is read by rows (from --scratch) while training runs.
     with localized(training_inputs(paths), paths.scratch) as local:

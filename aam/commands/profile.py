@@ -24,7 +24,9 @@ from aam.commands.common import MODEL_GROUP, add_model_options, model_options
 from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS
 from aam.options import add_options, flag
+from aam.run_lock import lock_directories
 from aam.training.config import PRECISIONS, RuntimeConfig
+from aam.training.orphan import stop_with_workflow
 
 log = logging.getLogger(__name__)
 PROFILERS = ("auto", "torch", "rocprofv3", "rocprof")
@@ -126,18 +128,29 @@ def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[s
 
 
 def run_profile(args: argparse.Namespace) -> None:
-    """`aam profile`: kernel table (rocprof or torch.profiler) + memory/throughput sweep."""
-    import torch
-
-    from aam.profiling import kernels as kern
-    from aam.profiling import probe
-
+    """`aam profile`: kernel table (rocprof or torch.profiler) + memory/throughput sweep; one
+    writer per output directory (``aam.run_lock``)."""
     for path in (args.table, args.tree or args.unifrac):
         if not path.is_file():
             raise InputError(f"{path}: no such file")
     if args.steps < 1 or min(args.batch_sizes) < 2:
         raise InputError("--steps must be 1+ and every --batch-sizes 2+ (UniFrac needs pairs)")
     check_output_dir(args.output_dir, "output")
+    stop_with_workflow()
+    if args.steps_only:  # the process rocprof traces: its parent holds the lock
+        measure(args)
+        return
+    with lock_directories([args.output_dir], "aam profile"):
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The kernel table and the memory/throughput sweep of `aam profile` (inputs checked)."""
+    import torch
+
+    from aam.profiling import kernels as kern
+    from aam.profiling import probe
+
     if args.threads:
         torch.set_num_threads(args.threads)
     model = model_options(args)

@@ -2,7 +2,8 @@
 `.finetune` sections, generated from the flags of `aam pretrain` and `aam finetune`.
 
 The flags are the one declaration: a section accepts exactly the flags its command takes (minus
-those the workflow's rules set themselves), with their types and choices. The schema is written
+those the workflow's rules set themselves), with their types, bounds and choices (a value out of
+range fails the config's validation, before any job). The schema is written
 to ``workflow/schemas/run_options.schema.json``, which the config schema references, so the
 workflow (which must not import torch on a login node) checks every run option before any job;
 ``tests/test_run_options.py`` fails when the committed file is not what this command writes.
@@ -18,7 +19,7 @@ from typing import Any
 from aam.atomic import atomic_output
 from aam.commands import finetune, pretrain
 from aam.commands.common import MODEL_GROUP
-from aam.options import IntOrWord
+from aam.options import OptionValue
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_options.schema.json"
 # Flags the workflow's rules pass themselves (inputs, outputs, the dataset's target and
@@ -49,7 +50,7 @@ SECTIONS = {"pretrain": "pretrain", "finetune": "finetune"}  # config section ->
 
 
 def command_parser(command: str) -> argparse.ArgumentParser:
-    """The argument parser of ``aam <command>`` (pretrain or train)."""
+    """The argument parser of ``aam <command>`` (pretrain or finetune)."""
     parser = argparse.ArgumentParser(prog=f"aam {command}")
     {"pretrain": pretrain, "finetune": finetune}[command].add_arguments(parser)
     return parser
@@ -69,8 +70,8 @@ def option_schema(action: argparse.Action) -> dict[str, Any]:
     """JSON schema of one flag's value in a config file."""
     if action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction):
         schema: dict[str, Any] = {"type": "boolean"}
-    elif isinstance(action.type, IntOrWord):
-        schema = {"anyOf": [{"type": "integer"}, {"enum": list(action.type.words)}]}
+    elif isinstance(action.type, OptionValue):  # type, bounds and choices
+        schema = action.type.json_schema()
     elif action.type is int:
         schema = {"type": "integer"}
     elif action.type is float:

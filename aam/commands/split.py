@@ -11,6 +11,7 @@ from aam.data.metadata import load_metadata
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.split import given_split, make_fold_split, make_split, read_split, write_split
 from aam.errors import InputError
+from aam.options import checked
 from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fold", type=int, help="which fold (1..K) with --folds")
     parser.add_argument("--val-fraction", type=float, default=0.1)
     parser.add_argument("--test-fraction", type=float, default=0.2)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=checked(int, minimum=0, maximum=2**32 - 1), default=42)
     parser.add_argument("--allow-missing-samples", action="store_true")
 
 

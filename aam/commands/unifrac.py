@@ -16,6 +16,7 @@ from aam.unifrac.engines import ENGINES, compute_unifrac
 from aam.unifrac.io import (
     HDF5_SUFFIXES,
     TSV_SUFFIXES,
+    check_distance_ids,
     check_distance_output,
     write_distance_matrix,
 )
@@ -95,6 +96,8 @@ def run(args: argparse.Namespace) -> None:
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads {args.threads}: must be at least 1")
     table = load_counts(args.table)
+    for path in paths.values():  # before computing: IDs a TSV output cannot hold
+        check_distance_ids(path, table.sample_ids)
     tree = load_tree(args.tree, midpoint_root=args.midpoint_root)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     start = time.perf_counter()

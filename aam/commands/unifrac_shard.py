@@ -11,6 +11,7 @@ from pathlib import Path
 from aam.commands.unifrac import add_tree_arguments
 from aam.data.outputs import check_output_file
 from aam.data.table import load_counts
+from aam.options import StoreOnce, checked
 from aam.unifrac.io import HDF5_SUFFIXES
 from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
 from aam.unifrac.shards import ShardSpec, compute_shard, file_sha256, write_shard
@@ -19,16 +20,35 @@ from aam.unifrac.tree import load_tree
 log = logging.getLogger(__name__)
 
 
+class OneMetric(StoreOnce):
+    why = "a shard holds one metric (`aam unifrac` computes several at once)"
+
+
 def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     """The inputs and settings every shard of one matrix shares (also `aam unifrac-gather`'s,
     which checks each partial file against them)."""
     parser.add_argument("--table", required=True, type=Path, help="BIOM table (HDF5 or JSON)")
     parser.add_argument("--tree", required=True, type=Path, help="rooted newick tree")
-    parser.add_argument("--metric", required=True, choices=METRICS)
     parser.add_argument(
-        "--alpha", type=float, default=DEFAULT_ALPHA, help="generalized UniFrac alpha"
+        "--metric",
+        required=True,
+        action=OneMetric,
+        type=checked(str, choices=METRICS),
+        metavar="{" + ",".join(METRICS) + "}",
+        help="the metric of the matrix (one; `aam unifrac` computes several at once)",
     )
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float64")
+    parser.add_argument(
+        "--alpha",
+        type=checked(float, minimum=0, maximum=1),
+        default=DEFAULT_ALPHA,
+        help="generalized UniFrac alpha",
+    )
+    parser.add_argument(
+        "--dtype",
+        type=checked(str, choices=tuple(sorted(DTYPES))),
+        default="float64",
+        metavar="{" + ",".join(sorted(DTYPES)) + "}",
+    )
     parser.add_argument("--shards", required=True, type=int, help="K: how many shards in all")
     add_tree_arguments(parser)
 
@@ -54,7 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", required=True, type=Path, help="partial file (.h5) for `aam unifrac-gather`"
     )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
+    parser.add_argument(
+        "--threads", type=checked(int, minimum=1), default=None, help="CPU threads (default: all)"
+    )
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,

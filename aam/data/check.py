@@ -9,7 +9,7 @@ import pandas as pd
 
 from aam.data.metadata import load_metadata
 from aam.data.split import check_folds, given_split, read_split
-from aam.data.table import load_table
+from aam.data.table import check_training_counts, load_table
 from aam.errors import InputError
 from aam.unifrac.shard_plan import check_shard_count
 
@@ -24,8 +24,9 @@ def check_dataset(
     split_column: str | None = None,
     split_file: Path | None = None,
 ) -> pd.Series:
-    """Files exist, the target and covariate columns exist, table and metadata share samples,
-    and a user-given split (a metadata column or a file) labels every sample with a target.
+    """Files exist, the counts fit training's float32, the target and covariate columns exist,
+    table and metadata share samples, and a user-given split (a metadata column or a file)
+    labels every sample with a target and leaves enough of them for training.
     Returns the target value of each shared sample that has one (index: sample ID)."""
     if split_column and split_file:
         raise InputError(f"datasets.{name}: split_column and split_file both set; keep one of them")
@@ -42,7 +43,9 @@ def check_dataset(
             f"(columns: {', '.join(map(str, columns.columns))}); "
             "fix target/categorical/split_column"
         )
-    shared = set(map(str, load_table(table).ids())) & set(columns.index)
+    counts = load_table(table)
+    check_training_counts(counts, f"datasets.{name}.table: {table}")
+    shared = set(map(str, counts.ids())) & set(columns.index)
     if not shared:
         raise InputError(
             f"datasets.{name}: {table} and {metadata} share no sample IDs; "

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aam.data.reconcile import preview
+from aam.data.reconcile import preview, printable
 from aam.errors import InputError
 
 # QIIME 2's sample ID headers (matched case-insensitively here) plus our own `sample_id`.
@@ -29,6 +29,11 @@ _ID_HEADERS_LOWER = {h.lower() for h in ID_HEADERS}
 # would shift the header line and make pandas skip sample rows.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _NO_ROWS = "metadata has no sample rows; add one row per sample"
+TYPES = ("categorical", "numeric")  # the column types of a QIIME 2 `#q2:types` row
+_TYPES_ATTR = "q2:types"  # where load_metadata keeps the declared types (DataFrame.attrs)
+# QIIME 2's `#q2:missing` schemes: which cells of a column mean "missing" besides empty ones.
+INSDC_MISSING = ("not applicable", "missing", "not collected", "not provided", "restricted access")
+MISSING_SCHEMES = {"blank": (), "no-missing": (), "insdc:missing": INSDC_MISSING}
 
 
 def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -36,8 +41,11 @@ def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
 
     Lines before the header that start with ``#`` (other than a ``#SampleID``-style header)
     are comments, as are rows after it whose first cell starts with ``#`` (QIIME 2's
-    ``#q2:types`` directive included). Empty cells are NaN. Columns whose values all parse
-    as numbers become numeric unless ``#q2:types`` declares them categorical.
+    ``#q2:types`` and ``#q2:missing`` directives included). Empty cells are NaN (missing), and
+    so are the INSDC missing-value terms in a column ``#q2:missing`` marks ``INSDC:missing``
+    (``no-missing``: an empty cell raises). Columns whose values all parse as numbers become
+    numeric unless ``#q2:types`` declares them categorical; the declared types are kept
+    (``declared_types``). A type or missing scheme QIIME 2 does not define raises.
     """
     path = Path(path)
     if not path.is_file():
@@ -93,7 +101,9 @@ def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
     if raw.empty:
         raise InputError(f"{path}: {_NO_ROWS}")
     _check_ids(path, raw[id_column])
-    categorical = _declared_categorical(directives, header[0])
+    types = _declared_types(path, directives, header[0], id_column)
+    raw = _missing_as_empty(path, raw, directives, header[0], id_column)
+    categorical = {column for column, kind in types.items() if kind == "categorical"}
     frame = raw.drop(columns=id_column).replace("", np.nan)
     for column in frame.columns:
         if column not in categorical:
@@ -102,14 +112,30 @@ def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
             except ValueError:
                 pass  # not all numbers: keep as text
     frame.index = pd.Index(raw[id_column], name="sample_id")
+    frame.attrs[_TYPES_ATTR] = types
     return frame
 
 
+def declared_types(df: pd.DataFrame) -> dict[str, str]:
+    """Column -> ``categorical`` or ``numeric`` as the metadata's ``#q2:types`` row declares
+    them (columns it leaves empty, and metadata without the row: none)."""
+    return dict(df.attrs.get(_TYPES_ATTR, {}))
+
+
 def numeric_column(df: pd.DataFrame, column: str, path: str | os.PathLike[str]) -> pd.Series:
-    """``df[column]`` as float (NaN kept); missing column or non-numeric values raise."""
+    """``df[column]`` (a regression target) as float, NaN where the cell is empty (missing).
+    InputError for a missing column, a column ``#q2:types`` declares categorical, or a value
+    that is not a finite number (text such as ``abc`` or ``NA`` included): training and
+    prediction read a target alike."""
     if column not in df.columns:
         raise InputError(
             f"{path}: no column {column!r}; available columns: {preview(df.columns, 10)}"
+        )
+    if declared_types(df).get(column) == "categorical":
+        raise InputError(
+            f"{path}: column {column!r} is declared categorical in the #q2:types row, but a "
+            "regression target must be numeric; train a classifier (--classifier), or declare "
+            "the column numeric in the #q2:types row"
         )
     values = df[column]
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
@@ -145,9 +171,52 @@ def _check_ids(path: Path, ids: pd.Series) -> None:
         )
 
 
-def _declared_categorical(directives: pd.DataFrame, first_column: str) -> set[str]:
-    types = directives[directives[first_column].str.lower() == "#q2:types"]
-    if types.empty:
-        return set()
-    row = types.iloc[0]
-    return {column for column, kind in row.items() if kind.lower() == "categorical"}
+def _directive(
+    directives: pd.DataFrame, name: str, first_column: str, id_column: str
+) -> dict[str, str]:
+    """Column -> non-empty cell of the first ``name`` directive row (``#q2:types``, ...)."""
+    rows = directives[directives[first_column].str.lower() == name]
+    if rows.empty:
+        return {}
+    cells = rows.iloc[0].items()
+    return {c: v for c, v in cells if c not in (first_column, id_column) and v}
+
+
+def _declared_types(
+    path: Path, directives: pd.DataFrame, first_column: str, id_column: str
+) -> dict[str, str]:
+    """Column -> declared type of the ``#q2:types`` row (its empty cells: undeclared)."""
+    declared = {}
+    for column, kind in _directive(directives, "#q2:types", first_column, id_column).items():
+        if kind.lower() not in TYPES:
+            raise InputError(
+                f"{path}: the #q2:types row declares column {printable(column)} {kind!r}; use "
+                f"{' or '.join(TYPES)} (or leave the cell empty to infer it)"
+            )
+        declared[column] = kind.lower()
+    return declared
+
+
+def _missing_as_empty(
+    path: Path, raw: pd.DataFrame, directives: pd.DataFrame, first_column: str, id_column: str
+) -> pd.DataFrame:
+    """``raw`` with the cells the ``#q2:missing`` row's scheme of their column calls missing
+    emptied; InputError for an unknown scheme or an empty cell in a ``no-missing`` column."""
+    schemes = _directive(directives, "#q2:missing", first_column, id_column)
+    for column, scheme in schemes.items():
+        if scheme.lower() not in MISSING_SCHEMES:
+            raise InputError(
+                f"{path}: the #q2:missing row gives column {printable(column)} the scheme "
+                f"{scheme!r}; use blank, no-missing or INSDC:missing (or leave the cell empty)"
+            )
+        if scheme.lower() == "no-missing" and (raw[column] == "").any():
+            sample = raw.loc[raw[column] == "", id_column].iloc[0]
+            raise InputError(
+                f"{path}: column {printable(column)} is declared no-missing (#q2:missing) but "
+                f"sample {printable(sample)} has no value; fill it in or declare the column blank"
+            )
+        terms = MISSING_SCHEMES[scheme.lower()]
+        if terms:
+            raw = raw.copy()
+            raw.loc[raw[column].isin(terms), column] = ""
+    return raw

@@ -3,6 +3,7 @@ partition), recorded as a TSV."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -10,9 +11,14 @@ import numpy as np
 import pandas as pd
 
 from aam.atomic import atomic_output
+from aam.data.reconcile import preview, printable
 from aam.errors import InputError
 
 SPLITS = ("train", "val", "test")
+MIN_TRAIN = 2  # training samples a split must leave (the UniFrac loss and target scaling: pairs)
+_HEADER = ("sample_id", "split")
+_MAKE_SPLIT = "create it with `aam split`"
+_LAYOUT = f"expected a header line sample_id<TAB>split, then one line per sample; {_MAKE_SPLIT}"
 
 
 def make_split(
@@ -109,20 +115,81 @@ def write_split(path: str | Path, split: pd.Series) -> None:
 
 
 def read_split(path: str | Path) -> pd.Series:
-    """Read a file written by ``write_split``; unknown split names are an error."""
+    """Read a ``sample_id<TAB>split`` file (``write_split``'s layout; cells are stripped, blank
+    lines skipped). InputError, one line naming the file, the line and the fix, for a missing,
+    unreadable or empty file, another header, a blank sample ID or label, a sample listed twice
+    or a label other than train/val/test."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: split file not found; create it with `aam split`")
-    frame = pd.read_csv(path, sep="\t", dtype=str)
-    if list(frame.columns) != ["sample_id", "split"]:
-        raise InputError(
-            f"{path}: columns are {list(frame.columns)}, expected ['sample_id', 'split']; "
-            "create it with `aam split`"
+        what = "is a directory, not a file" if path.is_dir() else "not found"
+        raise InputError(f"{path}: split file {what}; {_MAKE_SPLIT}")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = " ".join(str(err).split())[:120]
+        raise InputError(f"{path}: not a split table ({reason}); {_MAKE_SPLIT}") from None
+    if not text.strip():
+        raise InputError(f"{path}: not a split table (the file is empty); {_LAYOUT}")
+    try:
+        frame = pd.read_csv(
+            io.StringIO(text),
+            sep="\t",
+            dtype=str,
+            keep_default_na=False,  # a sample may be called NA
+            skip_blank_lines=False,  # keeps row k on file line k + 2
+            header=None,
         )
-    bad = sorted(set(frame["split"]) - set(SPLITS))
-    if bad:
-        raise InputError(f"{path}: unknown split name(s) {bad}; use {', '.join(SPLITS)}")
-    return frame.set_index("sample_id")["split"]
+    except (pd.errors.ParserError, ValueError) as err:
+        reason = " ".join(str(err).split())[:120]
+        raise InputError(f"{path}: not a split table ({reason}); {_LAYOUT}") from None
+    frame = frame.fillna("").apply(lambda column: column.str.strip())
+    frame.index = frame.index + 1  # file line numbers
+    frame = frame[(frame != "").any(axis=1)]
+    header, rows = list(frame.iloc[0]), frame.iloc[1:]
+    if header != list(_HEADER):
+        if len(header) == 2 and header[1] in SPLITS:
+            raise InputError(
+                f"{path}: no header line (line {frame.index[0]} is a sample: "
+                f"{printable(header[0])}, {header[1]}); add `sample_id<TAB>split` as the first "
+                "line"
+            )
+        raise InputError(
+            f"{path}: the header is {preview(header)}, not sample_id<TAB>split; fix the first "
+            f"line, or {_MAKE_SPLIT}"
+        )
+    if rows.empty:
+        raise InputError(
+            f"{path}: no sample lines under the header; add one line sample_id<TAB>split per "
+            f"sample (split: {', '.join(SPLITS)}), or {_MAKE_SPLIT}"
+        )
+    ids, labels = rows.iloc[:, 0], rows.iloc[:, 1]
+    for problem, bad in (("a blank sample ID", ids == ""), ("a blank split", labels == "")):
+        if bad.any():
+            lines = rows.index[bad.to_numpy()]
+            raise InputError(
+                f"{path}: {len(lines)} line(s) with {problem} (line {preview(lines, 3)}); give "
+                f"every line a sample ID and its split ({', '.join(SPLITS)}), or delete the line"
+            )
+    repeated = ids[ids.duplicated(keep=False)]
+    if len(repeated):
+        sample = repeated.iloc[0]
+        lines = repeated.index[(repeated == sample).to_numpy()]
+        raise InputError(
+            f"{path}: sample {printable(sample)} is listed {len(lines)} times (lines "
+            f"{preview(lines, 3)}; {repeated.nunique()} sample(s) repeated); keep one line per "
+            "sample"
+        )
+    unknown = ~labels.isin(SPLITS)
+    if unknown.any():
+        line = rows.index[unknown.to_numpy()][0]
+        raise InputError(
+            f"{path}: line {line}, sample {printable(ids[line])}: unknown split "
+            f"{labels[line]!r} ({int(unknown.sum())} line(s) with an unknown split); use one of "
+            f"{', '.join(SPLITS)}"
+        )
+    return pd.Series(
+        labels.to_numpy(), index=pd.Index(ids.to_numpy(), name="sample_id"), name="split"
+    )
 
 
 def given_split(labels: pd.Series, sample_ids: Sequence[str], source: str) -> pd.Series:
@@ -141,7 +208,18 @@ def given_split(labels: pd.Series, sample_ids: Sequence[str], source: str) -> pd
             f"target (e.g. {', '.join(map(str, missing[:3]))}); label every sample "
             f"{'/'.join(SPLITS)}"
         )
-    if not (chosen == "train").any():
-        raise InputError(f"{source}: no sample is labelled train; label the training samples")
+    n_train = int((chosen == "train").sum())
+    if n_train < MIN_TRAIN:
+        some = "no sample is" if n_train == 0 else f"only {n_train} sample is"
+        raise InputError(
+            f"{source}: {some} labelled train ({split_counts(chosen)} of the {len(chosen)} "
+            f"samples with a target); training needs at least {MIN_TRAIN}: label more samples "
+            "train"
+        )
     chosen.index.name, chosen.name = "sample_id", "split"
     return chosen
+
+
+def split_counts(labels: pd.Series) -> str:
+    """``train N, val N, test N``: how many of ``labels`` are in each split."""
+    return ", ".join(f"{name} {int((labels == name).sum())}" for name in SPLITS)

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     import biom
 
 _FIX = "provide a BIOM 2.1 HDF5 or BIOM 1.0 JSON table (convert with `biom convert --to-hdf5`)"
+# Training and prediction read counts as float32 (batches, log1p, relative abundances): every
+# sample's total must stay below its largest value, or counts and their sums overflow to inf.
+TRAINING_DTYPE = np.float32
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,31 @@ def check_counts(counts: Counts, name: str | os.PathLike[str]) -> None:
             f"{name}: the counts sum past the float64 range (largest sample: "
             f"{printable(counts.sample_ids[np.argmax(totals)])}); divide the counts by a constant"
         )
+
+
+def check_training_counts(table: Counts | biom.Table, name: str | os.PathLike[str]) -> None:
+    """Every sample's reads sum below the largest float32 (``TRAINING_DTYPE``): training and
+    prediction read counts, and their per-sample sums, in float32. Otherwise InputError naming
+    the sample, its largest count and ASV, and the fix."""
+    limit = float(np.finfo(TRAINING_DTYPE).max)
+    matrix = table.matrix if isinstance(table, Counts) else table.matrix_data
+    with np.errstate(over="ignore"):
+        totals = np.asarray(matrix.sum(axis=0, dtype=np.float64)).ravel()
+    over = np.flatnonzero(totals > limit)
+    if not len(over):
+        return
+    counts = counts_of(table)
+    sample = over[0]
+    column = counts.matrix[:, sample].tocoo()
+    top = int(np.argmax(column.data))
+    asv = printable(counts.observation_ids[column.row[top]])
+    raise InputError(
+        f"{name}: {len(over)} sample(s) hold more reads than float32, the training precision, "
+        f"can sum (e.g. sample {printable(counts.sample_ids[sample])}: {totals[sample]:.4g} reads, "
+        f"{column.data[top]:.4g} of them ASV {asv}; float32 max {limit:.4g}); counts must be "
+        "finite, >= 0 and sum below that per sample: divide the counts by a constant (relative "
+        "abundances stay the same)"
+    )
 
 
 def _existing(path: str | os.PathLike[str]) -> Path:

@@ -12,16 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aam.data.tokenize import VOCAB_SIZE
-from aam.options import OptionError, option
+from aam.options import OptionError, check_options, option
 
 ATTN_IMPLEMENTATIONS = ("auto", "math", "mem_efficient", "flash")
 COUNT_EMBEDDINGS = ("none", "add", "concat")
 CATEGORICAL_FUSIONS = ("concat", "add")
-CHOICES = {
-    "count_embedding": COUNT_EMBEDDINGS,
-    "categorical_fusion": CATEGORICAL_FUSIONS,
-    "attn_implementation": ATTN_IMPLEMENTATIONS,
-}
 # The transformer stacks; the `layers` option sets all of them (``ModelConfig.from_options``).
 LAYER_STACKS = ("asv_layers", "sample_layers", "encoder_layers", "count_layers", "target_layers")
 LAYERS_HELP = "transformer layers in every stack (a stack's own option wins)"
@@ -54,18 +49,25 @@ class ModelConfig:
     """
 
     # shared
-    embedding_dim: int = option(128, "width of every embedding")
-    attention_heads: int = option(4, "attention heads (must divide --embedding-dim)")
-    dropout: float = option(0.1, "residual and feed-forward dropout")
+    embedding_dim: int = option(128, "width of every embedding", minimum=1)
+    attention_heads: int = option(4, "attention heads (must divide --embedding-dim)", minimum=1)
+    dropout: float = option(
+        0.1, "residual and feed-forward dropout", minimum=0, exclusive_maximum=1
+    )
     attention_dropout: float = option(
-        0.0, "dropout on attention weights (0 keeps the fused SDPA kernels)"
+        0.0,
+        "dropout on attention weights (0 keeps the fused SDPA kernels)",
+        minimum=0,
+        exclusive_maximum=1,
     )
     # base: nucleotide (ASV) stack, sample stack, encoder stack
-    asv_layers: int = option(2, "transformer layers over the nucleotides of an ASV")
-    sample_layers: int = option(2, "transformer layers over the ASVs of a sample")
-    encoder_layers: int = option(2, "transformer layers of the sample encoder")
-    max_bp: int = option(150, "nucleotides read per ASV (positions: max_bp + 1, START first)")
-    token_limit: int = option(1024, "most ASVs per sample")
+    asv_layers: int = option(2, "transformer layers over the nucleotides of an ASV", minimum=0)
+    sample_layers: int = option(2, "transformer layers over the ASVs of a sample", minimum=0)
+    encoder_layers: int = option(2, "transformer layers of the sample encoder", minimum=0)
+    max_bp: int = option(
+        150, "nucleotides read per ASV (positions: max_bp + 1, START first)", minimum=1
+    )
+    token_limit: int = option(1024, "most ASVs per sample", minimum=1)
     vocab_size: int = VOCAB_SIZE
     nuc_position_embedding: bool = True
     sample_position_embedding: bool = False  # OFF: ASV order within a sample carries no meaning
@@ -76,15 +78,18 @@ class ModelConfig:
         0,
         "rows of a learned per-ASV embedding, indexed by a hash of the sequence and added to "
         "the nucleotide encoder's (0: off; a prime keeps sequences one base apart distinct)",
+        minimum=0,
     )
     # predictor
     out_dim: int = 1
     classifier: bool = False  # True: prediction = log-probabilities over out_dim classes
     count_prediction: bool = True
-    count_layers: int = option(2, "transformer layers of the abundance head (fine-tuning)")
-    target_layers: int = option(2, "transformer layers of the target head (fine-tuning)")
+    count_layers: int = option(
+        2, "transformer layers of the abundance head (fine-tuning)", minimum=0
+    )
+    target_layers: int = option(2, "transformer layers of the target head (fine-tuning)", minimum=0)
     categorical_cardinalities: tuple[int, ...] = field(default_factory=tuple)  # incl. 0 = unknown
-    categorical_embed_dim: int = option(16, "width of each covariate's embedding")
+    categorical_embed_dim: int = option(16, "width of each covariate's embedding", minimum=1)
     categorical_fusion: str = option(
         "concat", "how covariate embeddings join the sample's", choices=CATEGORICAL_FUSIONS
     )
@@ -100,26 +105,17 @@ class ModelConfig:
         for f in dataclasses.fields(self):
             _check_type(f.name, f.type, getattr(self, f.name))
         self.dropout, self.attention_dropout = float(self.dropout), float(self.attention_dropout)
-        for name in ("embedding_dim", "attention_heads", "max_bp", "token_limit", "out_dim"):
-            if getattr(self, name) < 1:
-                raise OptionError(name, getattr(self, name), "must be at least 1")
-        for name in (*LAYER_STACKS, "asv_identity_buckets"):
-            if getattr(self, name) < 0:
-                raise OptionError(name, getattr(self, name), "must be 0 or more")
+        check_options(self)
+        if self.out_dim < 1:
+            raise OptionError("out_dim", self.out_dim, "must be at least 1")
         if self.embedding_dim % self.attention_heads:
             raise OptionError(
                 "embedding_dim",
                 self.embedding_dim,
                 f"must be divisible by attention_heads ({self.attention_heads})",
             )
-        for name in ("dropout", "attention_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise OptionError(name, getattr(self, name), "must be in [0, 1)")
         if self.vocab_size < VOCAB_SIZE:
             raise OptionError("vocab_size", self.vocab_size, f"must be at least {VOCAB_SIZE}")
-        for name, choices in CHOICES.items():
-            if getattr(self, name) not in choices:
-                raise OptionError(name, getattr(self, name), f"must be one of {list(choices)}")
         if self.classifier and self.out_dim < 2:
             raise OptionError(
                 "out_dim", self.out_dim, "is the number of classes of a classifier: need 2+"
@@ -131,8 +127,6 @@ class ModelConfig:
                     list(self.categorical_cardinalities),
                     "each column needs 2+ entries (index 0 = unknown, then its categories)",
                 )
-        if self.categorical_cardinalities and self.categorical_embed_dim < 1:
-            raise OptionError("categorical_embed_dim", self.categorical_embed_dim, "must be 1+")
 
     @property
     def head_dim(self) -> int:

@@ -18,7 +18,7 @@ from aam.models.sample_encoder import SequenceEncoder
 
 KINDS: dict[str, tuple[type[nn.Module], str, str]] = {
     "encoder": (SequenceEncoder, "an encoder", "aam pretrain"),
-    "predictor": (SequencePredictor, "a fine-tuned model", "aam train"),
+    "predictor": (SequencePredictor, "a fine-tuned model", "aam finetune"),
 }
 
 

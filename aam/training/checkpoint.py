@@ -45,9 +45,15 @@ def previous_path(path: Path) -> Path:
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Atomically write ``state`` to ``path``, keeping the file it replaces as the previous one."""
+    """Atomically write ``state`` to ``path``, keeping the file it replaces as the previous one.
+    A full disk raises ``DiskFullError`` (one line) with ``path`` and its previous file as they
+    were."""
     path = Path(path)
-    with atomic_output(path, keep_previous=previous_path(path)) as tmp, open(tmp, "wb") as handle:
+    previous = previous_path(path)
+    with (
+        atomic_output(path, keep_previous=previous, what="checkpoint") as tmp,
+        open(tmp, "wb") as handle,
+    ):
         torch.save(state, handle)  # to a handle: the archive is not named after the temporary
 
 

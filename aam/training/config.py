@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from aam.options import OptionError, option
+from aam.options import OptionError, check_options, option
 from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -15,6 +15,40 @@ REGRESSION_LOSSES = ("huber", "mse", "mae")
 ASV_SAMPLINGS = ("first", "abundance", "random")
 FINETUNE = ("finetune",)  # options that only fine-tuning has
 TRAINING = ("pretrain", "finetune")  # options of the training commands, not of `aam predict`
+SEED_MAX = 2**64 - 1  # torch.manual_seed's largest
+
+# What validation reports each epoch (``aam.training.evaluation.evaluate``), by what it scores;
+# the history and --best-metric name them with a ``val_`` prefix.
+VALIDATION_METRICS = {
+    "loss": ("loss",),
+    "nucleotides": ("nuc_loss", "nuc_accuracy"),  # --mask-rate and --nuc-weight above 0
+    "unifrac": ("unifrac_loss", "unifrac_mae", "unifrac_r"),  # UniFrac distances are learned
+    "target": ("target_loss", "count_loss"),  # fine-tuning
+    "regression": ("mae", "rmse", "r2"),
+    "classifier": ("accuracy", "f1", "auc"),
+}
+
+
+def metric_names(*groups: str) -> tuple[str, ...]:
+    """The ``val_`` names of the VALIDATION_METRICS ``groups``."""
+    return tuple(f"val_{name}" for group in groups for name in VALIDATION_METRICS[group])
+
+
+PRETRAIN_METRICS = metric_names("loss", "nucleotides", "unifrac")
+REGRESSION_METRICS = PRETRAIN_METRICS + metric_names("target", "regression")
+CLASSIFIER_METRICS = PRETRAIN_METRICS + metric_names("target", "classifier")
+BEST_METRICS = {
+    "pretrain": PRETRAIN_METRICS,
+    "finetune": tuple(dict.fromkeys(REGRESSION_METRICS + CLASSIFIER_METRICS)),
+}
+
+
+def check_best_metric(name: str, measured: tuple[str, ...], where: str) -> None:
+    """OptionError unless --best-metric ``name`` (``val_`` optional) is one of ``measured``,
+    the validation metrics of a run (``where`` says which)."""
+    if (name if name.startswith("val_") else f"val_{name}") not in measured:
+        reason = f"not measured {where}; choose from {', '.join(measured)}"
+        raise OptionError("best_metric", name, reason)
 
 
 @dataclass
@@ -22,35 +56,61 @@ class TrainConfig:
     """Optimisation, loss weights and run options shared by pretraining and fine-tuning
     (saved in every checkpoint)."""
 
-    epochs: int = option(10, "passes over the training samples")
+    epochs: int = option(10, "passes over the training samples", minimum=1)
     batch_size: int | str = option(
         8,
         "global batch (split over processes under torchrun), or auto: on a GPU the largest "
         "that fits its memory (probed before training), on a CPU 8",
         choices=("auto",),
+        minimum=1,
     )
     batch_tokens: int | None = option(
         None,
         "token budget of a training batch instead of a fixed --batch-size: samples of similar "
         "ASV counts, as many as keep samples x longest sample's ASVs within it (global, split "
         "over processes); --batch-size then sizes validation batches only",
+        minimum=1,
     )
-    lr: float = option(3e-4, "peak learning rate (AdamW)")
-    weight_decay: float = option(0.01, "AdamW weight decay (matrices only)")
-    warmup_fraction: float = option(0.05, "linear warm-up, as a fraction of all optimizer steps")
-    max_grad_norm: float = option(1.0, "gradient clipping norm (0: off)")
-    grad_accum: int = option(1, "batches per optimizer step")
-    patience: int = option(0, "early stop after this many epochs without improvement (0: off)")
-    best_metric: str = option("val_loss", "validation metric that picks the best epoch")
-    seed: int = option(42, "seed of batch order, ASV sub-sampling, masks and initialisation")
+    lr: float = option(3e-4, "peak learning rate (AdamW)", exclusive_minimum=0)
+    weight_decay: float = option(0.01, "AdamW weight decay (matrices only)", minimum=0)
+    warmup_fraction: float = option(
+        0.05,
+        "linear warm-up, as a fraction of all optimizer steps",
+        minimum=0,
+        exclusive_maximum=1,
+    )
+    max_grad_norm: float = option(1.0, "gradient clipping norm (0: off)", minimum=0)
+    grad_accum: int = option(1, "batches per optimizer step", minimum=1)
+    patience: int = option(
+        0, "early stop after this many epochs without improvement (0: off)", minimum=0
+    )
+    best_metric: str = option(
+        "val_loss",
+        "validation metric that picks the best epoch (the val_ prefix is optional)",
+        choices=BEST_METRICS,
+        prefix="val_",
+    )
+    seed: int = option(
+        42,
+        "seed of batch order, ASV sub-sampling, masks and initialisation",
+        minimum=0,
+        maximum=SEED_MAX,
+    )
     asv_sampling: str = option(
         "first", "which ASVs a sample keeps beyond --token-limit", choices=ASV_SAMPLINGS
     )
-    mask_rate: float = option(0.15, "fraction of nucleotides masked (0: no nucleotide loss)")
-    unifrac_weight: float = option(1.0, "weight of the pairwise UniFrac loss")
-    nuc_weight: float = option(1.0, "weight of the masked-nucleotide loss")
-    target_weight: float = option(1.0, "weight of the target loss", commands=FINETUNE)
-    count_weight: float = option(1.0, "weight of the per-ASV abundance loss", commands=FINETUNE)
+    mask_rate: float = option(
+        0.15,
+        "fraction of nucleotides masked (0: no nucleotide loss)",
+        minimum=0,
+        exclusive_maximum=1,
+    )
+    unifrac_weight: float = option(1.0, "weight of the pairwise UniFrac loss", minimum=0)
+    nuc_weight: float = option(1.0, "weight of the masked-nucleotide loss", minimum=0)
+    target_weight: float = option(1.0, "weight of the target loss", commands=FINETUNE, minimum=0)
+    count_weight: float = option(
+        1.0, "weight of the per-ASV abundance loss", commands=FINETUNE, minimum=0
+    )
     loss: str = option(
         "huber", "regression loss of the target", choices=REGRESSION_LOSSES, commands=FINETUNE
     )
@@ -63,19 +123,11 @@ class TrainConfig:
         "auto", "auto: bf16 autocast on GPUs that support it, fp32 on CPU", choices=PRECISIONS
     )
     checkpoint_every_minutes: float = option(
-        30.0, "save latest.pt this often (0: only at epoch ends and on signals)"
+        30.0, "save latest.pt this often (0: only at epoch ends and on signals)", minimum=0
     )
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "grad_accum"):
-            if getattr(self, name) < 1:
-                raise OptionError(name, getattr(self, name), "must be at least 1")
-        if self.batch_size != "auto" and not (
-            isinstance(self.batch_size, int) and self.batch_size >= 1
-        ):
-            raise OptionError("batch_size", self.batch_size, "must be at least 1, or auto")
-        if self.batch_tokens is not None and self.batch_tokens < 1:
-            raise OptionError("batch_tokens", self.batch_tokens, "must be at least 1 (or unset)")
+        check_options(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -110,7 +162,7 @@ class RuntimeConfig:
     """Where and how a command runs: device, CPU threads, compilation, sharding, progress bars."""
 
     device: str = option("auto", "auto, cpu, cuda or cuda:N (ROCm: cuda)")
-    threads: int | None = option(None, "CPU threads for torch")
+    threads: int | None = option(None, "CPU threads for torch", minimum=1)
     compile: bool = option(False, "torch.compile (skipped on ROCm)", commands=TRAINING)
     fsdp: bool = option(
         False,
@@ -122,18 +174,31 @@ class RuntimeConfig:
         None, "progress bars (default: when stderr is a terminal)", commands=TRAINING
     )
 
+    def __post_init__(self) -> None:
+        check_options(self)
+
 
 @dataclass
 class StudyOptions:
     """How a training command reads its samples (``aam.training.study.load_study``)."""
 
     val_fraction: float = option(
-        0.1, "validation fraction of a split made without --split", commands=TRAINING
+        0.1,
+        "validation fraction of a split made without --split",
+        commands=TRAINING,
+        minimum=0,
+        exclusive_maximum=1,
     )
     test_fraction: float = option(
-        0.0, "test fraction of a split made without --split", commands=FINETUNE
+        0.0,
+        "test fraction of a split made without --split",
+        commands=FINETUNE,
+        minimum=0,
+        exclusive_maximum=1,
     )
-    rarefy_depth: int | None = option(None, "rarefy every sample to this many reads first")
+    rarefy_depth: int | None = option(
+        None, "rarefy every sample to this many reads first", minimum=1
+    )
     rarefy_each_epoch: bool = option(
         False,
         "draw --rarefy-depth reads of every sample afresh each epoch (seeded by seed, epoch and "
@@ -145,6 +210,12 @@ class StudyOptions:
         False, "use the samples shared by all inputs instead of failing"
     )
 
+    def __post_init__(self) -> None:
+        check_options(self)
+        if self.val_fraction + self.test_fraction >= 1:
+            reason = f"with --val-fraction {self.val_fraction} leaves no training samples"
+            raise OptionError("test_fraction", self.test_fraction, reason)
+
 
 @dataclass
 class UniFracOptions:
@@ -154,7 +225,9 @@ class UniFracOptions:
     unifrac_metric: str = option(
         "unweighted", "UniFrac metric of the batch distances", choices=METRICS, commands=TRAINING
     )
-    unifrac_alpha: float = option(DEFAULT_ALPHA, "generalized UniFrac alpha", commands=TRAINING)
+    unifrac_alpha: float = option(
+        DEFAULT_ALPHA, "generalized UniFrac alpha", commands=TRAINING, minimum=0, maximum=1
+    )
     unifrac_dtype: str = option(
         "float64",
         "precision of the batch UniFrac kernel (the loss reads the distances as float32)",
@@ -171,8 +244,7 @@ class UniFracOptions:
     )
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.unifrac_alpha <= 1.0:
-            raise OptionError("unifrac_alpha", self.unifrac_alpha, "must be within 0 and 1")
+        check_options(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from types import FrameType, TracebackType
 from typing import Any
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+_REASONS: dict[int, str] = {}  # signal -> why this process sent it to itself (signal_self)
+
+
+def signal_self(reason: str, sig: signal.Signals = signal.SIGTERM) -> None:
+    """Send ``sig`` to this process, saying why: a PreemptionFlag names ``reason`` beside the
+    signal (outside one, SIGTERM ends the process as usual)."""
+    _REASONS[int(sig)] = reason
+    os.kill(os.getpid(), sig)
 
 
 class PreemptionFlag:
@@ -25,7 +34,9 @@ class PreemptionFlag:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
-        self.signal_name = signal.Signals(signum).name
+        reason = _REASONS.pop(signum, None)
+        name = signal.Signals(signum).name
+        self.signal_name = f"{name} ({reason})" if reason else name
 
     def __enter__(self) -> PreemptionFlag:
         if threading.current_thread() is threading.main_thread():

@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from aam.data.batching import Batch, ReadDraw, SampleSet, batch_indices, make_batch
-from aam.data.metadata import load_metadata, numeric_column
+from aam.data.metadata import declared_types, load_metadata, numeric_column
 from aam.data.rarefy import EVALUATION, EpochDraw, check_drawable, rarefy
 from aam.data.reconcile import preview, reconcile_sample_ids
-from aam.data.split import SPLITS, make_split, read_split
-from aam.data.table import counts_of, load_table
+from aam.data.split import MIN_TRAIN, SPLITS, make_split, read_split, split_counts
+from aam.data.table import check_training_counts, counts_of, load_table
 from aam.errors import InputError
 from aam.training.distances import MatrixDistances, PairDistances, TreeDistances
 from aam.unifrac.batch import BatchUniFrac
@@ -116,6 +116,7 @@ def load_study(
     rarefy_depth: int | None = None,
     rarefy_each_epoch: bool = False,
     allow_missing: bool = False,
+    training: bool = True,
 ) -> Study:
     """Load, reconcile sample IDs across the inputs, and align everything to one order.
 
@@ -125,7 +126,9 @@ def load_study(
     and counted (an error if all are); the other inputs may list the latter. With
     ``rarefy_each_epoch`` nothing is rarefied here: every sample must have ``rarefy_depth``
     reads, drawn afresh each epoch. Without ``split_path`` a seeded split is made (the caller
-    records ``study.split``).
+    records ``study.split``). Every sample's counts must sum within float32 (training and
+    prediction read them so); a study for ``training`` (prediction: False) needs at least
+    ``MIN_TRAIN`` train samples with a target in ``split_path``.
     """
     if tree_path is not None and unifrac_path is not None:
         raise InputError(
@@ -138,6 +141,7 @@ def load_study(
             "batch; a precomputed matrix cannot follow the draws)"
         )
     table = load_table(table_path)
+    check_training_counts(table, table_path)
     sources: dict[str, list[str]] = {str(table_path): [str(s) for s in table.ids()]}
     too_shallow: set[str] = set()  # fewer reads than rarefy_depth: dropped (rarefy logs them)
     if rarefy_each_epoch:
@@ -153,7 +157,7 @@ def load_study(
         metadata = load_metadata(metadata_path)
         sources[str(metadata_path)] = list(metadata.index)
     if split_path is not None:
-        split = _read_split(split_path)
+        split = read_split(split_path)
         sources[str(split_path)] = list(split.index)
         if target is not None and metadata is not None and target in metadata.columns:
             # `aam split --target-column` leaves out samples without a target value; they are
@@ -172,7 +176,12 @@ def load_study(
     if target is not None:
         if metadata is None:
             raise InputError(f"--target-column {target}: needs --metadata")
-        targets, classes, ids = _targets(metadata, target, ids, metadata_path, classifier)
+        with_target = _targets(metadata, target, ids, metadata_path, classifier)
+        if training and split is not None:
+            _check_training_split(split, split_path, ids, with_target[2], target, metadata_path)
+        targets, classes, ids = with_target
+    elif training and split is not None:
+        _check_training_split(split, split_path, ids, ids)
     categories, levels = None, {}
     if categorical:
         if metadata is None:
@@ -218,14 +227,28 @@ def load_study(
     )
 
 
-def _read_split(path: Path) -> pd.Series:
-    """``read_split``, with a file that is not a table as one InputError line."""
-    try:
-        return read_split(path)
-    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        reason = " ".join(str(err).split())[:120]
-        message = f"{path}: not a split table ({reason}); create it with `aam split`"
-        raise InputError(message) from None
+def _check_training_split(
+    split: pd.Series,
+    path: Path,
+    shared: list[str],
+    kept: list[str],
+    target: str | None = None,
+    metadata_path: Path | None = None,
+) -> None:
+    """InputError naming the split file when fewer than ``MIN_TRAIN`` of the ``kept`` samples
+    (those of ``shared``, the samples in every input, with a target) are labelled train."""
+    labels = split.reindex(kept)
+    n_train = int((labels == "train").sum())
+    if n_train >= MIN_TRAIN:
+        return
+    lacking = int((split.reindex(shared) == "train").sum()) - n_train
+    why = f"; {lacking} train samples have no {target!r} in {metadata_path}" if lacking else ""
+    which = f"samples that have {target!r}" if target else "samples"
+    raise InputError(
+        f"--split {path}: {n_train} train sample(s) among the {len(kept)} samples used "
+        f"({split_counts(labels)}{why}); training needs at least {MIN_TRAIN}: mark more "
+        f"{which} as train, or make a new split with `aam split`"
+    )
 
 
 def _targets(
@@ -238,6 +261,9 @@ def _targets(
                 f"{path}: no column {column!r} (columns: {', '.join(map(str, metadata.columns))})"
             )
         values = metadata.loc[ids, column]
+        _log_declared_numeric(
+            metadata, column, path, "a classifier target: its values are class labels"
+        )
     else:
         values = numeric_column(metadata, column, path).loc[ids]
     missing = values.isna().to_numpy()
@@ -280,12 +306,19 @@ def _categories(
     levels = dict(known_levels or {})
     out = np.zeros((len(ids), len(columns)), dtype=np.int64)
     for k, column in enumerate(columns):
+        _log_declared_numeric(metadata, column, path, "a covariate: its values are categories")
         values = metadata.loc[ids, column]
         if column not in levels:
             levels[column] = sorted(values.dropna().astype(str).unique())
         lookup = {v: i + 1 for i, v in enumerate(levels[column])}
         out[:, k] = [lookup.get(str(v), 0) if pd.notna(v) else 0 for v in values]
     return out, levels
+
+
+def _log_declared_numeric(metadata: pd.DataFrame, column: str, path: Path, use: str) -> None:
+    """Log that the ``#q2:types`` row's ``numeric`` for ``column`` does not apply to ``use``."""
+    if declared_types(metadata).get(column) == "numeric":
+        log.info("%s: column %r is declared numeric (#q2:types) and used as %s", path, column, use)
 
 
 def describe(study: Study) -> str:

@@ -37,7 +37,7 @@ from aam.training.checkpoint import (
     resume_checkpoint,
     save_checkpoint,
 )
-from aam.training.config import TrainConfig
+from aam.training.config import TrainConfig, check_best_metric, metric_names
 from aam.training.device import peak_memory_mb
 from aam.training.distributed import all_reduce_sum, broadcast_from_main
 from aam.training.evaluation import PairTruth, evaluate
@@ -75,6 +75,17 @@ class TrainResult:
     best_metrics: dict[str, float] = field(default_factory=dict)
 
 
+def validation_metrics(objective: Objective) -> tuple[str, ...]:
+    """The ``val_`` metrics that validation reports for ``objective`` (the UniFrac ones only
+    when the validation set has pairs)."""
+    groups = ["loss"]
+    groups += ["nucleotides"] if objective.use_nucleotides else []
+    groups += ["unifrac"] if objective.use_unifrac else []
+    if objective.predictor:
+        groups += ["target", "classifier" if objective.study.classes else "regression"]
+    return metric_names(*groups)
+
+
 def step_seed(seed: int, *parts: int) -> int:
     """A 63-bit seed derived from ``seed`` and ``parts`` (stable across runs)."""
     return int(np.random.SeedSequence([seed, *parts]).generate_state(1, np.uint64)[0] >> 1)
@@ -102,6 +113,14 @@ class Trainer:
         self.train_positions = objective.study.subset("train")
         self.val_positions = objective.study.subset("val")
         self.val_pairs = PairTruth(objective, self.val_positions)  # computed at first use
+        if len(self.val_positions):  # before any step: a metric this run cannot measure
+            check_best_metric(cfg.best_metric, validation_metrics(objective), "in this run")
+        elif cfg.patience > 0:  # it would stop after --patience epochs, improving on nothing
+            raise InputError(
+                f"--patience {cfg.patience}: early stopping needs validation samples and this "
+                "run has none; set --val-fraction above 0 or mark samples val in --split, or "
+                "drop --patience"
+            )
         self.min_size = 2 if objective.use_unifrac else 1
         if objective.use_unifrac and cfg.batch_size < 2:
             raise InputError(f"--batch-size {cfg.batch_size}: the UniFrac loss needs pairs, use 2+")
@@ -276,11 +295,9 @@ class Trainer:
         if not len(self.val_positions):
             return None
         key = self.cfg.best_metric
-        name = key if key.startswith("val_") else f"val_{key}"
-        if name not in row:
-            options = sorted(k for k in row if k.startswith("val_"))
-            raise InputError(f"--best-metric {key}: not measured here; choose from {options}")
-        return float(row[name])
+        measured = tuple(k for k in row if k.startswith("val_"))
+        check_best_metric(key, measured, "in this run")
+        return float(row[key if key.startswith("val_") else f"val_{key}"])
 
     def _improved(self, value: float, best: float | None) -> bool:
         if not math.isfinite(value):

@@ -18,7 +18,11 @@ from aam.errors import InputError
 HDF5_SUFFIXES = (".h5", ".hdf5")
 SUFFIXES = HDF5_SUFFIXES + TSV_SUFFIXES
 _FIX = "recompute it with `aam unifrac`"
-_TSV_BREAKERS = ("\t", "\n", "\r")
+# Characters a sample ID of an lsmat TSV cannot hold: tabs and line breaks split its cells and
+# lines; scikit-bio finds the format with csv.Sniffer on the header line, which takes quotes
+# for quoting and prefers ',' to a tab as the delimiter (the file is then "not lsmat").
+_TSV_BREAKERS = {"\t": "a tab", "\n": "a line break", "\r": "a line break"}
+_SNIFFER_BREAKERS = {'"': "a double quote", "'": "a single quote", ",": "a comma"}
 _BLOCK = 512  # rows checked at a time
 
 
@@ -38,8 +42,9 @@ def write_distance_matrix(
     path = check_distance_output(path)
     tsv = path.suffix in TSV_SUFFIXES
     if tsv:
-        _check_tsv_ids(path, ids)
-    with atomic_output(path) as tmp:
+        check_tsv_ids(path, ids)
+    need = None if tsv else hdf5_bytes(ids, matrix)  # HDF5 cannot fail cleanly half-way
+    with atomic_output(path, what="distance matrix", need=need) as tmp:
         if tsv:
             import skbio  # 1 s of imports: only for TSV output, not for the training commands
 
@@ -50,6 +55,14 @@ def write_distance_matrix(
             h5.create_dataset("order", data=np.array(list(ids), dtype=h5py.string_dtype()))
             for key, value in (attrs or {}).items():
                 h5.attrs[key] = value
+            h5.flush()  # a write error (a full disk) raises here, not lost in the close
+
+
+def hdf5_bytes(ids: Sequence[str], *arrays: np.ndarray) -> int:
+    """About the bytes of an HDF5 file of ``arrays`` and the string dataset ``ids``, for the
+    space check before writing it (HDF5 may crash the process when a write fails half-way)."""
+    strings = sum(len(str(sid).encode()) + 32 for sid in ids)  # global heap + reference
+    return sum(array.nbytes for array in arrays) + strings + (16 << 10)
 
 
 def read_distance_matrix(path: str | Path) -> tuple[list[str], np.ndarray]:
@@ -64,13 +77,39 @@ def read_distance_matrix(path: str | Path) -> tuple[list[str], np.ndarray]:
     return ids, matrix
 
 
-def _check_tsv_ids(path: Path, ids: Sequence[str]) -> None:
-    bad = [sid for sid in ids if any(char in str(sid) for char in _TSV_BREAKERS)]
+def check_distance_ids(path: str | Path, ids: Sequence[str]) -> None:
+    """For a TSV ``path``: ``check_tsv_ids``; HDF5 holds any ID. Call it before computing."""
+    if Path(path).suffix in TSV_SUFFIXES:
+        check_tsv_ids(Path(path), ids)
+
+
+def check_tsv_ids(path: Path, ids: Sequence[str]) -> None:
+    """InputError naming the first sample ID that an lsmat TSV cannot carry so that
+    ``skbio.DistanceMatrix.read(path)`` reads it back as written: a tab or line break, a quote
+    or comma (they derail scikit-bio's format sniffing), an empty ID or surrounding whitespace
+    (stripped on reading), or a leading ``#`` on the first ID (its header reads as a comment)."""
+    bad = [(k, sid, why) for k, sid in enumerate(map(str, ids)) if (why := _tsv_id_problem(sid, k))]
     if bad:
+        _, sid, why = bad[0]
         raise InputError(
-            f"{path}: {len(bad)} sample ID(s) hold a tab or line break (e.g. {printable(bad[0])}) "
-            "and cannot be written as TSV; write the matrix as .h5"
+            f"{path}: sample ID {sid!r} {why}, so an lsmat TSV cannot hold it as written "
+            f"({len(bad)} such ID(s)); write the matrix as .h5 (any ID), or rename the samples"
         )
+
+
+def _tsv_id_problem(sid: str, position: int) -> str:
+    """Why ``sid`` (at ``position`` in the header) cannot be written to an lsmat TSV, or ''."""
+    for chars in (_TSV_BREAKERS, _SNIFFER_BREAKERS):
+        for char, name in chars.items():
+            if char in sid:
+                return f"holds {name}"
+    if not sid:
+        return "is empty"
+    if sid != sid.strip():
+        return "starts or ends with whitespace"
+    if position == 0 and sid.startswith("#"):
+        return "starts with '#' and comes first (the header line would read as a comment)"
+    return ""
 
 
 def _read_tsv(path: Path) -> tuple[list[str], np.ndarray]:

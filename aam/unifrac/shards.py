@@ -25,6 +25,7 @@ from aam.errors import InputError
 from aam.unifrac.abundance import node_abundance
 from aam.unifrac.cpu_kernel import block_pair_sums
 from aam.unifrac.engines import checked_tree_arrays
+from aam.unifrac.io import hdf5_bytes
 from aam.unifrac.metrics import DEFAULT_ALPHA, SUM_FOR_METRIC, sample_totals, upper_distances
 from aam.unifrac.shard_plan import check_shard_count, shard_bounds, shard_rows
 from aam.unifrac.tree import TreeArrays
@@ -133,12 +134,14 @@ def compute_shard(
 
 def write_shard(path: str | Path, shard: Shard) -> None:
     """Write a partial file atomically (datasets ``block`` and ``order``, settings as attrs)."""
-    with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
+    need = hdf5_bytes(shard.ids, shard.block)
+    with atomic_output(path, what="UniFrac shard", need=need) as tmp, h5py.File(tmp, "w") as h5:
         h5.create_dataset("block", data=shard.block)
         h5.create_dataset("order", data=np.array(shard.ids, dtype=h5py.string_dtype()))
         attrs = {"format": FORMAT, "shard": shard.index, "start": shard.start, "stop": shard.stop}
         spec = {key: value for key, value in asdict(shard.spec).items() if value is not None}
         h5.attrs.update({**attrs, **spec})
+        h5.flush()  # a write error (a full disk) raises here, not lost in the close
 
 
 def gather(paths: Sequence[str | Path], expected: ShardSpec) -> tuple[list[str], np.ndarray]:

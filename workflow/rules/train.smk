@@ -1,3 +1,13 @@
+from aam.training.orphan import ENV as STOP_WITH_ENV
+from aam.training.orphan import workflow_token
+
+# A training job stops itself when the Snakemake that started it is gone (SIGKILLed, crashed):
+# every job inherits AAM_STOP_WITH_PID=<this process>@<host> and `aam pretrain/finetune/profile`
+# watch that process (aam.training.orphan), then save latest.pt and exit 75. Set at parse time:
+# inside a SLURM job its own Snakemake parses the workflow again and names itself.
+os.environ[STOP_WITH_ENV] = workflow_token()
+
+
 rule pretrain:
     """Self-supervised base: UniFrac distances (each batch's, from the table and the tree) +
     masked nucleotides (resumes from checkpoints)."""
