@@ -318,6 +318,24 @@ def test_regression_target_declared_categorical(model, micro, tmp_path, capsys, 
     )
 
 
+@pytest.mark.parametrize(
+    ("types", "ages", "phrase"),
+    [
+        ("categorical", AGES, "column 'age' is declared categorical in the #q2:types row"),
+        (None, [*AGES[:3], "abc", *AGES[4:]], "1 non-numeric or infinite values (s03='abc')"),
+    ],
+)
+def test_workflow_check_reads_a_regression_target_as_training_does(
+    micro, tmp_path, types, ages, phrase
+):
+    table, _ = micro
+    metadata = write_metadata(tmp_path / "m.tsv", ages, types=types)
+    message = one_line_error(check_dataset, "d", table, metadata, "age", [], None)
+    assert message.startswith(f"datasets.d.metadata: {metadata}: ") and phrase in message
+    classes = check_dataset("d", table, metadata, "age", [], None, classifier=True)
+    assert len(classes) == len(IDS)  # a classifier's labels may be any text
+
+
 def test_unknown_declared_type(tmp_path):
     metadata = write_metadata(tmp_path / "typo.tsv", AGES, types="numerical")
     message = one_line_error(load_metadata, metadata)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from aam.data.metadata import load_metadata
+from aam.data.metadata import load_metadata, numeric_column
 from aam.data.split import check_folds, given_split, read_split
 from aam.data.table import check_training_counts, load_table
 from aam.errors import InputError
@@ -23,10 +23,12 @@ def check_dataset(
     tree: Path | None,
     split_column: str | None = None,
     split_file: Path | None = None,
+    classifier: bool = False,
 ) -> pd.Series:
     """Files exist, the counts fit training's float32, the target and covariate columns exist,
     table and metadata share samples, and a user-given split (a metadata column or a file)
-    labels every sample with a target and leaves enough of them for training.
+    labels every sample with a target and leaves enough of them for training; a regression
+    target (not ``classifier``) holds numbers and is not declared categorical (``#q2:types``).
     Returns the target value of each shared sample that has one (index: sample ID)."""
     if split_column and split_file:
         raise InputError(f"datasets.{name}: split_column and split_file both set; keep one of them")
@@ -51,7 +53,11 @@ def check_dataset(
             f"datasets.{name}: {table} and {metadata} share no sample IDs; "
             "check that both files describe the same samples"
         )
-    targets = columns[target].reindex(sorted(shared))
+    if classifier:
+        targets = columns[target].reindex(sorted(shared))
+    else:  # numbers, as training reads them: text or a categorical declaration stop here
+        source = f"datasets.{name}.metadata: {metadata}"
+        targets = numeric_column(columns, target, source).reindex(sorted(shared))
     with_target = list(targets.index[targets.notna()])
     if split_column:
         source = f"datasets.{name}.split_column: {metadata} column {split_column!r}"

@@ -138,6 +138,7 @@ for _name, _data in DATASETS.items():
             Path(_data["tree"]) if _data["tree"] else None,
             _data["split_column"],
             Path(_data["split_file"]) if _data["split_file"] else None,
+            classifier=_data["classifier"],
         )
     except InputError as err:
         raise WorkflowError(str(err)) from None
