@@ -26,6 +26,7 @@ from aam.options import (
 )
 from aam.training.config import (
     FINETUNE,
+    REGRESSION_METRICS,
     RuntimeConfig,
     StudyOptions,
     TrainConfig,
@@ -197,3 +198,11 @@ def test_a_wrong_type_stops_before_any_job_naming_the_key(tmp_path, checkout_cop
 def test_a_value_out_of_range_stops_before_any_job(tmp_path, checkout_copy, key, value, expected):
     line = _dry_run(tmp_path, checkout_copy, "pretrain", key, value)
     assert line.startswith(f"config runs.tiny.pretrain.{key}: {expected}"), line
+
+
+def test_a_best_metric_of_the_other_target_kind_stops_before_any_job(tmp_path, checkout_copy):
+    line = _dry_run(tmp_path, checkout_copy, "finetune", "best_metric", "accuracy")
+    assert line == (
+        "config runs.tiny.finetune.best_metric: 'accuracy' not measured for a regression target "
+        "(datasets.demo); choose from " + ", ".join(REGRESSION_METRICS)
+    ), line

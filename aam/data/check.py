@@ -11,6 +11,8 @@ from aam.data.metadata import load_metadata, numeric_column
 from aam.data.split import check_folds, given_split, read_split
 from aam.data.table import check_training_counts, load_table
 from aam.errors import InputError
+from aam.options import OptionError
+from aam.training.config import CLASSIFIER_METRICS, REGRESSION_METRICS, check_best_metric
 from aam.unifrac.shard_plan import check_shard_count
 
 
@@ -95,6 +97,23 @@ def check_predict_on(run: str, spec: dict, name: str, datasets: dict) -> None:
             f"column(s) {missing} the model uses; add them (empty cells map to the unknown "
             "category)"
         )
+
+
+def check_run_metric(run: str, spec: dict, classifier: bool) -> None:
+    """``runs.<run>.finetune.best_metric`` (run config ``spec``) is measured for its dataset's
+    target kind (``classifier``), as `aam finetune` checks it when its job starts."""
+    name = spec["finetune"].get("best_metric")
+    if name is None:
+        return
+    measured, kind = (
+        (CLASSIFIER_METRICS, "a classifier") if classifier else (REGRESSION_METRICS, "a regression")
+    )
+    try:
+        check_best_metric(name, measured, f"for {kind} target (datasets.{spec['dataset']})")
+    except OptionError as err:
+        raise InputError(
+            f"config runs.{run}.finetune.best_metric: {err.value!r} {err.reason}"
+        ) from None
 
 
 def check_cv(run: str, plan: dict, data: dict, targets: pd.Series) -> None:

@@ -18,6 +18,7 @@ from aam.data.check import (  # noqa: E402
     check_cv,
     check_dataset,
     check_predict_on,
+    check_run_metric,
     check_unifrac_shards,
 )
 from aam.errors import InputError  # noqa: E402
@@ -143,11 +144,12 @@ for _name, _data in DATASETS.items():
     except InputError as err:
         raise WorkflowError(str(err)) from None
 for _run, _spec in RUNS.items():
-    for _other in _spec["predict_on"]:
-        try:
+    try:
+        check_run_metric(_run, _spec, DATASETS[_spec["dataset"]]["classifier"])
+        for _other in _spec["predict_on"]:
             check_predict_on(_run, _spec, _other, DATASETS)
-        except InputError as err:
-            raise WorkflowError(str(err)) from None
+    except InputError as err:
+        raise WorkflowError(str(err)) from None
 for _run, _plan in CV.items():
     try:
         check_cv(_run, _plan, DATASETS[_plan["dataset"]], LABELLED[_plan["dataset"]])
