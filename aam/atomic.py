@@ -144,12 +144,23 @@ def atomic_output(
         raise
     except Exception as err:
         written = _size(tmp)
-        if _space_errno(err) is None and not _out_of_space(err, target.parent, written):
-            raise
-        raise DiskFullError(_disk_full_line(target, what, err, written)) from err
+        if _space_errno(err) is not None or _out_of_space(err, target.parent, written):
+            raise DiskFullError(_disk_full_line(target, what, err, written)) from err
+        if isinstance(err, OSError) and err.filename in (None, str(tmp)):  # the write failed
+            raise InputError(_write_failed_line(target, what, err)) from err
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     _fsync_directory(target.parent)  # make the renames themselves durable
+
+
+def _write_failed_line(target: Path, what: str, err: OSError) -> str:
+    """One line for a write that failed for another reason than space (EIO, EROFS, ...)."""
+    kept = f"the previous {target.name} is kept; " if target.exists() else ""
+    return (
+        f"{target}: cannot write the {what}: {err.strerror or err}; {kept}check the file "
+        "system (mount, permissions, hardware) or choose another location, then rerun"
+    )
 
 
 # What a write that ran out of space raises: OSErrors with these errnos somewhere in the

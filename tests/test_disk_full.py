@@ -27,7 +27,7 @@ from biom.util import biom_open
 
 from aam.atomic import atomic_output, check_output_dir, check_output_path, write_json
 from aam.cli import main
-from aam.errors import DiskFullError
+from aam.errors import DiskFullError, InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 TINY = (
@@ -332,11 +332,24 @@ def test_a_write_failing_for_space_is_one_disk_full_line(tmp_path, code):
     assert target.read_bytes() == OLD and sorted(tmp_path.iterdir()) == [target]
 
 
-def test_other_write_errors_pass_through(tmp_path):
-    """Not space (another errno, or a bug while there is room): the error is not renamed."""
-    with pytest.raises(OSError, match="Input/output"), atomic_output(tmp_path / "f") as tmp:
+def test_other_write_failures_are_one_line_naming_the_target(tmp_path):
+    """Another errno while writing (EIO, EROFS): one line naming the file, the previous kept."""
+    target = tmp_path / "model.pt"
+    target.write_bytes(b"good")
+    with pytest.raises(InputError) as caught, atomic_output(target, what="model") as tmp:
         tmp.write_bytes(b"x")
         raise OSError(errno.EIO, os.strerror(errno.EIO))
+    line = str(caught.value)
+    assert line.startswith(f"{target}: cannot write the model: Input/output error; ")
+    assert "the previous model.pt is kept" in line and "\n" not in line
+    assert target.read_bytes() == b"good" and list(tmp_path.iterdir()) == [target]
+
+
+def test_other_errors_pass_through(tmp_path):
+    """Not the write (another file's error, or a bug while there is room): not renamed."""
+    other = tmp_path / "input.tsv"
+    with pytest.raises(FileNotFoundError, match="input.tsv"), atomic_output(tmp_path / "f"):
+        other.read_text()
     with pytest.raises(RuntimeError, match="a bug"), atomic_output(tmp_path / "f"):
         raise RuntimeError("a bug")  # tmp_path's file system has room
     assert list(tmp_path.iterdir()) == []
