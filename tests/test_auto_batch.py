@@ -35,6 +35,8 @@ def test_a_steeper_last_segment_sets_the_slope():
 def test_the_ceiling_caps_and_a_flat_curve_keeps_to_measured_sizes():
     assert choose_batch_size(_affine(1000, 100), 50_000, ceiling=64) == 64
     assert choose_batch_size([(2, 900.0), (4, 900.0), (8, 890.0)], 1000) == 8
+    flat_at_budget = [(b, 20_000.0) for b in (2, 4, 8, 16)]  # found by hypothesis: the fit's
+    assert choose_batch_size(flat_at_budget, 20_000.0) == 16  # round-off is not growth
 
 
 @given(st.floats(100, 10_000), st.floats(1, 1000), st.floats(1.2, 50))

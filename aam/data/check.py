@@ -102,7 +102,7 @@ def check_predict_on(run: str, spec: dict, name: str, datasets: dict) -> None:
 def check_run_metric(run: str, spec: dict, classifier: bool) -> None:
     """``runs.<run>.finetune.best_metric`` (run config ``spec``) is measured for its dataset's
     target kind (``classifier``), as `aam finetune` checks it when its job starts."""
-    name = spec["finetune"].get("best_metric")
+    name = (spec.get("finetune") or {}).get("best_metric")
     if name is None:
         return
     measured, kind = (

@@ -45,6 +45,8 @@ def choose_batch_size(
     order = np.argsort(sizes)
     sizes, peaks = sizes[order], peaks[order]
     fitted = np.polyfit(sizes, peaks, 1)[0]
+    if abs(fitted) * (sizes[-1] - sizes[0]) <= 1e-9 * np.abs(peaks).max():
+        fitted = 0.0  # a flat curve's fit round-off (1e-13 MB/sample), not growth
     slope = max(fitted, (peaks[-1] - peaks[-2]) / (sizes[-1] - sizes[-2]), 0.0)
     intercept = float(np.max(peaks - slope * sizes))  # the line lies on or above every point
     with np.errstate(divide="ignore", over="ignore"):
