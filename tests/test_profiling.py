@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from tiny_model import TINY_FLAGS
 
 from aam.cli import main
 from aam.commands import profile as pcli
@@ -25,18 +26,7 @@ from aam.profiling.probe import (
 from aam.profiling.report import read_benchmarks, recommend, rule_name
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rocprof"
-TINY = [
-    "--embedding-dim",
-    "16",
-    "--attention-heads",
-    "2",
-    "--layers",
-    "1",
-    "--max-bp",
-    "100",
-    "--token-limit",
-    "64",
-]
+TINY = TINY_FLAGS
 TINY_KW = dict(embedding_dim=16, attention_heads=2, layers=1, max_bp=100, token_limit=64)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from checkout import copy_checkout
+from tiny_model import TINY_FLAGS
 
 from aam import run_lock
 from aam.errors import InputError
@@ -182,16 +183,7 @@ def _pretrain(study: Path, out: Path, *extra: str) -> list[str]:
         str(out),
         "--batch-size",
         "4",
-        "--embedding-dim",
-        "16",
-        "--attention-heads",
-        "2",
-        "--layers",
-        "1",
-        "--max-bp",
-        "100",
-        "--token-limit",
-        "64",
+        *TINY_FLAGS,
         "--threads",
         "1",
         "--device",

@@ -18,3 +18,18 @@ def tiny_model(**changes) -> ModelConfig:
         token_limit=64,
     )
     return ModelConfig(**{**base, **changes})
+
+
+# The same model as `aam` flags (``--layers 1``: one layer per stack).
+TINY_FLAGS = [
+    "--embedding-dim",
+    "16",
+    "--attention-heads",
+    "2",
+    "--layers",
+    "1",
+    "--max-bp",
+    "100",
+    "--token-limit",
+    "64",
+]
