@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # one worker: xdist_group marks, --dist loadgroup in pyproject.toml).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint schema venv clean
+.PHONY: demo test lint schema venv clean gpu-check gpu-wheels
 
 venv: $(STAMP)
 
@@ -37,6 +37,29 @@ lint: $(STAMP)
 # workflow/schemas/run_options.schema.json from the flags of `aam pretrain` / `aam finetune`.
 schema: $(STAMP)
 	$(BIN)/aam run-options-schema
+
+# `make gpu-check` on a GPU node (CUDA or ROCm), no network: the `gpu` tests, one report in
+# GPU_CHECK_OUT. GPU_PYTHON: a python with the machine's torch; what it lacks is installed into
+# GPU_VENV from the wheelhouse parts carried in (`make gpu-wheels`). GPU_CHECK_DEVICE=cpu: a dry
+# run of the plumbing on the CPU (never a GPU pass). GPU_CHECKS: a subset of the checks.
+GPU_PYTHON ?= python3
+GPU_VENV ?= .venv-gpu
+GPU_CHECK_OUT ?= results/gpu-check
+GPU_CHECK_DEVICE ?= cuda
+GPU_CHECKS ?= golden unifrac training auto_batch doctor profile throughput
+WHEELHOUSE ?= wheelhouse
+# `make gpu-wheels`: wheels for linux x86_64 CPython GPU_PYTHON_VERSION, in parts of at most
+# GPU_CARRY_MIB each (one carry to the GPU machine).
+GPU_PYTHON_VERSION ?= 3.11
+GPU_CARRY_MIB ?= 60
+
+gpu-check:
+	@$(GPU_PYTHON) -m aam.gpu_check run --device $(GPU_CHECK_DEVICE) --out $(GPU_CHECK_OUT) \
+		--venv $(GPU_VENV) --wheelhouse $(WHEELHOUSE) --checks $(GPU_CHECKS)
+
+gpu-wheels: $(STAMP)
+	$(BIN)/python -m aam.gpu_check wheels --dest $(WHEELHOUSE) \
+		--python-version $(GPU_PYTHON_VERSION) --carry-mib $(GPU_CARRY_MIB)
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

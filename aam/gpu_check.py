@@ -1,0 +1,709 @@
+"""`make gpu-check`: what aam does on this machine's GPU (CUDA or ROCm), as one report.
+
+``python -m aam.gpu_check run`` (the make target) stops with one line when torch sees no GPU;
+installs what the checks import from carried wheels when this python lacks it (a venv with
+``--system-site-packages``, so the machine's torch is used; ``pip install --no-index``); then
+runs the ``gpu``-marked tests (tests/test_gpu_device.py), which run every check of ``CHECKS``
+once and write ``report.json`` + ``report.md``: pass/fail, numbers, device, torch, CUDA/HIP.
+
+``--device cpu`` (``make gpu-check GPU_CHECK_DEVICE=cpu``) runs the checks on the CPU: a dry
+run of the plumbing, labelled so in the report and never a GPU pass.
+``python -m aam.gpu_check wheels`` (``make gpu-wheels``) downloads the wheels into parts that
+each fit one carry (see ``split_parts``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "data" / "demo"
+ORAL = REPO / "data" / "oral"
+GPU_TESTS = "tests/test_gpu_device.py"
+FORMAT = "aam-gpu-check-v1"
+CHECKS = ("golden", "unifrac", "training", "auto_batch", "doctor", "profile", "throughput")
+# What the checks import besides torch (pip requirement -> import name), from pyproject.toml.
+REQUIRED = {
+    "numpy>=1.24": "numpy",
+    "scipy>=1.10": "scipy",
+    "pandas>=2.0": "pandas",
+    "biom-format>=2.1.15": "biom",
+    "h5py>=3.8": "h5py",
+    "tqdm>=4.60": "tqdm",
+    "pytest>=8,<9.2": "pytest",
+}
+# Only the unifrac check's reference, the CPU kernel (without it: skipped, so no GPU pass).
+OPTIONAL = {"numba>=0.59": "numba"}
+CARRY_MIB = 60.0  # one part of the wheelhouse: under the 64 MiB a GPU session can carry
+SUBSET = 48  # demo samples of the training checks
+BENCH_SAMPLES = 400  # benchmarks/train_throughput.py: its seeded oral subset and model
+BENCH_MODEL = (
+    "--embedding-dim 128 --attention-heads 4 --layers 2 --max-bp 100 --token-limit 256 "
+    "--batch-size 8"
+).split()
+UNIFRAC_METRICS = ("unweighted", "weighted_normalized", "weighted_unnormalized", "generalized")
+UNIFRAC_TOL = {"float64": 1e-9, "float32": 1e-4}  # max |device - CPU| of a distance
+NOT_SELECTED = "not selected"
+
+
+class CheckFailed(Exception):
+    """A check ran and its result is wrong: status ``fail`` with this one-line message."""
+
+
+class CheckSkipped(Exception):
+    """A check cannot run here (a missing optional package): status ``skipped``, not a pass."""
+
+
+# -- environment ----------------------------------------------------------------------------
+def no_gpu_line(device: str = "cuda") -> str | None:
+    """None when torch is here and sees a GPU (or ``device`` is cpu), else the one line
+    `make gpu-check` stops with."""
+    try:
+        import torch
+    except ImportError as err:
+        return f"no torch: {err}; run with a python that has a CUDA or ROCm torch (GPU_PYTHON)"
+    if device == "cpu" or torch.cuda.is_available():
+        return None
+    return (
+        f"no GPU: torch.cuda.is_available() is False (torch {torch.__version__}, CUDA "
+        f"{torch.version.cuda}, HIP {torch.version.hip}); run on a GPU node, or "
+        "GPU_CHECK_DEVICE=cpu for a dry run of the plumbing"
+    )
+
+
+def missing_modules(with_optional: bool = False) -> list[str]:
+    """Import names of ``REQUIRED`` (and ``OPTIONAL``) that this python cannot import."""
+    names = [*REQUIRED.values(), *(OPTIONAL.values() if with_optional else ())]
+    return [name for name in names if importlib.util.find_spec(name) is None]
+
+
+def environment(device: Any) -> dict[str, Any]:
+    """Device name, torch, CUDA/HIP versions and the machine, for the report header."""
+    import torch
+
+    gpu = device.type == "cuda"
+    props = torch.cuda.get_device_properties(device) if gpu else None
+    return {
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if gpu else "cpu",
+        "arch": getattr(props, "gcnArchName", None) if gpu else None,
+        "memory_mb": props.total_memory / 2**20 if gpu else None,
+        "bf16": bool(torch.cuda.is_bf16_supported()) if gpu else None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "numba": importlib.util.find_spec("numba") is not None,
+        "commit": _commit(),
+    }
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+# -- the checks -----------------------------------------------------------------------------
+@dataclass
+class Context:
+    """What every check gets: the device, a work directory, the report directory."""
+
+    device: Any  # torch.device
+    work: Path
+    out: Path
+    model_flags: list[str]
+    timeout: float = 900.0
+    _data: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def dev(self) -> str:
+        return str(self.device)
+
+    def aam(self, *args: Any) -> str:
+        """Run `aam ARGS` from the checkout; its stderr, or CheckFailed with its error line."""
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *_pythonpath()])}
+        argv = [sys.executable, "-m", "aam", *map(str, args)]
+        try:
+            proc = subprocess.run(
+                argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=self.timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"aam {args[0]} timed out after {self.timeout:.0f} s") from None
+        if proc.returncode != 0:
+            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or ["(no stderr)"]
+            errors = [ln for ln in lines if "error" in ln.lower()] or lines
+            raise CheckFailed(f"aam {args[0]} exited {proc.returncode}: {errors[-1][:300]}")
+        return proc.stderr
+
+    def data(self) -> dict[str, Path]:
+        """A seeded demo subset with its UniFrac matrix (`aam unifrac` on the device)."""
+        if not self._data:
+            root = self.work / "data"
+            table = subset_table(DEMO / "table.biom", SUBSET, root / "table.biom")
+            unifrac = root / "unifrac.h5"
+            self.aam(
+                *("unifrac", "--table", table, "--tree", DEMO / "tree.nwk"),
+                *("--metric", "unweighted", "--output", unifrac, "--device", self.dev),
+            )
+            self._data.update(table=table, unifrac=unifrac, metadata=DEMO / "metadata.tsv")
+        return self._data
+
+
+def _pythonpath() -> list[str]:
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def subset_table(source: Path, samples: int, output: Path, seed: int = 0) -> Path:
+    """A seeded ``samples``-sample subset of a BIOM table (empty ASVs dropped)."""
+    import biom
+    import numpy as np
+
+    table = biom.load_table(str(source))
+    ids = np.random.default_rng(seed).choice(table.ids(), samples, replace=False)
+    table = table.filter(ids, inplace=False).remove_empty(axis="observation")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with biom.util.biom_open(str(output), "w") as handle:
+        table.to_hdf5(handle, "aam gpu-check")
+    return output
+
+
+def history(out_dir: Path) -> dict[str, float]:
+    """Mean samples/s (training steps only, as benchmarks/train_throughput.py) and the last
+    training loss of a run's history.tsv; CheckFailed when a loss is not finite."""
+    import pandas as pd
+
+    frame = pd.read_csv(out_dir / "history.tsv", sep="\t")
+    losses = frame["train_loss"].to_numpy(dtype=float)
+    if not all(math.isfinite(x) for x in losses):
+        raise CheckFailed(f"{out_dir.name}: non-finite train_loss {losses.tolist()}")
+    return {
+        "samples_per_s": float(frame["samples_per_s"].mean()),
+        "train_loss": float(losses[-1]),
+        "peak_memory_mb": float(frame["peak_memory_mb"].max()),
+    }
+
+
+def check_golden(ctx: Context) -> dict[str, Any]:
+    """Golden-file compare (tests/golden) for every backend x fp32/bf16 on the device."""
+    from aam.validation import golden
+
+    report = golden.compare_golden(REPO / "tests" / "golden", ctx.device)
+    golden.write_report(report, ctx.out / "golden.json")
+    combos = report["combinations"]
+    numbers = {
+        f"{c['backend']}/{c['precision']}": {
+            "status": c["status"],
+            "worst_max_abs": c["worst_max_abs"],
+            "worst_max_rel": c["worst_max_rel"],
+        }
+        for c in combos
+    }
+    precisions = {c["precision"] for c in combos if c["status"] == "pass"}
+    if not report["passed"]:
+        raise CheckFailed(golden.failure_message(report))
+    if precisions != {"fp32", "bf16"}:
+        raise CheckFailed(f"passed only in {sorted(precisions)}, not fp32 and bf16")
+    return {"numbers": numbers, "message": "details: golden.json"}
+
+
+def check_unifrac(ctx: Context) -> dict[str, Any]:
+    """The torch kernel on the device against the CPU (numba) kernel, every metric in float64
+    and float32, on the 400 demo samples."""
+    import numpy as np
+
+    from aam.data.table import load_counts
+    from aam.unifrac.engines import compute_unifrac
+    from aam.unifrac.tree import load_tree
+
+    if importlib.util.find_spec("numba") is None:
+        raise CheckSkipped("numba is not installed: carry the wheelhouse part with numba")
+    counts, tree = load_counts(DEMO / "table.biom"), load_tree(DEMO / "tree.nwk")
+    numbers: dict[str, Any] = {"samples": len(counts.sample_ids)}
+    bad = []
+    for dtype, tol in UNIFRAC_TOL.items():
+        kind = np.dtype(dtype).type
+        metrics = list(UNIFRAC_METRICS)
+        got = compute_unifrac(counts, tree, metrics, device=ctx.dev, dtype=kind)
+        want = compute_unifrac(counts, tree, metrics, device="cpu", dtype=kind)
+        for metric in UNIFRAC_METRICS:
+            diff = float(np.abs(got[metric] - want[metric]).max())
+            numbers[f"{metric}/{dtype}_max_abs"] = diff
+            if not diff <= tol:  # NaN fails too
+                bad.append(f"{metric}/{dtype} {diff:.3g} > {tol:g}")
+    if bad:
+        raise CheckFailed("device != CPU kernel: " + ", ".join(bad))
+    return {"numbers": numbers, "message": "device kernel = CPU kernel"}
+
+
+def backends(device: Any) -> list[str]:
+    """The attention backends of the device (``aam.profiling.probe.available_backends``)."""
+    from aam.profiling.probe import available_backends
+
+    return available_backends(device)
+
+
+def check_training(ctx: Context) -> dict[str, Any]:
+    """`aam pretrain` + `aam finetune` (one epoch of the demo subset: a few steps) with every
+    attention backend; ``flash`` refusing the padding masks is ``unsupported``, not a fail."""
+    data = ctx.data()
+    numbers: dict[str, Any] = {}
+    common = [*ctx.model_flags, "--epochs", "1", "--batch-size", "8", "--device", ctx.dev]
+    common += ["--no-progress", "--checkpoint-every-minutes", "0", "--table", data["table"]]
+    for backend in backends(ctx.device):
+        pre, fine = ctx.work / f"pretrain-{backend}", ctx.work / f"finetune-{backend}"
+        flags = [*common, "--attn-implementation", backend]
+        try:
+            ctx.aam("pretrain", "--unifrac", data["unifrac"], "--output-dir", pre, *flags)
+            ctx.aam(
+                *("finetune", "--metadata", data["metadata"], "--target-column", "age"),
+                *("--pretrained-encoder", pre / "encoder.pt", "--output-dir", fine, *flags),
+            )
+        except CheckFailed as err:
+            if backend == "flash" and "No available kernel" in str(err):
+                numbers[backend] = {"status": "unsupported", "message": str(err)[:200]}
+                continue
+            raise
+        numbers[backend] = {"pretrain": history(pre), "finetune": history(fine)}
+    return {"numbers": numbers, "message": f"backends {', '.join(numbers)}"}
+
+
+AUTO_LINE = re.compile(r"--batch-size auto: (\d+) .*peak MB by batch size ([^;]*); budget (\d+)")
+
+
+def check_auto_batch(ctx: Context) -> dict[str, Any]:
+    """`aam pretrain --batch-size auto`: the probe's memory curve, its choice (capped by the
+    subset's train samples) and the uncapped choice for the budget; the run's peak must fit."""
+    from aam.training.auto_batch import CPU_BATCH_SIZE, choose_batch_size
+
+    data = ctx.data()
+    out = ctx.work / "auto-batch"
+    log = ctx.aam(
+        *("pretrain", "--unifrac", data["unifrac"], "--table", data["table"]),
+        *(*ctx.model_flags, "--epochs", "1", "--batch-size", "auto", "--device", ctx.dev),
+        *("--no-progress", "--checkpoint-every-minutes", "0", "--output-dir", out),
+    )
+    run = history(out)
+    if ctx.device.type != "cuda":
+        if f"the default batch size {CPU_BATCH_SIZE}" not in log:
+            raise CheckFailed("no `--batch-size auto: on a CPU` line in the log")
+        return {"numbers": {"chosen": CPU_BATCH_SIZE, **run}, "message": "CPU: the default"}
+    match = AUTO_LINE.search(log)
+    if match is None:
+        raise CheckFailed("no `--batch-size auto: N ...` line in the log")
+    curve = [tuple(float(x) for x in p.split(": ")) for p in match.group(2).split(", ")]
+    budget = float(match.group(3))
+    numbers = {
+        "chosen": int(match.group(1)),
+        "curve_mb": {str(int(b)): m for b, m in curve},
+        "budget_mb": budget,
+        "uncapped_choice": choose_batch_size([(int(b), m) for b, m in curve], budget),
+        **run,
+    }
+    if not run["peak_memory_mb"] <= budget:
+        raise CheckFailed(f"peak {run['peak_memory_mb']:.0f} MB over the {budget:.0f} MB budget")
+    return {"numbers": numbers, "message": f"chose {numbers['chosen']}"}
+
+
+def check_doctor(ctx: Context) -> dict[str, Any]:
+    """`aam doctor`: every backend correct with padding masks or honestly unsupported."""
+    from aam.doctor import MAX_ERROR
+
+    path = ctx.out / "doctor.json"
+    ctx.aam("doctor", "--device", ctx.dev, "--output", path)
+    report = json.loads(path.read_text())
+    numbers = {row["backend"]: row for row in report["backends"]}
+    numbers["recommendation"] = report["recommendation"]
+    wrong = [
+        row["backend"]
+        for row in report["backends"]
+        if not isinstance(row.get("masked"), str)
+        and not (isinstance(row.get("masked"), float) and row["masked"] < MAX_ERROR)
+    ]
+    if wrong or report["recommendation"].startswith("no attention backend"):
+        raise CheckFailed(f"backends wrong with padding masks: {wrong}; {report['recommendation']}")
+    return {"numbers": numbers, "message": report["recommendation"]}
+
+
+def check_profile(ctx: Context) -> dict[str, Any]:
+    """`aam profile`: kernel table + memory/throughput sweep over every backend, batch 4 and 8."""
+    data = ctx.data()
+    out = ctx.work / "profile"
+    ctx.aam(
+        *("profile", "--table", data["table"], "--unifrac", data["unifrac"]),
+        *("--output-dir", out, "--steps", "2", "--batch-sizes", "4", "8", "--device", ctx.dev),
+        *ctx.model_flags,
+    )
+    rows = json.loads((out / "throughput.json").read_text())["rows"]
+    numbers = {f"{r['backend']}/{r['batch_size']}": r.get("samples_per_s") for r in rows}
+    failed = {f"{r['backend']}/{r['batch_size']}": r["error"] for r in rows if r.get("error")}
+    if failed and set(failed) != {k for k in failed if k.startswith("flash/")}:
+        raise CheckFailed(f"profile steps failed: {failed}")
+    numbers["kernels_rows"] = sum(1 for _ in (out / "kernel_stats.csv").open()) - 1
+    return {"numbers": numbers, "message": "samples/s by backend/batch size"}
+
+
+def check_throughput(ctx: Context) -> dict[str, Any]:
+    """UniFrac of data/oral on the device vs the CPU kernel, and `aam pretrain` samples/s with
+    benchmarks/train_throughput.py's model on its seeded 400-sample oral subset (1 epoch)."""
+    import numpy as np
+
+    from aam.data.table import load_counts
+    from aam.unifrac.engines import compute_unifrac
+    from aam.unifrac.tree import load_tree
+
+    counts, tree = load_counts(ORAL / "table.biom"), load_tree(ORAL / "tree.nwk")
+    n = len(counts.sample_ids)
+    numbers: dict[str, Any] = {"unifrac_samples": n}
+    for metric in ("unweighted", "weighted_normalized"):
+        for dev in dict.fromkeys([ctx.dev, "cpu"]):
+            if dev == "cpu" and importlib.util.find_spec("numba") is None:
+                continue
+            start = time.perf_counter()
+            compute_unifrac(counts, tree, [metric], device=dev, dtype=np.float32)
+            numbers[f"unifrac_{metric}_{'cpu' if dev == 'cpu' else 'device'}_samples_per_s"] = n / (
+                time.perf_counter() - start
+            )
+    table = subset_table(ORAL / "table.biom", BENCH_SAMPLES, ctx.work / "oral" / "table.biom")
+    unifrac = ctx.work / "oral" / "unifrac.h5"
+    ctx.aam(
+        *("unifrac", "--table", table, "--tree", ORAL / "tree.nwk", "--metric", "unweighted"),
+        *("--output", unifrac, "--device", ctx.dev),
+    )
+    out = ctx.work / "throughput-pretrain"
+    ctx.aam(
+        *("pretrain", "--table", table, "--unifrac", unifrac, *BENCH_MODEL, "--epochs", "1"),
+        *("--device", ctx.dev, "--no-progress", "--checkpoint-every-minutes", "0"),
+        *("--output-dir", out),
+    )
+    numbers["pretrain"] = history(out)
+    return {"numbers": numbers, "message": "UniFrac and pretraining samples/s"}
+
+
+CHECK_FUNCTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
+    "golden": check_golden,
+    "unifrac": check_unifrac,
+    "training": check_training,
+    "auto_batch": check_auto_batch,
+    "doctor": check_doctor,
+    "profile": check_profile,
+    "throughput": check_throughput,
+}
+
+
+# -- the report -----------------------------------------------------------------------------
+def non_finite(value: Any, path: str = "") -> list[str]:
+    """Paths of the NaN/inf numbers inside ``value``."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [path or "value"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in non_finite(v, f"{path}.{k}".lstrip("."))]
+    if isinstance(value, list | tuple):
+        return [p for i, v in enumerate(value) for p in non_finite(v, f"{path}[{i}]")]
+    return []
+
+
+def run_check(name: str, ctx: Context) -> dict[str, Any]:
+    """One check as a report section: status, one-line message, seconds, numbers.
+    A non-finite number fails a check that would have passed."""
+    start = time.perf_counter()
+    section: dict[str, Any] = {"status": "pass", "message": "", "numbers": {}}
+    try:
+        section.update(CHECK_FUNCTIONS[name](ctx))
+    except CheckFailed as err:
+        section.update(status="fail", message=str(err))
+    except CheckSkipped as err:
+        section.update(status="skipped", message=str(err))
+    except Exception as err:  # noqa: BLE001 - a crashing check is reported, the rest still run
+        section.update(status="error", message=f"{type(err).__name__}: {_one_line(err)}")
+    bad = non_finite(section["numbers"])
+    if section["status"] == "pass" and bad:
+        section.update(status="fail", message=f"non-finite numbers: {', '.join(bad[:5])}")
+    section["seconds"] = round(time.perf_counter() - start, 2)
+    return section
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())[:300]
+
+
+def run_checks(
+    device: Any, out: Path, model_flags: list[str], checks: Iterable[str] = CHECKS
+) -> dict[str, Any]:
+    """Run ``checks`` on ``device``, write ``out``/report.json and report.md; the report.
+    Checks not asked for are ``skipped`` sections; the run is a GPU pass only when every check
+    passed on a GPU."""
+    chosen = list(checks)
+    unknown = sorted(set(chosen) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"unknown checks {unknown}; choose from {list(CHECKS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    dry = device.type != "cuda"
+    report: dict[str, Any] = {
+        "format": FORMAT,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "dry_run": dry,
+        "environment": environment(device),
+        "checks": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="aam-gpu-check-") as work:
+        ctx = Context(device, Path(work), out, model_flags)
+        for name in CHECKS:
+            if name in chosen:
+                report["checks"][name] = run_check(name, ctx)
+            else:
+                report["checks"][name] = {
+                    "status": "skipped",
+                    "message": NOT_SELECTED,
+                    "numbers": {},
+                    "seconds": 0.0,
+                }
+    statuses = [c["status"] for c in report["checks"].values()]
+    report["passed"] = all(s == "pass" for s in statuses)
+    report["gpu_pass"] = report["passed"] and not dry
+    report["verdict"] = verdict(report)
+    write_report(report, out)
+    return report
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """One line: GPU PASS, FAIL (naming the checks), INCOMPLETE (checks not run) or DRY RUN."""
+    env, checks = report["environment"], report["checks"]
+    unrun = [k for k, c in checks.items() if c["message"] == NOT_SELECTED]
+    bad = [f"{k} ({c['status']})" for k, c in checks.items() if c["status"] != "pass"]
+    bad = [b for b in bad if b.split()[0] not in unrun]
+    summary = f"{len(checks) - len(unrun) - len(bad)}/{len(checks)} checks passed"
+    summary += "".join(
+        f"; {label}: {', '.join(names)}"
+        for label, names in (("not passed", bad), ("not run", unrun))
+        if names
+    )
+    if report["dry_run"]:
+        return f"DRY RUN on {env['device']} ({summary}): plumbing only, not a GPU pass"
+    where = f"{env['device_name']}, torch {env['torch']}, CUDA {env['cuda']}, HIP {env['hip']}"
+    word = "FAIL" if bad else "INCOMPLETE" if unrun else "GPU PASS"
+    return f"{word} on {where}: {summary}"
+
+
+def write_report(report: dict[str, Any], out: Path) -> None:
+    """report.json (strict JSON: NaN/inf as null) and report.md, atomically."""
+    from aam.atomic import atomic_output, write_json
+
+    write_json(out / "report.json", report)
+    with atomic_output(out / "report.md") as tmp:
+        tmp.write_text(markdown(report))
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """A short human summary: environment, one row per check, the verdict."""
+    env = report["environment"]
+    lines = [
+        "# aam gpu-check" + (" (DRY RUN on the CPU: not a GPU pass)" if report["dry_run"] else ""),
+        "",
+        f"{report['created']}; device {env['device']} ({env['device_name']}, arch "
+        f"{env['arch']}, {_num(env['memory_mb'])} MB); torch {env['torch']}, CUDA {env['cuda']},"
+        f" HIP {env['hip']}; python {env['python']}; commit {env['commit']}",
+        "",
+        "| check | status | seconds | message | numbers |",
+        "|---|---|---|---|---|",
+    ]
+    for name, c in report["checks"].items():
+        numbers = json.dumps(c["numbers"], default=str)
+        numbers = numbers if len(numbers) <= 300 else numbers[:297] + "..."
+        message = c["message"].replace("|", "/")
+        lines.append(f"| {name} | {c['status']} | {c['seconds']} | {message} | `{numbers}` |")
+    lines += ["", f"**{report['verdict']}**", ""]
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+# -- wheels and the environment -------------------------------------------------------------
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+DIST_NAMES = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted({d.metadata['Name'] for d in m.distributions()})))"
+)
+
+
+def project(wheel: Path) -> str:
+    """The normalized project name of a wheel file (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+
+
+def split_parts(wheels: list[Path], limit_mib: float) -> list[list[Path]]:
+    """Wheels in as few parts of at most ``limit_mib`` each as first-fit decreasing finds."""
+    parts: list[list[Path]] = []
+    sizes: list[float] = []
+    for wheel in sorted(wheels, key=lambda w: -w.stat().st_size):
+        mib = wheel.stat().st_size / 2**20
+        if mib > limit_mib:
+            raise ValueError(f"{wheel.name}: {mib:.1f} MiB, over the {limit_mib:g} MiB of a part")
+        fit = next((i for i, used in enumerate(sizes) if used + mib <= limit_mib), None)
+        if fit is None:
+            parts.append([])
+            sizes.append(0.0)
+            fit = len(parts) - 1
+        parts[fit].append(wheel)
+        sizes[fit] += mib
+    return parts
+
+
+def download(specs: list[str], dest: Path, python_version: str) -> list[Path]:
+    """`pip download` of ``specs`` and their dependencies as linux x86_64 wheels for
+    CPython ``python_version``."""
+    platforms = [arg for name in PLATFORMS for arg in ("--platform", name)]
+    command = [
+        *(sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:"),
+        *platforms,
+        *("--python-version", python_version, "--implementation", "cp", "-d", str(dest)),
+        *specs,
+    ]
+    subprocess.run(command, check=True)
+    return sorted(dest.glob("*.whl"))
+
+
+def make_wheelhouse(dest: Path, python_version: str, limit_mib: float = CARRY_MIB) -> list[dict]:
+    """Download the wheels of ``REQUIRED`` then ``OPTIONAL`` into ``dest``/part-N (each at most
+    ``limit_mib``; the optional-only wheels in parts of their own, last); write and return the
+    parts as ``dest``/parts.json."""
+    with tempfile.TemporaryDirectory(prefix="aam-wheels-") as tmp:
+        required = download(list(REQUIRED), Path(tmp) / "required", python_version)
+        optional = download(list(OPTIONAL), Path(tmp) / "optional", python_version)
+        names = {w.name for w in required}
+        extra = [w for w in optional if w.name not in names]
+        groups = [(p, False) for p in split_parts(required, limit_mib)]
+        groups += [(p, True) for p in split_parts(extra, limit_mib)]
+        for old in dest.glob("part-*"):
+            shutil.rmtree(old)
+        parts = []
+        for number, (wheels, is_optional) in enumerate(groups, start=1):
+            folder = dest / f"part-{number}"
+            folder.mkdir(parents=True)
+            for wheel in wheels:
+                shutil.move(str(wheel), folder / wheel.name)
+            parts.append(
+                {
+                    "part": folder.name,
+                    "mib": round(sum(w.stat().st_size for w in folder.iterdir()) / 2**20, 1),
+                    "optional": is_optional,
+                    "wheels": sorted(w.name for w in folder.iterdir()),
+                }
+            )
+    (dest / "parts.json").write_text(json.dumps(parts, indent=2) + "\n")
+    return parts
+
+
+def ensure_python(venv: Path, wheelhouse: Path) -> str:
+    """A python that imports everything ``REQUIRED``: this one, else ``venv``'s, made with
+    ``--system-site-packages`` (and this python's site-packages, when it is a venv) and filled
+    with the wheelhouse's wheels (``--no-index --no-deps``, skipping installed projects; what
+    was installed stays, so the parts may come one carry at a time)."""
+    if not missing_modules():
+        return sys.executable
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+        if sys.prefix != sys.base_prefix:  # this python is a venv: its torch is not system site
+            site_dir = _run(python, "import sysconfig; print(sysconfig.get_path('purelib'))")
+            mine = dict.fromkeys(sysconfig.get_path(k) for k in ("purelib", "platlib"))
+            lines = "".join(f"import site; site.addsitedir({d!r})\n" for d in mine)
+            Path(site_dir.strip(), "aam-gpu-check-parent.pth").write_text(lines)
+    installed = set(json.loads(_run(python, DIST_NAMES)))
+    wheels = [w for w in sorted(wheelhouse.glob("**/*.whl")) if project(w) not in installed]
+    if wheels:
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
+        subprocess.run([*pip, *map(str, wheels)], check=True)
+    missing = _run(python, "-m", "aam.gpu_check", "missing", check=False).split()
+    if missing:
+        raise SystemExit(
+            f"gpu-check: {venv} lacks {', '.join(missing)}: carry the {wheelhouse}/part-* that "
+            "hold them (`make gpu-wheels` where there is network); what is installed stays"
+        )
+    return str(python)
+
+
+def _run(python: Path, *args: str, check: bool = True) -> str:
+    """stdout of ``python`` run in the checkout with ``-c ARG`` (or ``-m ...``)."""
+    argv = [str(python), *(args if args[0] == "-m" else ("-c", *args))]
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=check).stdout
+
+
+def run(args: argparse.Namespace) -> int:
+    """`make gpu-check`: the GPU (or --device cpu), the environment, the gpu tests."""
+    line = no_gpu_line(args.device)
+    if line is not None:
+        print(f"gpu-check: {line}", file=sys.stderr)
+        return 1
+    python = ensure_python(args.venv, args.wheelhouse)
+    out = args.out.resolve()
+    env = {
+        **os.environ,
+        "AAM_GPU_CHECK_OUT": str(out),
+        "AAM_GPU_CHECK_DEVICE": args.device,
+        "AAM_GPU_CHECK_CHECKS": ",".join(args.checks),
+        "PYTHONPATH": os.pathsep.join([str(REPO), *_pythonpath()]),
+    }
+    # No conftest (it needs the whole test stack) and no xdist: just the gpu tests.
+    pytest = [python, "-m", "pytest", "-o", "addopts=-ra -p no:cacheprovider", "--noconftest"]
+    code = subprocess.run([*pytest, "-m", "gpu", GPU_TESTS], cwd=REPO, env=env).returncode
+    report = out / "report.json"
+    if report.is_file():
+        print(f"gpu-check: {json.loads(report.read_text())['verdict']}")
+        print(f"gpu-check: report {report} and {out / 'report.md'}")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aam.gpu_check", description=__doc__)
+    sub = parser.add_subparsers(dest="action", required=True)
+    go = sub.add_parser("run", help="check the GPU: the gpu tests, one report")
+    go.add_argument("--device", default="cuda", help="cuda (CUDA or ROCm), or cpu: a dry run")
+    go.add_argument("--out", type=Path, default=REPO / "results" / "gpu-check")
+    go.add_argument("--venv", type=Path, default=REPO / ".venv-gpu")
+    go.add_argument("--wheelhouse", type=Path, default=REPO / "wheelhouse")
+    go.add_argument("--checks", nargs="+", choices=CHECKS, default=list(CHECKS))
+    sub.add_parser("missing", help="print what the checks need and this python lacks")
+    wheels = sub.add_parser("wheels", help="download the wheels, in parts of one carry each")
+    wheels.add_argument("--dest", type=Path, default=REPO / "wheelhouse")
+    wheels.add_argument("--python-version", default=platform.python_version())
+    wheels.add_argument("--carry-mib", type=float, default=CARRY_MIB)
+    args = parser.parse_args(argv)
+    if args.action == "run":
+        return run(args)
+    if args.action == "missing":
+        missing = missing_modules()
+        print(" ".join(missing))
+        return 1 if missing else 0
+    for part in make_wheelhouse(args.dest, args.python_version, args.carry_mib):
+        kind = "optional (the unifrac check)" if part["optional"] else "required"
+        print(f"{args.dest / part['part']}: {part['mib']} MiB, {kind}: {' '.join(part['wheels'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The `gpu` tests: every check of ``aam.gpu_check`` on the GPU, one report (`make gpu-check`).
+
+Deselected in every other pytest run (``-m 'not gpu'`` in pyproject's addopts). The checks run
+once, on the device of AAM_GPU_CHECK_DEVICE (default cuda; cpu: a dry run of the plumbing, so
+``test_ran_on_a_gpu`` fails), writing report.json + report.md into AAM_GPU_CHECK_OUT; each test
+asserts one check's section. AAM_GPU_CHECK_CHECKS (comma-separated) limits the checks run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_model import TINY_FLAGS
+
+from aam import gpu_check
+
+pytestmark = pytest.mark.gpu
+OUT = Path(os.environ.get("AAM_GPU_CHECK_OUT", gpu_check.REPO / "results" / "gpu-check"))
+DEVICE = os.environ.get("AAM_GPU_CHECK_DEVICE", "cuda")
+CHOSEN = [c for c in os.environ.get("AAM_GPU_CHECK_CHECKS", "").split(",") if c]
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    line = gpu_check.no_gpu_line(DEVICE)
+    if line is not None:
+        pytest.fail(line)
+    return gpu_check.run_checks(torch.device(DEVICE), OUT, TINY_FLAGS, CHOSEN or gpu_check.CHECKS)
+
+
+@pytest.mark.parametrize("check", gpu_check.CHECKS)
+def test_check(report, check):
+    section = report["checks"][check]
+    if section["message"] == gpu_check.NOT_SELECTED:
+        pytest.skip(f"{check}: not in AAM_GPU_CHECK_CHECKS")
+    assert section["status"] == "pass", f"{check}: {section['status']}: {section['message']}"
+
+
+def test_ran_on_a_gpu(report):
+    assert report["gpu_pass"], report["verdict"]
