@@ -552,8 +552,13 @@ DIST_NAMES = (
 
 
 def project(wheel: Path) -> str:
-    """The normalized project name of a wheel file (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+    """The normalized project name of a wheel file."""
+    return _normalize(wheel.name.split("-")[0])
+
+
+def _normalize(name: str) -> str:
+    """PEP 503: ``biom_format``, ``Biom.Format`` -> ``biom-format``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def split_parts(wheels: list[Path], limit_mib: float) -> list[list[Path]]:
@@ -634,11 +639,12 @@ def ensure_python(venv: Path, wheelhouse: Path) -> str:
             mine = dict.fromkeys(sysconfig.get_path(k) for k in ("purelib", "platlib"))
             lines = "".join(f"import site; site.addsitedir({d!r})\n" for d in mine)
             Path(site_dir.strip(), "aam-gpu-check-parent.pth").write_text(lines)
-    installed = set(json.loads(_run(python, DIST_NAMES)))
+    installed = {_normalize(name) for name in json.loads(_run(python, DIST_NAMES))}
     wheels = [w for w in sorted(wheelhouse.glob("**/*.whl")) if project(w) not in installed]
     if wheels:
         pip = [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
-        subprocess.run([*pip, *map(str, wheels)], check=True)
+        if subprocess.run([*pip, *map(str, wheels)]).returncode != 0:
+            raise SystemExit(f"gpu-check: pip install --no-index from {wheelhouse} failed (above)")
     missing = _run(python, "-m", "aam.gpu_check", "missing", check=False).split()
     if missing:
         raise SystemExit(
