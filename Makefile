@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # one worker: xdist_group marks, --dist loadgroup in pyproject.toml).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint schema venv clean gpu-check gpu-wheels
+.PHONY: demo test test-fast lint schema venv clean gpu-check gpu-wheels
 
 venv: $(STAMP)
 
@@ -27,6 +27,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+
+# The edit loop: the suite without the tiers that start a SLURM cluster, run Snakemake or take
+# long (markers in pyproject.toml; `make test` runs them all).
+FAST_TIERS := not slurm and not workflow and not slow and not gpu
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m '$(FAST_TIERS)' --durations=5
 
 lint: $(STAMP)
 	$(BIN)/ruff check aam tests benchmarks workflow/scripts

@@ -13,7 +13,8 @@ at the default path /etc/slurm/slurm.conf (jobs call srun, which does not see a 
 submitting shell), task/affinity, proctrack/linuxproc, eight fake GPUs (character devices with
 /dev/null's numbers, named in gres.conf: jobs get SLURM_GPUS_ON_NODE and ROCR_VISIBLE_DEVICES),
 no slurmdbd (no sacct: use `--slurm-status-command squeue`; finished jobs stay visible to squeue
-and `scontrol show job` for MinJobAge=600 s; accounts are not validated).
+and `scontrol show job` for MinJobAge=3600 s, longer than any test waits; accounts are not
+validated).
 
 Two nodes on this one machine (notes/local-slurm.md, item 11): each slurmd runs in its own network
 namespace (`aamn1`, `aamn2`) with its own address (10.77.0.1, 10.77.0.2 on the interface `aam0`),
@@ -230,7 +231,7 @@ def render_slurm_conf(
         "MpiDefault=none",
         "MailProg=/bin/true",
         "EnforcePartLimits=ALL",
-        "MinJobAge=600",
+        "MinJobAge=3600",
         "ReturnToService=2",
         "KillWait=5",
         "InactiveLimit=0",
@@ -361,7 +362,7 @@ class SlurmCluster:
         return _run(list(args), timeout=timeout, check=check).stdout
 
     def squeue(self) -> list[dict[str, str]]:
-        """All jobs the controller knows (finished ones stay MinJobAge=600 s)."""
+        """All jobs the controller knows (finished ones stay MinJobAge=3600 s)."""
         fmt = "%i|%P|%j|%T|%r|%b|%C|%m"
         keys = ("jobid", "partition", "name", "state", "reason", "tres_per_node", "cpus", "mem")
         out = self.run("squeue", "--states=all", "--noheader", f"--format={fmt}")

@@ -61,13 +61,15 @@ class SiteRun:
 
 
 def jobs_by_rule(work: Path) -> dict[str, list[str]]:
-    """SLURM job IDs of each rule, from the plugin's per-job logs (rule_<rule>/.../<id>.log),
-    in submission order."""
+    """SLURM job IDs of each rule or job group, from the plugin's per-job logs
+    (rule_<rule>/.../<id>.log, group_<group>/.../<id>.log), in submission order: one ID per
+    `sbatch`."""
     jobs: dict[str, list[str]] = {}
     for log in (work / "slurm-logs").rglob("*.log"):
-        rule = log.relative_to(work / "slurm-logs").parts[0].removeprefix("rule_")
-        jobs.setdefault(rule, []).append(log.stem)
-    return {rule: sorted(ids, key=int) for rule, ids in jobs.items()}
+        kind_and_name = log.relative_to(work / "slurm-logs").parts[0]
+        name = kind_and_name.removeprefix("rule_").removeprefix("group_")
+        jobs.setdefault(name, []).append(log.stem)
+    return {name: sorted(ids, key=int) for name, ids in jobs.items()}
 
 
 def _start(

@@ -16,18 +16,42 @@ from slurm_runs import SITE_ENV, jobs_by_rule
 pytestmark = pytest.mark.xdist_group("slurm")  # one cluster per machine: one xdist worker
 
 
-def _expected(profile: str, rule: str) -> dict:
-    settings = yaml.safe_load((REPO / f"profiles/{profile}/config.yaml").read_text())
-    resources = {**settings["default-resources"], **settings["set-resources"].get(rule, {})}
-    partition = os.path.expandvars(str(resources["slurm_partition"]))
+def _settings(profile: str) -> dict:
+    return yaml.safe_load((REPO / f"profiles/{profile}/config.yaml").read_text())
+
+
+def _rules_of(settings: dict, name: str) -> list[str]:
+    """The rules of the test DAG that run in the job ``name``: a job group's (it has no
+    predict_on here), or the rule itself."""
+    grouped = [rule for rule, group in settings["groups"].items() if group == name]
+    return sorted(rule for rule in grouped if rule != "predict_on") or [name]
+
+
+def _job_name(profile: str, name: str) -> str:
+    """The plugin's name of a job (its log folder): a group job is `<group>_<its rules>`."""
+    rules = _rules_of(_settings(profile), name)
+    return name if rules == [name] else "_".join([name, *rules])
+
+
+def _expected(profile: str, name: str) -> dict:
+    """What the job of a rule, or of a job group (its rules run one after the other), asks for."""
+    settings = _settings(profile)
+    rules = _rules_of(settings, name)
+    asked = [
+        {**settings["default-resources"], **settings["set-resources"].get(rule, {})}
+        for rule in rules
+    ]
+    partitions = {os.path.expandvars(str(resources["slurm_partition"])) for resources in asked}
+    assert len(partitions) == 1, (name, partitions)  # a group job runs on one partition
+    partition = partitions.pop()
     if "$" in partition:
         partition = SITE_ENV[profile]["AAM_SLURM_PARTITION"]
-    threads = settings["set-threads"].get(rule)
     return {
         "partition": partition,
-        "gpu": resources.get("gpu") or resources.get("gpus_per_node", 0),
-        "minutes": resources["runtime"],
-        "threads": threads,
+        "gpu": max(r.get("gpu") or r.get("gpus_per_node", 0) for r in asked),
+        "minutes": sum(r["runtime"] for r in asked),  # in series: the sum of their limits
+        "threads": max(settings["set-threads"].get(rule, 0) for rule in rules),
+        "cpus_per_gpu": max(r.get("cpus_per_gpu", 0) for r in asked),
     }
 
 
@@ -45,9 +69,14 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, slurm_runs,
     work = run.work
     assert (work / "runs/tiny/predict/predictions.tsv").is_file()
     assert (work / "runs/tiny/predict/metrics.json").is_file()
-    jobs = jobs_by_rule(work)
-    gpu_and_cpu_jobs = {"unifrac", "baselines", "pretrain", "finetune", "predict", "validate"}
-    assert set(jobs) == gpu_and_cpu_jobs, jobs  # the rest are localrules
+    # the rest are localrules; predict runs in the fine-tuning job (the profile's job group)
+    gpu_and_cpu_jobs = {"unifrac", "baselines", "pretrain", "finetune_predict", "validate"}
+    named = {_job_name(profile, name): name for name in gpu_and_cpu_jobs}
+    jobs = {named.get(name, name): ids for name, ids in jobs_by_rule(work).items()}
+    assert set(jobs) == gpu_and_cpu_jobs, jobs
+    # one sbatch per job, 5 (6 before the group), and the retry of a signalled pretraining
+    retries = len(jobs["pretrain"]) - 1
+    assert sum(len(ids) for ids in jobs.values()) == len(gpu_and_cpu_jobs) + retries, jobs
     assert (work / "validation/golden.json").is_file()
     for rule in sorted(gpu_and_cpu_jobs):
         want = _expected(profile, rule)
@@ -61,15 +90,10 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, slurm_runs,
                 # gpu: the job's total (TresPerJob); gpus_per_node: per node (TresPerNode)
                 tres = job.get("TresPerJob", "") + job.get("TresPerNode", "")
                 assert re.search(rf"gpu:{want['gpu']}\b", tres), (rule, job)
-                cpus = settings_cpus(profile, rule)
+                cpus = want["cpus_per_gpu"]
                 assert re.search(rf"gpu[:=]{cpus}\b", job.get("CpusPerTres", "")), (rule, job)
             else:
                 assert "gpu" not in job.get("TresPerJob", ""), (rule, job)
                 assert int(job["CPUs/Task"]) == want["threads"], (rule, job)
         final = slurm_cluster.scontrol_job(attempts[-1])
         assert final["JobState"] == "COMPLETED", (rule, final["JobState"])
-
-
-def settings_cpus(profile: str, rule: str) -> int:
-    settings = yaml.safe_load((REPO / f"profiles/{profile}/config.yaml").read_text())
-    return settings["set-resources"][rule]["cpus_per_gpu"]
