@@ -21,9 +21,10 @@ from aam.training.distributed import DistContext, init_distributed
 from aam.training.evaluation import evaluate
 from aam.training.fsdp import model_state, optimizer_state, shard_model
 from aam.training.inference import encode_table_asvs
-from aam.training.objective import Objective, fit_target_scale
+from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
 from aam.training.study import load_study
+from aam.training.target_scale import fit_target_scale
 
 METADATA = Path(__file__).resolve().parents[1] / "data" / "demo" / "metadata.tsv"
 GLOBAL_BATCHES = [np.arange(0, 8), np.arange(8, 16), np.arange(16, 24)]
@@ -61,7 +62,7 @@ def train(study_dir: Path, ctx: DistContext, stage: str) -> dict:
         model = shard_model(model, cpu, ctx.world_size)
     optimizer = build_optimizer(model, cfg)  # before any forward, as the Trainer builds it
     metrics = evaluate(objective, model, VALIDATION, cpu)
-    step = TrainStep(model, objective, optimizer, cpu)
+    step = TrainStep(model, objective, optimizer, cfg, cpu, ctx)
     for k, positions in enumerate(GLOBAL_BATCHES):
         batch = objective.batch(positions)  # this rank's share, the global batch's distances
         step(batch, torch.Generator().manual_seed(k), where=f"step {k + 1}")

@@ -84,9 +84,15 @@ def objective(small_study):
 MODEL = tiny_model(token_limit=32)
 
 
+def _never_called(*args):
+    raise AssertionError("a CPU run is not probed")
+
+
 def test_on_a_cpu_auto_keeps_the_default_and_says_so(objective, caplog):
     with caplog.at_level(logging.INFO):
-        chosen = resolve_batch_size(SequenceEncoder(MODEL), objective, torch.device("cpu"))
+        chosen = resolve_batch_size(
+            SequenceEncoder(MODEL), objective, torch.device("cpu"), probe=_never_called
+        )
     assert chosen == CPU_BATCH_SIZE == TrainConfig().batch_size
     assert "on a CPU" in caplog.text
 

@@ -378,9 +378,9 @@ def test_the_declared_metric_names_are_what_validation_reports(studies, kind, tr
     cfg = TrainConfig(batch_size=8, **train)
     objective = Objective(cfg, predictor=kind != "pretrain", study=study, token_limit=64)
     reported = evaluate(objective, model, np.arange(8), torch.device("cpu"))
-    assert {f"val_{k}" for k in reported} == set(validation_metrics(objective))
+    assert {f"val_{k}" for k in reported} == set(validation_metrics(objective, bool(study.classes)))
     allowed = BEST_METRICS["pretrain" if kind == "pretrain" else "finetune"]
-    assert set(validation_metrics(objective)) <= set(allowed)
+    assert set(validation_metrics(objective, bool(study.classes))) <= set(allowed)
 
 
 # --------------------------------------------------------------- messages name real commands

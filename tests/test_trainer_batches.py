@@ -22,7 +22,8 @@ def _trainer(study, tmp_path, ctx: DistContext | None = None, **train) -> Traine
     ctx = ctx or DistContext()
     objective = Objective(cfg, predictor=False, study=study, token_limit=64, ctx=ctx)
     model = SequenceEncoder(MODEL)
-    return Trainer(model, objective, cfg, tmp_path, torch.device("cpu"), resume_config={})
+    cpu = torch.device("cpu")
+    return Trainer(model, objective, study, cfg, ctx, tmp_path, cpu, resume_config={})
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,9 @@ from aam.training.config import CLASSIFIER_METRICS, REGRESSION_METRICS, check_be
 from aam.training.distributed import DistContext
 from aam.training.inference import encode_table_asvs
 from aam.training.metrics import baseline_metrics
-from aam.training.objective import Objective, TargetScale, fit_target_scale
+from aam.training.objective import Objective
 from aam.training.study import load_study
+from aam.training.target_scale import TargetScale, fit_target_scale
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def _finetune(
             "classes": study.classes,
             "categorical": target.categorical,
         }
-        result = run_training(model, objective, opts, device, resume)
+        result = run_training(model, objective, study, ctx, opts, device, resume)
     if not ctx.is_main:
         return
     payload = {

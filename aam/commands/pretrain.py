@@ -82,7 +82,7 @@ def _pretrain(opts: TrainingOptions, device: torch.device, ctx: DistContext) -> 
         )
         resolve_auto_batch(model, objective, device)
         resume = resume_config(opts, study, architecture(mcfg.to_dict()))
-        result = run_training(model, objective, opts, device, resume)
+        result = run_training(model, objective, study, ctx, opts, device, resume)
     if ctx.is_main:
         payload = {
             "kind": "encoder",

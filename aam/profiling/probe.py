@@ -26,7 +26,7 @@ import torch
 from aam.atomic import atomic_output, write_json
 from aam.errors import InputError
 from aam.models import ModelConfig, SequenceEncoder, effective_attn_implementation
-from aam.models.layers import set_attn_implementation
+from aam.models.layers import available_backends, set_attn_implementation
 from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import from_key_averages
 from aam.training.config import TrainConfig, UniFracOptions
@@ -64,13 +64,6 @@ def rocprof_v1_command(out_dir: str | os.PathLike[str], argv: list[str]) -> list
 def model_config(**options: Any) -> ModelConfig:
     """ModelConfig from the command's model options (``layers`` sets every stack)."""
     return ModelConfig.from_options(options)
-
-
-def available_backends(device: torch.device) -> list[str]:
-    """Attention backends worth comparing on ``device`` (fused SDPA kernels only on GPUs)."""
-    if device.type == "cuda":
-        return ["math", "mem_efficient", "flash", "auto"]
-    return ["math", "auto"]
 
 
 @dataclass
@@ -129,7 +122,7 @@ class _Segment:
         self.model.train()
         self.objective = objective
         self.optimizer = build_optimizer(self.model, cfg)
-        self.train_step = TrainStep(self.model, self.objective, self.optimizer, device)
+        self.train_step = TrainStep(self.model, objective, self.optimizer, cfg, device)
         self.train = objective.study.subset("train")
         if len(self.train) < 2:
             self.train = np.arange(len(objective.study.samples))

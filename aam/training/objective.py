@@ -7,60 +7,20 @@ Pretraining (``SequenceEncoder``): pairwise UniFrac fit + masked nucleotides. Fi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
 from aam.data.batching import Batch
-from aam.errors import InputError
 from aam.models import mask_nucleotides
 from aam.training import losses
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, all_reduce_sum, gather_with_grad, rank_slice
 from aam.training.inference import model_outputs
 from aam.training.study import Study
-
-
-@dataclass
-class TargetScale:
-    """Regression targets are learned z-scored; predictions are returned in original units."""
-
-    mean: float = 0.0
-    std: float = 1.0
-
-    def normalize(self, y: torch.Tensor) -> torch.Tensor:
-        return (y - self.mean) / self.std
-
-    def original(self, z: np.ndarray) -> np.ndarray:
-        return z * self.std + self.mean
-
-
-def fit_target_scale(
-    targets: np.ndarray, train: np.ndarray, source: str | Path, column: str
-) -> TargetScale:
-    """Mean and std of the ``train`` targets; InputError (naming ``source`` and ``column``) when
-    they cannot z-score every target in float32: a constant column, or values near the float
-    limits whose mean, std or z-scores overflow."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        y = targets[train]
-        scale = TargetScale(mean=float(np.mean(y)), std=float(np.std(y)))
-    if scale.std == 0:
-        raise InputError(
-            f"{source}: column {column!r} has one value ({scale.mean:g}) for every training "
-            "sample; there is nothing to learn: choose another --target-column"
-        )
-    z = scale.normalize(torch.tensor(targets, dtype=torch.float32))
-    if not (math.isfinite(scale.mean) and math.isfinite(scale.std) and torch.isfinite(z).all()):
-        raise InputError(
-            f"{source}: column {column!r} has values too large to scale (from "
-            f"{targets.min():.3g} to {targets.max():.3g}); rescale the column (other units, or "
-            "a log) so values stay well inside +-1e38"
-        )
-    return scale
+from aam.training.target_scale import TargetScale
 
 
 @dataclass

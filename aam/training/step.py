@@ -8,7 +8,7 @@ backward; at an accumulation boundary, gradient clipping, a finite-norm check an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -17,7 +17,7 @@ from aam.data.batching import Batch
 from aam.errors import NonFiniteError
 from aam.training.config import TrainConfig
 from aam.training.device import autocast, unwrap
-from aam.training.distributed import all_reduce_sum
+from aam.training.distributed import DistContext, any_rank
 from aam.training.objective import Objective
 
 
@@ -39,57 +39,71 @@ def trainable(model: nn.Module) -> list[torch.Tensor]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
+def fix_hint(cfg: TrainConfig, predictor: bool) -> str:
+    """The usual cures of a diverging run, with this run's flag values."""
+    clip = cfg.max_grad_norm
+    clipping = f"lower --max-grad-norm (now {clip:g})" if clip > 0 else "set --max-grad-norm 1"
+    data = ", check the targets for extreme values" if predictor else ""
+    return f"lower --lr (now {cfg.lr:g}){data}, or {clipping}"
+
+
 @dataclass
 class TrainStep:
-    """Forward + backward of a batch, and the optimizer step at an accumulation boundary."""
+    """A training step in two halves: ``loss`` of a micro-batch (forward), and ``update`` at
+    an accumulation boundary (clip, AdamW, schedule); ``__call__`` runs a whole step."""
 
     model: nn.Module
     objective: Objective
     optimizer: torch.optim.Optimizer
+    cfg: TrainConfig
     device: torch.device
+    ctx: DistContext = field(default_factory=DistContext)
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+
+    def __post_init__(self) -> None:
+        self.fix = fix_hint(self.cfg, self.objective.predictor)
 
     def __call__(
         self, batch: Batch, generator: torch.Generator, at_step: bool = True, where: str = ""
     ) -> dict[str, float]:
         """Train on ``batch`` (on the device); return its loss terms. ``where`` names the step
         in errors."""
-        cfg = self.objective.cfg
-        with autocast(self.device, cfg.precision):
-            loss, terms = self.objective.step_loss(self.model, batch, generator)
-        self._check_terms(terms, where)
-        (loss / cfg.grad_accum).backward()
+        loss, terms = self.loss(batch, generator, where)
+        (loss / self.cfg.grad_accum).backward()
         if at_step:
-            max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf  # inf: norm only
-            norm = float(torch.nn.utils.clip_grad_norm_(trainable(self.model), max_norm))
-            if not math.isfinite(norm):  # DDP averaged the gradients: every rank sees the same
-                raise NonFiniteError(f"gradient norm is {norm} at {where}; {self.fix()}")
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.scheduler is not None:
-                self.scheduler.step()
+            self.update(where)
         return terms
 
-    def fix(self) -> str:
-        """The usual cures of a diverging run, with this run's flag values."""
-        cfg = self.objective.cfg
-        clip = cfg.max_grad_norm
-        clipping = f"lower --max-grad-norm (now {clip:g})" if clip > 0 else "set --max-grad-norm 1"
-        data = ", check the targets for extreme values" if self.objective.predictor else ""
-        return f"lower --lr (now {cfg.lr:g}){data}, or {clipping}"
+    def loss(
+        self, batch: Batch, generator: torch.Generator, where: str
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The objective's loss of ``batch`` under autocast and its terms; NonFiniteError on
+        every rank if a term is NaN or infinite on any rank (before any rank's backward)."""
+        with autocast(self.device, self.cfg.precision):
+            loss, terms = self.objective.step_loss(self.model, batch, generator)
+        self._check_terms(terms, where)
+        return loss, terms
+
+    def update(self, where: str) -> None:
+        """Clip the gradients (NonFiniteError if their norm is not finite), then step the
+        optimizer and the scheduler."""
+        max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf
+        norm = float(torch.nn.utils.clip_grad_norm_(trainable(self.model), max_norm))
+        if not math.isfinite(norm):  # DDP averaged the gradients: every rank sees the same
+            raise NonFiniteError(f"gradient norm is {norm} at {where}; {self.fix}")
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scheduler is not None:
+            self.scheduler.step()
 
     def _check_terms(self, terms: dict[str, float], where: str) -> None:
-        """NonFiniteError on every rank if a loss term is NaN or infinite on any rank."""
         names = sorted(terms)
-        bad = [not math.isfinite(terms[name]) for name in names]
-        ctx = self.objective.ctx
-        if ctx.enabled:  # one tiny all-reduce, so no rank waits in a backward the others skip
-            flags = torch.tensor(bad, dtype=torch.float32, device=self.device)
-            bad = (all_reduce_sum(flags, ctx) > 0).tolist()
+        # one tiny all-reduce, so no rank waits in a backward the others skip
+        bad = any_rank([not math.isfinite(terms[name]) for name in names], self.ctx, self.device)
         failed = [name for name, flag in zip(names, bad, strict=True) if flag]
         if not failed:
             return
         term = next((name for name in failed if name != "loss"), "loss")  # the culprit, not the sum
         local = terms[term]
         value = f"is {local}" if not math.isfinite(local) else "is non-finite on another rank"
-        raise NonFiniteError(f"{term} {value} at {where}; {self.fix()}")
+        raise NonFiniteError(f"{term} {value} at {where}; {self.fix}")

@@ -1,0 +1,61 @@
+"""One epoch of DDP training with --grad-accum 2 under torchrun (gloo, CPU), twice: as the
+Trainer runs it (``no_sync`` before a step's last batch) and with every batch all-reduced.
+Rank 0 saves, per run, the all-reduces DDP made (a counting comm hook), the optimizer steps
+and the weights.
+
+Run by tests/test_distributed.py as
+``python -m torch.distributed.run --standalone --nproc_per_node 2 tests/ddp_accum.py STUDY OUT``.
+"""
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from tiny_model import tiny_model
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+import aam.training.trainer as trainer_module
+from aam.models import SequenceEncoder
+from aam.training.config import TrainConfig
+from aam.training.distributed import DistContext, init_distributed
+from aam.training.objective import Objective
+from aam.training.study import load_study
+from aam.training.trainer import Trainer
+
+TRAIN = TrainConfig(epochs=1, batch_size=8, grad_accum=2, checkpoint_every_minutes=0)
+
+
+def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
+    study = load_study(
+        study_dir / "table.biom",
+        max_bp=100,
+        unifrac_path=study_dir / "unifrac.h5",
+        val_fraction=0.0,
+    )
+    torch.manual_seed(0)
+    model = SequenceEncoder(tiny_model())
+    ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    calls = []
+
+    def counting_hook(state, bucket):
+        calls.append(bucket.index())
+        return allreduce_hook(state, bucket)
+
+    ddp.register_comm_hook(None, counting_hook)
+    objective = Objective(TRAIN, predictor=False, study=study, token_limit=64, ctx=ctx)
+    cpu = torch.device("cpu")
+    trainer = Trainer(ddp, objective, study, TRAIN, ctx, out, cpu, resume_config={})
+    trainer.fit()
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    return {"all_reduces": len(calls), "steps": trainer.state.step, "weights": weights}
+
+
+if __name__ == "__main__":
+    study_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
+    context = init_distributed("cpu")
+    runs = {"no_sync": train(study_dir, context, out.parent / "no_sync")}
+    trainer_module.gradient_sync = lambda model, at_step: nullcontext()  # every batch syncs
+    runs["every_batch"] = train(study_dir, context, out.parent / "every_batch")
+    if context.is_main:
+        torch.save(runs, out)
