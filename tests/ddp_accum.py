@@ -1,7 +1,8 @@
 """One epoch of DDP training with --grad-accum 2 under torchrun (gloo, CPU), twice: as the
 Trainer runs it (``no_sync`` before a step's last batch) and with every batch all-reduced.
 Rank 0 saves, per run, the all-reduces DDP made (a counting comm hook), the optimizer steps
-and the weights.
+and the gradients the first optimizer step applies (both runs start from the same weights;
+AdamW then amplifies the gradients' rounding differences in near-zero gradients).
 
 Run by tests/test_distributed.py as
 ``python -m torch.distributed.run --standalone --nproc_per_node 2 tests/ddp_accum.py STUDY OUT``.
@@ -46,9 +47,16 @@ def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
     objective = Objective(TRAIN, predictor=False, study=study, token_limit=64, ctx=ctx)
     cpu = torch.device("cpu")
     trainer = Trainer(ddp, objective, study, TRAIN, ctx, out, cpu, resume_config={})
+    grads = []
+    update = trainer.step.update
+
+    def recording_update(where: str) -> None:
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        update(where)
+
+    trainer.step.update = recording_update
     trainer.fit()
-    weights = {k: v.clone() for k, v in model.state_dict().items()}
-    return {"all_reduces": len(calls), "steps": trainer.state.step, "weights": weights}
+    return {"all_reduces": len(calls), "steps": trainer.state.step, "grads": grads[0]}
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ def test_grad_accum_all_reduces_once_per_step_to_the_same_weights(small_study, t
     assert steps == every_batch["steps"] == 3  # 48 samples, batches of 8, 2 per step
     assert no_sync["all_reduces"] == steps  # one bucket (a tiny model), once per step
     assert every_batch["all_reduces"] == 2 * steps
-    # Not bit-identical: each rank sums its two batches' gradients before the average, not after.
-    for name, weight in every_batch["weights"].items():
-        torch.testing.assert_close(no_sync["weights"][name], weight, rtol=1e-4, atol=1e-6)
+    # The first step's accumulated gradients, to rounding (each rank sums its two batches'
+    # gradients before the average instead of after).
+    assert no_sync["grads"].keys() == every_batch["grads"].keys() and len(no_sync["grads"]) > 10
+    for name, grad in every_batch["grads"].items():
+        torch.testing.assert_close(no_sync["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
