@@ -18,6 +18,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 
 import aam.training.trainer as trainer_module
 from aam.models import SequenceEncoder
+from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, init_distributed
 from aam.training.objective import Objective
@@ -44,9 +45,10 @@ def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
         return allreduce_hook(state, bucket)
 
     ddp.register_comm_hook(None, counting_hook)
-    objective = Objective(TRAIN, predictor=False, study=study, token_limit=64, ctx=ctx)
+    objective = Objective.of(TRAIN, predictor=False, study=study, ctx=ctx)
+    batches = TrainBatches(study, 64, ctx=ctx, distances=objective.use_unifrac)
     cpu = torch.device("cpu")
-    trainer = Trainer(ddp, objective, study, TRAIN, ctx, out, cpu, resume_config={})
+    trainer = Trainer(ddp, objective, batches, TRAIN, ctx, out, cpu, resume_config={})
     grads = []
     update = trainer.step.update
 

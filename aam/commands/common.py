@@ -26,6 +26,7 @@ from aam.options import add_options, checked, from_args, given_options
 from aam.profiling.probe import memory_curve
 from aam.run_lock import RunLocks, lock_directories
 from aam.training.auto_batch import resolve_batch_size
+from aam.training.batches import TrainBatches
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, broadcast_from_main, init_distributed
@@ -145,11 +146,37 @@ def setup_run(runtime: RuntimeConfig) -> tuple[torch.device, DistContext]:
     return device, ctx
 
 
-def resolve_auto_batch(model: torch.nn.Module, objective, device: torch.device) -> None:
-    """Replace ``--batch-size auto`` by the number it stands for on ``device`` (before the
-    config a checkpoint records is taken)."""
-    if objective.cfg.batch_size == "auto":
-        objective.cfg.batch_size = resolve_batch_size(model, objective, device, memory_curve)
+def train_batches(
+    study: Study,
+    objective: Objective,
+    cfg: TrainConfig,
+    token_limit: int,
+    ctx: DistContext,
+    asv_embeddings: torch.Tensor | None = None,
+) -> TrainBatches:
+    """The batches ``objective`` trains on: ``study``'s samples as the model reads them (with
+    the global batch's UniFrac when the objective fits it)."""
+    return TrainBatches(
+        study,
+        token_limit,
+        cfg.asv_sampling,
+        ctx,
+        distances=objective.use_unifrac,
+        asv_embeddings=asv_embeddings,
+    )
+
+
+def resolve_auto_batch(
+    model: torch.nn.Module,
+    objective: Objective,
+    batches: TrainBatches,
+    cfg: TrainConfig,
+    device: torch.device,
+) -> None:
+    """Replace ``--batch-size auto`` in ``cfg`` by the number it stands for on ``device``
+    (before the config a checkpoint records is taken)."""
+    if cfg.batch_size == "auto":
+        cfg.batch_size = resolve_batch_size(model, objective, batches, cfg, device, memory_curve)
 
 
 def checkpoint_dir(paths: RunPaths) -> Path:
@@ -217,7 +244,7 @@ def parallelize(
 def run_training(
     model: torch.nn.Module,
     objective: Objective,
-    study: Study,
+    batches: TrainBatches,
     ctx: DistContext,
     opts: TrainingOptions,
     device: torch.device,
@@ -225,11 +252,11 @@ def run_training(
 ) -> TrainResult:
     """Train (resuming if possible); exit status 75 after a SLURM signal so the job reruns."""
     model = parallelize(model.to(device), opts.runtime, ctx, device)
-    log.info("%s; device %s", describe(study), device)
+    log.info("%s; device %s", describe(batches.study), device)
     trainer = Trainer(
         model,
         objective,
-        study,
+        batches,
         opts.train,
         ctx,
         checkpoint_dir(opts.paths),

@@ -17,6 +17,8 @@ import torch
 from torch import nn
 
 from aam.errors import InputError
+from aam.training.batches import TrainBatches
+from aam.training.config import TrainConfig
 from aam.training.device import gpu_memory_mb
 from aam.training.distributed import broadcast_from_main
 from aam.training.objective import Objective
@@ -25,9 +27,11 @@ log = logging.getLogger(__name__)
 MEMORY_FRACTION = 0.8  # of the GPU's total memory; the rest is headroom for longer samples
 PROBE_SIZES = (2, 4, 8, 16)  # per process
 CPU_BATCH_SIZE = 8  # TrainConfig's default
-# (model, objective, device, batch sizes) -> [(batch size, peak MB)], up to the first OOM
+# (model, objective, its batches, config, device, batch sizes) -> [(batch size, peak MB)],
+# up to the first OOM
 MemoryProbe = Callable[
-    [nn.Module, Objective, torch.device, tuple[int, ...]], list[tuple[int, float]]
+    [nn.Module, Objective, TrainBatches, TrainConfig, torch.device, tuple[int, ...]],
+    list[tuple[int, float]],
 ]
 
 
@@ -73,20 +77,25 @@ def choose_batch_size(
 
 
 def resolve_batch_size(
-    model: nn.Module, objective: Objective, device: torch.device, probe: MemoryProbe
+    model: nn.Module,
+    objective: Objective,
+    batches: TrainBatches,
+    cfg: TrainConfig,
+    device: torch.device,
+    probe: MemoryProbe,
 ) -> int:
     """The global batch size ``auto`` stands for on ``device``, from ``probe``'s memory curve
-    (every rank gets rank 0's)."""
-    ctx = objective.ctx
+    of training steps of ``objective`` on ``batches`` with ``cfg`` (every rank gets rank 0's)."""
+    ctx = batches.ctx
     budget = gpu_memory_mb(device)
     if budget is None:
         log.info("--batch-size auto: on a CPU, the default batch size %d", CPU_BATCH_SIZE)
         return CPU_BATCH_SIZE
     outcome: tuple[int | None, str | None] = (None, None)
     if ctx.is_main:  # one probe on rank 0's GPU; every rank takes its outcome, error included
-        curve = probe(model, objective, device, PROBE_SIZES)
+        curve = probe(model, objective, batches, cfg, device, PROBE_SIZES)
         floor = 2 if objective.use_unifrac else 1
-        train = len(objective.study.subset("train"))
+        train = len(batches.study.subset("train"))
         try:
             per_rank = choose_batch_size(
                 curve,

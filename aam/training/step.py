@@ -1,8 +1,10 @@
 """One training step, shared by the Trainer and the profiler.
 
-The objective's loss under autocast; a NaN or infinite term stops every rank before the
-backward; at an accumulation boundary, gradient clipping, a finite-norm check and the AdamW
-(+ scheduler) step. A ``NonFiniteError`` is raised before the optimizer step it would spoil.
+The forward (nucleotides masked for the objective's masked-nucleotide term; a frozen base's ASV
+embeddings read, not encoded) and the objective's loss of its outputs, under autocast; a NaN or
+infinite term stops every rank before the backward; at an accumulation boundary, gradient
+clipping, a finite-norm check and the AdamW (+ scheduler) step. A ``NonFiniteError`` is raised
+before the optimizer step it would spoil.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from torch import nn
 
 from aam.data.batching import Batch
 from aam.errors import NonFiniteError
+from aam.models import mask_nucleotides
 from aam.training.config import TrainConfig
 from aam.training.device import autocast, unwrap
 from aam.training.distributed import DistContext, any_rank
+from aam.training.inference import model_outputs
 from aam.training.objective import Objective
 
 
@@ -47,6 +51,26 @@ def fix_hint(cfg: TrainConfig, predictor: bool) -> str:
     return f"lower --lr (now {cfg.lr:g}){data}, or {clipping}"
 
 
+def step_loss(
+    model: nn.Module,
+    objective: Objective,
+    batch: Batch,
+    generator: torch.Generator,
+    asv_embeddings: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """``objective``'s weighted loss of ``model``'s outputs for ``batch`` and its detached terms:
+    with its masked-nucleotide term, the encoder reads MASK at nucleotides drawn with
+    ``generator`` (and gets the originals for ASV identity)."""
+    nuc_mask = tokens = None
+    if objective.use_nucleotides:
+        tokens = batch.unique_tokens
+        nuc_mask = mask_nucleotides(tokens, objective.mask_rate, generator)[1]
+    out = model_outputs(
+        model, batch, tokens=tokens, nuc_mask=nuc_mask, asv_embeddings=asv_embeddings
+    )
+    return objective.loss(out, batch, nuc_mask)
+
+
 @dataclass
 class TrainStep:
     """A training step in two halves: ``loss`` of a micro-batch (forward), and ``update`` at
@@ -59,6 +83,7 @@ class TrainStep:
     device: torch.device
     ctx: DistContext = field(default_factory=DistContext)
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+    asv_embeddings: torch.Tensor | None = None  # a frozen base's, of every table ASV
 
     def __post_init__(self) -> None:
         self.fix = fix_hint(self.cfg, self.objective.predictor)
@@ -77,10 +102,13 @@ class TrainStep:
     def loss(
         self, batch: Batch, generator: torch.Generator, where: str
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """The objective's loss of ``batch`` under autocast and its terms; NonFiniteError on
-        every rank if a term is NaN or infinite on any rank (before any rank's backward)."""
+        """The objective's loss of ``batch`` under autocast and its terms (``generator``: the
+        nucleotide masks); NonFiniteError on every rank if a term is NaN or infinite on any rank
+        (before any rank's backward)."""
         with autocast(self.device, self.cfg.precision):
-            loss, terms = self.objective.step_loss(self.model, batch, generator)
+            loss, terms = step_loss(
+                self.model, self.objective, batch, generator, self.asv_embeddings
+            )
         self._check_terms(terms, where)
         return loss, terms
 

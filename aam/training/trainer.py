@@ -27,6 +27,7 @@ from tqdm import tqdm
 from aam.data.batching import Batch, batch_indices
 from aam.data.token_batches import token_batches
 from aam.errors import InputError, NonFiniteError
+from aam.training.batches import TrainBatches
 from aam.training.checkpoint import Checkpointer
 from aam.training.config import TrainConfig, check_best_metric, metric_names
 from aam.training.device import peak_memory_mb
@@ -40,7 +41,6 @@ from aam.training.prefetch import Prefetch
 from aam.training.schedule import warmup_cosine
 from aam.training.state import TrainState
 from aam.training.step import TrainStep, build_optimizer
-from aam.training.study import Study
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +59,14 @@ class TrainResult:
     best_metrics: dict[str, float] = field(default_factory=dict)
 
 
-def validation_metrics(objective: Objective, classes: bool) -> tuple[str, ...]:
+def validation_metrics(objective: Objective) -> tuple[str, ...]:
     """The ``val_`` metrics that validation reports for ``objective`` (the UniFrac ones only
-    when the validation set has pairs; ``classes``: a classifier's target)."""
+    when the validation set has pairs)."""
     groups = ["loss"]
     groups += ["nucleotides"] if objective.use_nucleotides else []
     groups += ["unifrac"] if objective.use_unifrac else []
     if objective.predictor:
-        groups += ["target", "classifier" if classes else "regression"]
+        groups += ["target", "classifier" if objective.classifier else "regression"]
     return metric_names(*groups)
 
 
@@ -76,13 +76,14 @@ def step_seed(seed: int, *parts: int) -> int:
 
 
 class Trainer:
-    """Runs ``objective`` on ``model`` over ``study``'s train split, validating each epoch."""
+    """Runs ``objective`` on ``model`` over the train split of the study ``batches`` reads,
+    validating each epoch."""
 
     def __init__(
         self,
         model: nn.Module,
         objective: Objective,
-        study: Study,
+        batches: TrainBatches,
         cfg: TrainConfig,
         ctx: DistContext,
         checkpoint_dir: Path,
@@ -91,13 +92,14 @@ class Trainer:
         progress: bool = False,
     ) -> None:
         self.model, self.objective, self.cfg, self.ctx = model, objective, cfg, ctx
-        self.device, self.progress = device, progress
+        self.batches, self.device, self.progress = batches, device, progress
         self.sharded = is_sharded(model)  # FSDP: validation needs every rank
+        study = batches.study
         self.train_positions = study.subset("train")
         self.val_positions = study.subset("val")
-        self.val_pairs = PairTruth(objective, self.val_positions)  # computed at first use
+        self.val_pairs = PairTruth(batches, self.val_positions, cfg.seed)  # computed at first use
         if len(self.val_positions):  # before any step: a metric this run cannot measure
-            measured = validation_metrics(objective, bool(study.classes))
+            measured = validation_metrics(objective)
             check_best_metric(cfg.best_metric, measured, "in this run")
         elif cfg.patience > 0:  # it would stop after --patience epochs, improving on nothing
             raise InputError(
@@ -113,7 +115,7 @@ class Trainer:
                 f"--batch-size {cfg.batch_size} is the global batch: it must divide evenly over "
                 f"{ctx.world_size} processes"
             )
-        self.train_lengths = study.samples.lengths(objective.token_limit)[self.train_positions]
+        self.train_lengths = study.samples.lengths(batches.token_limit)[self.train_positions]
         # Token batching gives each epoch its own number of batches: the schedule counts them all.
         total_steps = sum(
             math.ceil(len(self._epoch_batches(epoch)) / cfg.grad_accum)
@@ -121,7 +123,16 @@ class Trainer:
         )
         self.optimizer = build_optimizer(model, cfg)
         self.scheduler = warmup_cosine(self.optimizer, max(1, total_steps), cfg.warmup_fraction)
-        self.step = TrainStep(model, objective, self.optimizer, cfg, device, ctx, self.scheduler)
+        self.step = TrainStep(
+            model,
+            objective,
+            self.optimizer,
+            cfg,
+            device,
+            ctx,
+            self.scheduler,
+            asv_embeddings=batches.asv_embeddings,
+        )
         self.state = TrainState()
         self.checkpointer = Checkpointer(
             checkpoint_dir,
@@ -225,7 +236,7 @@ class Trainer:
     def _make_batch(self, positions: np.ndarray, epoch: int, b: int) -> Batch:
         """Batch ``b`` of ``epoch``: this rank's samples and the global batch's UniFrac (run
         ahead of the step in the prefetch thread; a function of (seed, epoch, b) only)."""
-        return self.objective.batch(
+        return self.batches.batch(
             positions, np.random.default_rng([self.cfg.seed, 2, epoch, b]), epoch
         )
 
@@ -239,7 +250,14 @@ class Trainer:
         row.update({f"train_{k}": v for k, v in state.train_means().items()})
         if len(self.val_positions) and (self.ctx.is_main or self.sharded):
             metrics = evaluate(
-                self.objective, self.model, self.val_positions, self.device, self.val_pairs
+                self.objective,
+                self.model,
+                self.batches,
+                self.val_positions,
+                self.device,
+                batch_size=self.cfg.batch_size,
+                seed=self.cfg.seed,
+                pairs=self.val_pairs,
             )
             row.update({f"val_{k}": v for k, v in metrics.items()})
             release_free_memory()
