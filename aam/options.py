@@ -19,7 +19,7 @@ import sys
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 ScalarType = type[int] | type[float] | type[str] | type[bool]
 # JSON schema that NaN alone satisfies (every comparison with NaN is false, so it is both below
@@ -158,13 +158,15 @@ def option(
     exclusive_maximum: float | None = None,
     finite: bool = True,
     prefix: str = "",
+    resume: bool | Literal["when set"] = False,
 ) -> Any:
     """A dataclass field that is also a command-line option (of ``commands``; None: all).
 
     ``choices`` are the words it takes, or per command (``{command: words}``; an instance
     takes any of them); the bounds are inclusive (``minimum``, ``maximum``) or not
     (``exclusive_*``); a float must be finite unless ``finite=False``; ``prefix`` may be left
-    off a choice that has it.
+    off a choice that has it; ``resume``: a resumed run must have the checkpoint's value (or,
+    ``"when set"``, when it is not None).
     """
     per_command = dict(choices) if isinstance(choices, Mapping) else None
     words = tuple(choices or ()) if per_command is None else _union(per_command.values())
@@ -175,6 +177,7 @@ def option(
         "commands": commands,
         "domain": domain,
         "command_choices": per_command,
+        "resume": resume,
     }
     return dataclasses.field(default=default, metadata=meta)
 

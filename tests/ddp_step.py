@@ -12,9 +12,11 @@ import torch
 from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder
+from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, init_distributed, rank_slice
 from aam.training.objective import Objective
+from aam.training.step import step_loss
 from aam.training.study import load_study
 
 GLOBAL_BATCH = np.arange(8)
@@ -34,11 +36,12 @@ def step(study_dir: Path, ctx: DistContext) -> tuple[float, dict[str, torch.Tens
     model = SequenceEncoder(MODEL)
     ddp = torch.nn.parallel.DistributedDataParallel
     wrapped = ddp(model, find_unused_parameters=True) if ctx.enabled else model
-    objective = Objective(TRAIN, predictor=False, study=study, token_limit=64, ctx=ctx)
-    batch = objective.batch(GLOBAL_BATCH)  # this rank's share, the global batch's distances
+    objective = Objective.of(TRAIN, predictor=False, study=study, ctx=ctx)
+    batches = TrainBatches(study, 64, ctx=ctx, distances=objective.use_unifrac)
+    batch = batches.batch(GLOBAL_BATCH)  # this rank's share, the global batch's distances
     assert len(batch.sample_index) == len(rank_slice(GLOBAL_BATCH, ctx))
     assert batch.distances.shape == (len(GLOBAL_BATCH), len(GLOBAL_BATCH))
-    loss, terms = objective.step_loss(wrapped, batch, torch.Generator().manual_seed(0))
+    loss, terms = step_loss(wrapped, objective, batch, torch.Generator().manual_seed(0))
     loss.backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     return terms["unifrac_loss"], grads

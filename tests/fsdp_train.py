@@ -16,14 +16,16 @@ import torch
 from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder, SequencePredictor
+from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, init_distributed
 from aam.training.evaluation import evaluate
 from aam.training.fsdp import model_state, optimizer_state, shard_model
 from aam.training.inference import encode_table_asvs
-from aam.training.objective import Objective, fit_target_scale
+from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
 from aam.training.study import load_study
+from aam.training.target_scale import fit_target_scale
 
 METADATA = Path(__file__).resolve().parents[1] / "data" / "demo" / "metadata.tsv"
 GLOBAL_BATCHES = [np.arange(0, 8), np.arange(8, 16), np.arange(16, 24)]
@@ -51,19 +53,24 @@ def train(study_dir: Path, ctx: DistContext, stage: str) -> dict:
     cpu = torch.device("cpu")
     torch.manual_seed(0)
     model = SequencePredictor(MODEL) if predictor else SequenceEncoder(MODEL)
-    objective = Objective(cfg, predictor=predictor, study=study, token_limit=64, ctx=ctx)
+    objective = Objective.of(cfg, predictor=predictor, study=study, ctx=ctx)
+    batches = TrainBatches(study, 64, ctx=ctx, distances=objective.use_unifrac)
     if predictor:
         objective.scale = fit_target_scale(study.targets, study.subset("train"), "demo", "age")
     if cfg.freeze_base:
         model.freeze_base()
-        objective.asv_embeddings = encode_table_asvs(model, study.samples, cpu)
+        batches.asv_embeddings = encode_table_asvs(model, study.samples, cpu)
     if ctx.enabled:
         model = shard_model(model, cpu, ctx.world_size)
     optimizer = build_optimizer(model, cfg)  # before any forward, as the Trainer builds it
-    metrics = evaluate(objective, model, VALIDATION, cpu)
-    step = TrainStep(model, objective, optimizer, cpu)
+    metrics = evaluate(
+        objective, model, batches, VALIDATION, cpu, batch_size=cfg.batch_size, seed=cfg.seed
+    )
+    step = TrainStep(
+        model, objective, optimizer, cfg, cpu, ctx, asv_embeddings=batches.asv_embeddings
+    )
     for k, positions in enumerate(GLOBAL_BATCHES):
-        batch = objective.batch(positions)  # this rank's share, the global batch's distances
+        batch = batches.batch(positions)  # this rank's share, the global batch's distances
         step(batch, torch.Generator().manual_seed(k), where=f"step {k + 1}")
     return {
         "metrics": metrics,

@@ -13,6 +13,7 @@ from aam.errors import InputError
 from aam.models import SequenceEncoder
 from aam.profiling.probe import memory_curve
 from aam.training.auto_batch import CPU_BATCH_SIZE, choose_batch_size, resolve_batch_size
+from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
 from aam.training.objective import Objective
 from aam.training.study import load_study
@@ -73,27 +74,35 @@ def test_one_measured_size_is_not_a_curve():
 
 
 @pytest.fixture(scope="module")
-def objective(small_study):
+def stage(small_study):
+    """A pretraining objective, its batches and its config (``--batch-size auto``)."""
     study = load_study(
         small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
     )
     cfg = TrainConfig(batch_size="auto")
-    return Objective(cfg, predictor=False, study=study, token_limit=32)
+    objective = Objective.of(cfg, predictor=False, study=study)
+    return objective, TrainBatches(study, 32, distances=objective.use_unifrac), cfg
 
 
 MODEL = tiny_model(token_limit=32)
 
 
-def test_on_a_cpu_auto_keeps_the_default_and_says_so(objective, caplog):
+def _never_called(*args):
+    raise AssertionError("a CPU run is not probed")
+
+
+def test_on_a_cpu_auto_keeps_the_default_and_says_so(stage, caplog):
     with caplog.at_level(logging.INFO):
-        chosen = resolve_batch_size(SequenceEncoder(MODEL), objective, torch.device("cpu"))
+        chosen = resolve_batch_size(
+            SequenceEncoder(MODEL), *stage, torch.device("cpu"), probe=_never_called
+        )
     assert chosen == CPU_BATCH_SIZE == TrainConfig().batch_size
     assert "on a CPU" in caplog.text
 
 
-def test_the_probe_measures_a_copy_of_the_model(objective):
+def test_the_probe_measures_a_copy_of_the_model(stage):
     model = SequenceEncoder(MODEL)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    curve = memory_curve(model, objective, torch.device("cpu"), (2, 4))
+    curve = memory_curve(model, *stage, torch.device("cpu"), (2, 4))
     assert [b for b, _ in curve] == [2, 4] and all(np.isfinite(m) for _, m in curve)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

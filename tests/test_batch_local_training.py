@@ -23,6 +23,7 @@ from biom.util import biom_open
 
 from aam.data.rarefy import EVALUATION
 from aam.training import evaluation
+from aam.training.batches import TrainBatches
 from aam.training.checkpoint import load_checkpoint
 from aam.training.config import TrainConfig, UniFracOptions
 from aam.training.distributed import DistContext
@@ -177,18 +178,13 @@ def test_draws_differ_between_epochs_and_repeat_with_the_seed(drawn, small_study
 def test_a_batch_reads_its_epochs_draw_and_its_distances(drawn, demo_dir):
     """The training batch of epoch e: reads drawn for e, and the exact UniFrac of those
     reads (the full float64 matrix of the drawn table, cast to float32)."""
-    objective = Objective(
-        TrainConfig(batch_size=12, mask_rate=0.0, seed=7),
-        predictor=False,
-        study=drawn,
-        token_limit=10_000,
-        ctx=DistContext(),
-    )
+    objective = Objective.of(TrainConfig(batch_size=12, mask_rate=0.0, seed=7), False, drawn)
+    batches = TrainBatches(drawn, 10_000, ctx=DistContext(), distances=objective.use_unifrac)
     positions = np.arange(3, 15)
     tree = load_tree(demo_dir / "tree.nwk")
     blocks = []
     for epoch in (0, 1):
-        batch = objective.batch(positions, np.random.default_rng(0), epoch)
+        batch = batches.batch(positions, np.random.default_rng(0), epoch)
         reads = [drawn.draw(epoch).reads(drawn.samples, s) for s in positions]
         for row, (asvs, counts) in enumerate(reads):
             real = batch.asv_index[row] >= 0
@@ -225,14 +221,7 @@ def test_evaluation_reads_one_fixed_draw(drawn):
                 asvs = batch.asv_rows[batch.asv_index[row][real]].numpy()
                 seen.append((asvs, batch.counts[row][real].numpy().astype(np.float64)))
         assert all(map(same_reads, seen, fixed))
-    objective = Objective(
-        TrainConfig(batch_size=4, mask_rate=0.0, seed=7),
-        predictor=False,
-        study=drawn,
-        token_limit=128,
-        ctx=DistContext(),
-    )
-    truth = PairTruth(objective, val).truth()
+    truth = PairTruth(TrainBatches(drawn, 128), val, seed=7).truth()
     assert len(truth) == 1
     i, j = np.triu_indices(len(val), k=1)
     fixed_block = drawn.distances.block(val, drawn.draw(EVALUATION))
@@ -371,10 +360,8 @@ def test_validation_scores_the_pairs_within_each_group(monkeypatch, small_study)
     study = load_study(
         small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
     )
-    cfg = TrainConfig(seed=3)
-    objective = Objective(cfg, predictor=False, study=study, token_limit=64)
     positions = np.arange(len(study.samples))
-    pairs = PairTruth(objective, positions)
+    pairs = PairTruth(TrainBatches(study, 64), positions, seed=3)
     assert len(pairs.groups) == 6 and all(len(g) == 8 for g in pairs.groups)
     matrix = read_distance_matrix(small_study / "unifrac.h5")[1].astype(np.float32)
     rows = study.distances.row_of

@@ -1,4 +1,5 @@
-"""DDP: a 2-process step (real torchrun, gloo) equals a 1-process step on the whole batch."""
+"""DDP (real torchrun, gloo, 2 processes): a step equals a 1-process step on the whole batch;
+with --grad-accum, gradients are all-reduced once per optimizer step."""
 
 import subprocess
 import sys
@@ -11,31 +12,35 @@ from aam.training.distributed import DistContext
 sys.path.insert(0, str(Path(__file__).parent))
 from ddp_step import step  # noqa: E402
 
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+
+
+def _torchrun(script: str, study: Path, out: Path) -> dict:
+    command = [*TORCHRUN, str(Path(__file__).parent / script), str(study), str(out)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return torch.load(out, weights_only=True)
+
 
 def test_two_rank_step_matches_single_process_on_the_concatenated_batch(small_study, tmp_path):
-    out = tmp_path / "ddp.pt"
-    script = Path(__file__).parent / "ddp_step.py"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            str(script),
-            str(small_study),
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    ddp = torch.load(out, weights_only=True)
+    ddp = _torchrun("ddp_step.py", small_study, tmp_path / "ddp.pt")
     single_loss, single_grads = step(small_study, DistContext())
     assert abs(ddp["unifrac_loss"] - single_loss) < 1e-6
     assert ddp["grads"].keys() == single_grads.keys()
     assert len(single_grads) > 10
     for name, grad in single_grads.items():
         torch.testing.assert_close(ddp["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_grad_accum_all_reduces_once_per_step_to_the_same_weights(small_study, tmp_path):
+    runs = _torchrun("ddp_accum.py", small_study, tmp_path / "accum.pt")
+    no_sync, every_batch = runs["no_sync"], runs["every_batch"]
+    steps = no_sync["steps"]
+    assert steps == every_batch["steps"] == 3  # 48 samples, batches of 8, 2 per step
+    assert no_sync["all_reduces"] == steps  # one bucket (a tiny model), once per step
+    assert every_batch["all_reduces"] == 2 * steps
+    # The first step's accumulated gradients, to rounding (each rank sums its two batches'
+    # gradients before the average instead of after).
+    assert no_sync["grads"].keys() == every_batch["grads"].keys() and len(no_sync["grads"]) > 10
+    for name, grad in every_batch["grads"].items():
+        torch.testing.assert_close(no_sync["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from aam.models import ModelConfig, SequenceEncoder
+from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
 from aam.training.evaluation import evaluate
 from aam.training.inference import batch_outputs, encode_table_asvs, model_outputs
@@ -50,11 +51,12 @@ def test_batch_outputs_cover_every_position_once_in_order(setup):
 
 def test_evaluate_keeps_no_state_and_returns_to_train_mode(setup):
     study, model = setup
-    objective = Objective(
-        TrainConfig(batch_size=4), predictor=False, study=study, token_limit=MODEL.token_limit
-    )
+    cfg = TrainConfig(batch_size=4)
+    objective = Objective.of(cfg, predictor=False, study=study)
+    batches = TrainBatches(study, MODEL.token_limit, distances=objective.use_unifrac)
     model.train()
-    first = evaluate(objective, model, np.arange(10), CPU)
-    assert model.training and objective.asv_embeddings is None
-    assert evaluate(objective, model, np.arange(10), CPU) == first
+    positions = np.arange(10)
+    first = evaluate(objective, model, batches, positions, CPU, batch_size=4, seed=cfg.seed)
+    assert model.training and batches.asv_embeddings is None
+    assert evaluate(objective, model, batches, positions, CPU, batch_size=4, seed=cfg.seed) == first
     assert {"loss", "nuc_loss", "nuc_accuracy", "unifrac_loss", "unifrac_r"} <= first.keys()

@@ -1,6 +1,7 @@
 """Loss terms."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,6 +14,8 @@ from aam.training.losses import (
     regression_loss,
     unifrac_loss,
 )
+from aam.training.objective import Objective
+from aam.training.target_scale import TargetScale
 
 
 def test_unifrac_loss_uses_every_pair_once():
@@ -55,3 +58,41 @@ def test_count_loss_compares_relative_abundance_of_real_asvs_only():
     assert count_loss(perfect, counts, mask).item() == 0.0
     zero = count_loss(torch.zeros(1, 3), counts, mask).item()
     assert zero == pytest.approx((0.5625 + 0.0625) / 2)
+
+
+def test_the_objective_weighs_its_terms_from_model_outputs_and_batch_targets_alone():
+    """``Objective.loss`` needs no study, config or model: outputs and the batch's targets."""
+    objective = Objective(
+        predictor=True,
+        use_unifrac=True,
+        use_nucleotides=True,
+        unifrac_weight=2.0,
+        nuc_weight=0.5,
+        mask_rate=0.5,
+        target_weight=3.0,
+        count_weight=0.0,
+        regression_loss="mse",
+        scale=TargetScale(mean=1.0, std=2.0),
+    )
+    generator = torch.Generator().manual_seed(0)
+    embeddings = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 8.0]])
+    distances = torch.tensor([[0.0, 0.1, 0.2], [0.1, 0.0, 0.3], [0.2, 0.3, 0.0]])
+    tokens = torch.tensor([[1, 2, 3], [4, 1, 2]])
+    nuc_mask = torch.tensor([[True, False, True], [False, True, False]])
+    logits = torch.randn(3, 6, generator=generator)
+    out = {
+        "sample_embedding": embeddings,
+        "nuc_logits": logits,
+        "prediction": torch.tensor([[0.5], [1.5], [-1.0]]),
+    }
+    targets = torch.tensor([2.0, 4.0, 0.0])
+    batch = SimpleNamespace(distances=distances, unique_tokens=tokens, targets=targets)
+    total, terms = objective.loss(out, batch, nuc_mask)
+    unifrac = unifrac_loss(embeddings, distances)
+    nucleotides = torch.nn.functional.cross_entropy(logits, tokens[nuc_mask])
+    target = regression_loss(out["prediction"].squeeze(-1), (targets - 1.0) / 2.0, "mse")
+    expected = 2.0 * unifrac + 0.5 * nucleotides + 3.0 * target
+    assert total.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert terms["loss"] == pytest.approx(expected.item(), rel=1e-6)
+    assert terms["nuc_loss"] == pytest.approx(nucleotides.item(), rel=1e-6)
+    assert not {"study", "cfg", "token_limit"} & set(vars(objective))

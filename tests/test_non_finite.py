@@ -136,9 +136,9 @@ def nan_validation(epochs: set[int], monkeypatch) -> None:
     """Make the validation loss NaN in ``epochs`` (1-based)."""
     real, calls = trainer.evaluate, []
 
-    def evaluate(*args):
+    def evaluate(*args, **kwargs):
         calls.append(1)
-        metrics = real(*args)
+        metrics = real(*args, **kwargs)
         return {**metrics, "loss": math.nan} if len(calls) in epochs else metrics
 
     monkeypatch.setattr(trainer, "evaluate", evaluate)

@@ -31,6 +31,7 @@ from aam.options import (
     option_fields,
     value_type,
 )
+from aam.training.batches import TrainBatches
 from aam.training.config import (
     BEST_METRICS,
     RuntimeConfig,
@@ -376,8 +377,12 @@ def test_the_declared_metric_names_are_what_validation_reports(studies, kind, tr
             ModelConfig(**config, out_dim=max(classes, 1), classifier=bool(classes))
         )
     cfg = TrainConfig(batch_size=8, **train)
-    objective = Objective(cfg, predictor=kind != "pretrain", study=study, token_limit=64)
-    reported = evaluate(objective, model, np.arange(8), torch.device("cpu"))
+    objective = Objective.of(cfg, predictor=kind != "pretrain", study=study)
+    batches = TrainBatches(study, 64, distances=objective.use_unifrac)
+    cpu = torch.device("cpu")
+    reported = evaluate(
+        objective, model, batches, np.arange(8), cpu, batch_size=cfg.batch_size, seed=cfg.seed
+    )
     assert {f"val_{k}" for k in reported} == set(validation_metrics(objective))
     allowed = BEST_METRICS["pretrain" if kind == "pretrain" else "finetune"]
     assert set(validation_metrics(objective)) <= set(allowed)

@@ -1,12 +1,16 @@
 """Training resume: a run killed mid-epoch and restarted ends with the same weights."""
 
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
+from tiny_model import TINY_FLAGS
 
 from aam.training.checkpoint import load_checkpoint
 
@@ -101,3 +105,64 @@ def test_interrupted_run_resumes_to_identical_weights(small_study, tmp_path, uni
         assert torch.equal(resumed[name], tensor), name
     history = (out / "history.tsv").read_text().splitlines()
     assert [row.split("\t")[0] for row in history] == ["epoch", "1", "2", "3"]
+
+
+OLD_CHECKPOINTS = Path(__file__).parent / "fixtures" / "checkpoint_d385af9"
+
+
+def _tiny_command(study, out):
+    """The run whose epoch-1 checkpoints ``OLD_CHECKPOINTS`` holds: written by d385af9 (before
+    ``Checkpointer``), that run stopped after its first epoch's ``latest.pt`` was saved."""
+    return [
+        sys.executable,
+        "-m",
+        "aam",
+        "pretrain",
+        "--table",
+        str(study / "table.biom"),
+        "--unifrac",
+        str(study / "unifrac.h5"),
+        "--output-dir",
+        str(out),
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        *TINY_FLAGS,
+        "--embedding-dim",
+        "8",
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
+        "--seed",
+        "7",
+        "--no-progress",
+        "--checkpoint-every-minutes",
+        "0",
+    ]
+
+
+def test_a_checkpoint_of_the_previous_layout_resumes_to_the_weights_of_an_unstopped_run(
+    small_study, tmp_path
+):
+    straight = subprocess.run(
+        _tiny_command(small_study, tmp_path / "straight"), capture_output=True
+    )
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    shutil.copytree(OLD_CHECKPOINTS, tmp_path / "resumed" / "checkpoints")
+    resumed = subprocess.run(
+        _tiny_command(small_study, tmp_path / "resumed"), capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "at epoch 2, batch 0" in resumed.stderr
+    expected = _weights(tmp_path / "straight" / "encoder.pt")
+    weights = _weights(tmp_path / "resumed" / "encoder.pt")
+    assert weights.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(weights[name], tensor), name
+    timing = {"samples_per_s", "epoch_seconds", "peak_memory_mb"}
+    rows = [
+        pd.read_csv(tmp_path / run / "history.tsv", sep="\t") for run in ("straight", "resumed")
+    ]
+    pd.testing.assert_frame_equal(*(r.drop(columns=list(timing)) for r in rows))

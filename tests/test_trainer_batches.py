@@ -7,6 +7,7 @@ from tiny_model import tiny_model
 
 from aam.data.token_batches import padded_tokens
 from aam.models import SequenceEncoder
+from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, rank_slice
 from aam.training.objective import Objective
@@ -20,9 +21,11 @@ MODEL = tiny_model()
 def _trainer(study, tmp_path, ctx: DistContext | None = None, **train) -> Trainer:
     cfg = TrainConfig(**{"epochs": 3, "batch_tokens": 200, **train})
     ctx = ctx or DistContext()
-    objective = Objective(cfg, predictor=False, study=study, token_limit=64, ctx=ctx)
+    objective = Objective.of(cfg, predictor=False, study=study, ctx=ctx)
+    batches = TrainBatches(study, 64, ctx=ctx, distances=objective.use_unifrac)
     model = SequenceEncoder(MODEL)
-    return Trainer(model, objective, cfg, tmp_path, torch.device("cpu"), resume_config={})
+    cpu = torch.device("cpu")
+    return Trainer(model, objective, batches, cfg, ctx, tmp_path, cpu, resume_config={})
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +45,7 @@ def test_token_batches_cover_the_train_split_with_pairs_and_their_unifrac_block(
         for positions in batches:
             assert len(positions) >= 2
             assert padded_tokens(lengths[positions]) <= 200 or len(positions) < 4
-            batch = trainer.objective.batch(positions)
+            batch = trainer.batches.batch(positions)
             rows = study.distances.row_of[positions]  # the matrix file's rows of the batch
             block = matrix[np.ix_(rows, rows)].astype(np.float32)
             np.testing.assert_array_equal(batch.distances.numpy(), block)

@@ -23,13 +23,16 @@ from aam.errors import InputError
 from aam.models import ModelConfig
 from aam.models.config import LAYERS_HELP
 from aam.options import add_options, checked, from_args, given_options
+from aam.profiling.probe import memory_curve
 from aam.run_lock import RunLocks, lock_directories
 from aam.training.auto_batch import resolve_batch_size
+from aam.training.batches import TrainBatches
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
 from aam.training.device import maybe_compile, resolve_device
 from aam.training.distributed import DistContext, broadcast_from_main, init_distributed
 from aam.training.fsdp import shard_model
 from aam.training.metrics import write_history
+from aam.training.objective import Objective
 from aam.training.orphan import stop_with_workflow
 from aam.training.study import Study, describe
 from aam.training.trainer import Preempted, Trainer, TrainResult
@@ -143,11 +146,37 @@ def setup_run(runtime: RuntimeConfig) -> tuple[torch.device, DistContext]:
     return device, ctx
 
 
-def resolve_auto_batch(model: torch.nn.Module, objective, device: torch.device) -> None:
-    """Replace ``--batch-size auto`` by the number it stands for on ``device`` (before the
-    config a checkpoint records is taken)."""
-    if objective.cfg.batch_size == "auto":
-        objective.cfg.batch_size = resolve_batch_size(model, objective, device)
+def train_batches(
+    study: Study,
+    objective: Objective,
+    cfg: TrainConfig,
+    token_limit: int,
+    ctx: DistContext,
+    asv_embeddings: torch.Tensor | None = None,
+) -> TrainBatches:
+    """The batches ``objective`` trains on: ``study``'s samples as the model reads them (with
+    the global batch's UniFrac when the objective fits it)."""
+    return TrainBatches(
+        study,
+        token_limit,
+        cfg.asv_sampling,
+        ctx,
+        distances=objective.use_unifrac,
+        asv_embeddings=asv_embeddings,
+    )
+
+
+def resolve_auto_batch(
+    model: torch.nn.Module,
+    objective: Objective,
+    batches: TrainBatches,
+    cfg: TrainConfig,
+    device: torch.device,
+) -> None:
+    """Replace ``--batch-size auto`` in ``cfg`` by the number it stands for on ``device``
+    (before the config a checkpoint records is taken)."""
+    if cfg.batch_size == "auto":
+        cfg.batch_size = resolve_batch_size(model, objective, batches, cfg, device, memory_curve)
 
 
 def checkpoint_dir(paths: RunPaths) -> Path:
@@ -214,19 +243,22 @@ def parallelize(
 
 def run_training(
     model: torch.nn.Module,
-    objective,
+    objective: Objective,
+    batches: TrainBatches,
+    ctx: DistContext,
     opts: TrainingOptions,
     device: torch.device,
     resume_config: dict,
 ) -> TrainResult:
     """Train (resuming if possible); exit status 75 after a SLURM signal so the job reruns."""
-    cfg = opts.train
-    model = parallelize(model.to(device), opts.runtime, objective.ctx, device)
-    log.info("%s; device %s", describe(objective.study), device)
+    model = parallelize(model.to(device), opts.runtime, ctx, device)
+    log.info("%s; device %s", describe(batches.study), device)
     trainer = Trainer(
         model,
         objective,
-        cfg,
+        batches,
+        opts.train,
+        ctx,
         checkpoint_dir(opts.paths),
         device,
         resume_config,

@@ -17,6 +17,7 @@ from aam.commands.common import (
     resume_config,
     run_training,
     setup_run,
+    train_batches,
     training_inputs,
     write_outputs,
 )
@@ -29,8 +30,9 @@ from aam.training.config import CLASSIFIER_METRICS, REGRESSION_METRICS, check_be
 from aam.training.distributed import DistContext
 from aam.training.inference import encode_table_asvs
 from aam.training.metrics import baseline_metrics
-from aam.training.objective import Objective, TargetScale, fit_target_scale
+from aam.training.objective import Objective
 from aam.training.study import load_study
+from aam.training.target_scale import TargetScale, fit_target_scale
 
 log = logging.getLogger(__name__)
 
@@ -136,23 +138,16 @@ def _finetune(
         frozen = None
         if cfg.freeze_base:  # the base's ASV embeddings, computed once
             frozen = encode_table_asvs(model.to(device), study.samples, device)
-        objective = Objective(
-            cfg,
-            predictor=True,
-            study=study,
-            token_limit=mcfg.token_limit,
-            ctx=ctx,
-            scale=scale,
-            asv_embeddings=frozen,
-        )
-        resolve_auto_batch(model, objective, device)
+        objective = Objective.of(cfg, predictor=True, study=study, ctx=ctx, scale=scale)
+        batches = train_batches(study, objective, cfg, mcfg.token_limit, ctx, frozen)
+        resolve_auto_batch(model, objective, batches, cfg, device)
         resume = resume_config(opts, study, architecture(mcfg.to_dict()))
         resume["target"] = {
             "column": target.column,
             "classes": study.classes,
             "categorical": target.categorical,
         }
-        result = run_training(model, objective, opts, device, resume)
+        result = run_training(model, objective, batches, ctx, opts, device, resume)
     if not ctx.is_main:
         return
     payload = {

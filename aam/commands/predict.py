@@ -31,8 +31,8 @@ from aam.training.metrics import (
     classification_metrics,
     regression_metrics,
 )
-from aam.training.objective import TargetScale
 from aam.training.study import load_study
+from aam.training.target_scale import TargetScale
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from aam.commands.common import (
     resume_config,
     run_training,
     setup_run,
+    train_batches,
     training_inputs,
     write_outputs,
 )
@@ -77,12 +78,11 @@ def _pretrain(opts: TrainingOptions, device: torch.device, ctx: DistContext) -> 
         )
         torch.manual_seed(cfg.seed)
         model = SequenceEncoder(mcfg)
-        objective = Objective(
-            cfg, predictor=False, study=study, token_limit=mcfg.token_limit, ctx=ctx
-        )
-        resolve_auto_batch(model, objective, device)
+        objective = Objective.of(cfg, predictor=False, study=study, ctx=ctx)
+        batches = train_batches(study, objective, cfg, mcfg.token_limit, ctx)
+        resolve_auto_batch(model, objective, batches, cfg, device)
         resume = resume_config(opts, study, architecture(mcfg.to_dict()))
-        result = run_training(model, objective, opts, device, resume)
+        result = run_training(model, objective, batches, ctx, opts, device, resume)
     if ctx.is_main:
         payload = {
             "kind": "encoder",

@@ -42,6 +42,13 @@ def effective_attn_implementation(name: str, device: torch.device | str) -> str:
     return name
 
 
+def available_backends(device: torch.device) -> tuple[str, ...]:
+    """Attention backends worth comparing on ``device`` (fused SDPA kernels only on GPUs)."""
+    if device.type == "cuda":
+        return ("math", "mem_efficient", "flash", "auto")
+    return ("math", "auto")
+
+
 class MultiHeadSelfAttention(nn.Module):
     def __init__(self, dim: int, heads: int, dropout: float) -> None:
         super().__init__()

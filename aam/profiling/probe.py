@@ -26,9 +26,10 @@ import torch
 from aam.atomic import atomic_output, write_json
 from aam.errors import InputError
 from aam.models import ModelConfig, SequenceEncoder, effective_attn_implementation
-from aam.models.layers import set_attn_implementation
+from aam.models.layers import available_backends, set_attn_implementation
 from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import from_key_averages
+from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig, UniFracOptions
 from aam.training.device import resolve_device
 from aam.training.objective import Objective
@@ -64,13 +65,6 @@ def rocprof_v1_command(out_dir: str | os.PathLike[str], argv: list[str]) -> list
 def model_config(**options: Any) -> ModelConfig:
     """ModelConfig from the command's model options (``layers`` sets every stack)."""
     return ModelConfig.from_options(options)
-
-
-def available_backends(device: torch.device) -> list[str]:
-    """Attention backends worth comparing on ``device`` (fused SDPA kernels only on GPUs)."""
-    if device.type == "cuda":
-        return ["math", "mem_efficient", "flash", "auto"]
-    return ["math", "auto"]
 
 
 @dataclass
@@ -122,17 +116,30 @@ def device_memory_mb(device: torch.device) -> float:
 class _Segment:
     """A model + optimizer + objective that can run training steps at any batch size."""
 
-    def __init__(self, model: torch.nn.Module, objective: Objective, device: torch.device) -> None:
-        cfg = objective.cfg
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        objective: Objective,
+        batches: TrainBatches,
+        cfg: TrainConfig,
+        device: torch.device,
+    ) -> None:
         self.device = device
         self.model = model.to(device)
         self.model.train()
-        self.objective = objective
+        self.batches = batches
         self.optimizer = build_optimizer(self.model, cfg)
-        self.train_step = TrainStep(self.model, self.objective, self.optimizer, device)
-        self.train = objective.study.subset("train")
+        self.train_step = TrainStep(
+            self.model,
+            objective,
+            self.optimizer,
+            cfg,
+            device,
+            asv_embeddings=batches.asv_embeddings,
+        )
+        self.train = batches.study.subset("train")
         if len(self.train) < 2:
-            self.train = np.arange(len(objective.study.samples))
+            self.train = np.arange(len(batches.study.samples))
         self.rng = np.random.default_rng(cfg.seed)
         self.generator = torch.Generator(device=device).manual_seed(cfg.seed)
 
@@ -142,13 +149,16 @@ class _Segment:
     ) -> _Segment:
         """A fresh seeded ``SequenceEncoder`` pretraining on ``study``."""
         torch.manual_seed(cfg.seed)
-        objective = Objective(cfg, predictor=False, study=study, token_limit=mcfg.token_limit)
-        return cls(SequenceEncoder(mcfg), objective, device)
+        objective = Objective.of(cfg, predictor=False, study=study)
+        batches = TrainBatches(
+            study, mcfg.token_limit, cfg.asv_sampling, distances=objective.use_unifrac
+        )
+        return cls(SequenceEncoder(mcfg), objective, batches, cfg, device)
 
     def step(self, batch_size: int) -> None:
         n = len(self.train)
         pick = self.rng.choice(n, batch_size, replace=batch_size > n)
-        batch = self.objective.batch(self.train[pick], self.rng).to(self.device)
+        batch = self.batches.batch(self.train[pick], self.rng).to(self.device)
         self.train_step(batch, self.generator, where=f"a profiled step of batch size {batch_size}")
 
     def sync(self) -> None:
@@ -195,13 +205,16 @@ def _measure(seg: _Segment, batch_size: int, steps: int) -> dict[str, Any]:
 def memory_curve(
     model: torch.nn.Module,
     objective: Objective,
+    batches: TrainBatches,
+    cfg: TrainConfig,
     device: torch.device,
     batch_sizes: tuple[int, ...],
     steps: int = 1,
 ) -> list[tuple[int, float]]:
-    """``(batch size, peak memory MB)`` of training steps of a copy of ``model`` (the model
-    itself is untouched), up to the first size that runs out of memory."""
-    seg = _Segment(copy.deepcopy(model), objective, device)
+    """``(batch size, peak memory MB)`` of training steps (``objective`` on ``batches`` with
+    ``cfg``) of a copy of ``model`` (the model itself is untouched), up to the first size that
+    runs out of memory."""
+    seg = _Segment(copy.deepcopy(model), objective, batches, cfg, device)
     curve = []
     for batch_size in batch_sizes:
         try:

@@ -1,6 +1,7 @@
 """`--batch-size auto`: the largest batch whose predicted peak GPU memory fits a budget.
 
-The profiling probe measures peak memory at a few batch sizes (``memory_curve``); memory is
+A probe (the command layer passes ``aam.profiling.probe.memory_curve``) measures peak memory
+at a few batch sizes; memory is
 about affine in the batch size, so ``choose_batch_size`` fits a line, raises it to lie on or
 above every measured point (with the steeper of the fitted and the last measured slope), and
 extrapolates. On a CPU there is no device memory to fill: the default batch size is kept.
@@ -9,20 +10,29 @@ extrapolates. On a CPU there is no device memory to fill: the default batch size
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from aam.errors import InputError
+from aam.training.batches import TrainBatches
+from aam.training.config import TrainConfig
 from aam.training.device import gpu_memory_mb
 from aam.training.distributed import broadcast_from_main
+from aam.training.objective import Objective
 
 log = logging.getLogger(__name__)
 MEMORY_FRACTION = 0.8  # of the GPU's total memory; the rest is headroom for longer samples
 PROBE_SIZES = (2, 4, 8, 16)  # per process
 CPU_BATCH_SIZE = 8  # TrainConfig's default
+# (model, objective, its batches, config, device, batch sizes) -> [(batch size, peak MB)],
+# up to the first OOM
+MemoryProbe = Callable[
+    [nn.Module, Objective, TrainBatches, TrainConfig, torch.device, tuple[int, ...]],
+    list[tuple[int, float]],
+]
 
 
 def choose_batch_size(
@@ -66,20 +76,26 @@ def choose_batch_size(
     return best
 
 
-def resolve_batch_size(model: nn.Module, objective, device: torch.device) -> int:
-    """The global batch size ``auto`` stands for on ``device`` (every rank gets rank 0's)."""
-    ctx = objective.ctx
+def resolve_batch_size(
+    model: nn.Module,
+    objective: Objective,
+    batches: TrainBatches,
+    cfg: TrainConfig,
+    device: torch.device,
+    probe: MemoryProbe,
+) -> int:
+    """The global batch size ``auto`` stands for on ``device``, from ``probe``'s memory curve
+    of training steps of ``objective`` on ``batches`` with ``cfg`` (every rank gets rank 0's)."""
+    ctx = batches.ctx
     budget = gpu_memory_mb(device)
     if budget is None:
         log.info("--batch-size auto: on a CPU, the default batch size %d", CPU_BATCH_SIZE)
         return CPU_BATCH_SIZE
-    from aam.profiling.probe import memory_curve
-
     outcome: tuple[int | None, str | None] = (None, None)
     if ctx.is_main:  # one probe on rank 0's GPU; every rank takes its outcome, error included
-        curve = memory_curve(model, objective, device, PROBE_SIZES)
+        curve = probe(model, objective, batches, cfg, device, PROBE_SIZES)
         floor = 2 if objective.use_unifrac else 1
-        train = len(objective.study.subset("train"))
+        train = len(batches.study.subset("train"))
         try:
             per_rank = choose_batch_size(
                 curve,

@@ -1,4 +1,11 @@
-"""Crash-safe training checkpoints (DESIGN.md section 4, "Training resume").
+"""Training checkpoints: ``Checkpointer`` keeps a run's ``latest.pt`` and ``best.pt`` (what they
+hold, when they are written, resume from them); the functions below write and read one file.
+
+``latest.pt`` is one flat dict: ``model``, ``optimizer``, ``scheduler``, ``rng``, ``config``
+(what a resumed run must share, ``check_config_matches``) and the ``TrainState`` fields;
+``best.pt`` holds ``model`` and the epoch's ``row``. Randomness is a function of the seed and
+the position in the run, so resuming from ``latest.pt`` ends with the weights of a run never
+stopped (README, "Training resume").
 
 ``save_checkpoint`` writes through ``aam.atomic.atomic_output``, keeping the old file as
 ``<stem>.prev.pt``, so a crash leaves a loadable file under one of the two names.
@@ -10,18 +17,33 @@ save cannot rotate it over the good previous file. Checkpoints hold only what
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
-from aam.atomic import atomic_output
-from aam.errors import InputError
+from aam.atomic import atomic_output, remove_stale_temporaries
+from aam.errors import InputError, NonFiniteError
+from aam.training.config import check_best_metric
+from aam.training.distributed import DistContext, any_rank, broadcast_from_main
+from aam.training.fsdp import (
+    is_sharded,
+    load_model_state,
+    load_optimizer_state,
+    local_part,
+    model_state,
+    optimizer_state,
+)
+from aam.training.state import TrainState
 
 log = logging.getLogger(__name__)
+LOWER_IS_BETTER = {"loss", "mae", "rmse", "unifrac_loss", "nuc_loss", "target_loss"}
 
 
 class _Missing:
@@ -174,3 +196,140 @@ def check_config_matches(
         f"checkpoint {path} was made with a different config: {details}{more}; "
         "use the config it was trained with, or a checkpoint trained with this config"
     )
+
+
+class Checkpointer:
+    """The checkpoints of one run in ``directory``.
+
+    ``latest.pt`` holds every stateful part (model, optimizer, scheduler, RNG states,
+    ``state``) and is saved at each epoch end, at the optimizer step when ``every_minutes``
+    have passed since the last save, and at the step a preemption signal reached any rank;
+    ``best.pt`` holds the weights of the epoch with the best ``best_metric``. Weights that are
+    NaN or infinite are never saved (NonFiniteError, ``fix`` says how to cure it). Under DDP
+    rank 0 writes; under FSDP every rank gathers the state (collectives) and rank 0 writes.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        state: TrainState,
+        *,
+        config: dict[str, Any],
+        ctx: DistContext,
+        device: torch.device,
+        every_minutes: float,
+        best_metric: str,
+        fix: str,
+    ) -> None:
+        self.latest, self.best = checkpoint_paths(directory)
+        self.model, self.optimizer, self.scheduler, self.state = model, optimizer, scheduler, state
+        self.config, self.ctx, self.device = config, ctx, device
+        self.every_minutes, self.best_metric, self.fix = every_minutes, best_metric, fix
+        self.sharded = is_sharded(model)  # FSDP: saves need every rank
+        self.last_save = time.monotonic()
+
+    def resume(self) -> None:
+        """Load ``latest.pt`` (or its previous file) into the stateful parts; a fresh run
+        leaves them as they are."""
+        if self.ctx.is_main:
+            remove_stale_temporaries(self.latest.parent, (self.latest.name, self.best.name))
+        where = "cpu" if self.sharded else self.device  # FSDP: each rank moves only its shards
+        saved, used = resume_checkpoint(self.latest, where, tidy=self.ctx.is_main)
+        self.last_save = time.monotonic()
+        if saved is None:
+            return
+        check_config_matches(saved["config"], self.config, used)
+        load_model_state(self.model, saved["model"])
+        load_optimizer_state(self.model, self.optimizer, saved["optimizer"])
+        self.scheduler.load_state_dict(saved["scheduler"])
+        restore_rng_state(saved["rng"])
+        self.state.load_state_dict(saved)
+        log.info(
+            "resumed from %s at epoch %d, batch %d", used, self.state.epoch + 1, self.state.batch
+        )
+
+    def step_done(self, preempted: bool) -> bool:
+        """After an optimizer step: save ``latest.pt`` if it is due or ``preempted`` is true on
+        any rank; return whether the run must stop (every rank agrees)."""
+        minutes = (time.monotonic() - self.last_save) / 60
+        due = self.every_minutes > 0 and minutes >= self.every_minutes
+        stop, due = any_rank([preempted, due], self.ctx, self.device)
+        if stop or due:
+            self.save_latest()
+        return stop
+
+    def end_epoch(self, row: dict[str, Any]) -> None:
+        """Close the epoch of ``row`` in ``state``: keep ``best.pt`` if its ``best_metric``
+        improved (else count a bad epoch), then save ``latest.pt``."""
+        state, epoch = self.state, self.state.epoch + 1
+        metric = self._metric(row) if self.ctx.is_main else None
+        metric = broadcast_from_main(metric, self.ctx)  # every rank takes the same decisions
+        if metric is not None and not math.isfinite(metric):
+            log.warning(
+                "epoch %d: %s is %s; not a candidate for best.pt", epoch, self.best_metric, metric
+            )
+        if metric is not None and self._improved(metric, state.best):
+            state.best, state.best_epoch, state.bad_epochs = metric, epoch, 0
+            self.check_weights(f"epoch {epoch}")
+            weights = model_state(self.model)
+            if self.ctx.is_main:
+                save_checkpoint(self.best, {"model": weights, "row": row})
+        else:
+            state.bad_epochs += 1
+        state.end_epoch(row)
+        self.save_latest()
+
+    def save_latest(self) -> None:
+        """Write ``latest.pt`` (every rank calls it)."""
+        # Under DDP the weights are the same on every rank; under FSDP every rank gathers them.
+        self.check_weights(f"step {self.state.step}")
+        if self.ctx.is_main or self.sharded:
+            weights = model_state(self.model)
+            optimizer = optimizer_state(self.model, self.optimizer)
+            if self.ctx.is_main:
+                save_checkpoint(
+                    self.latest,
+                    {
+                        "model": weights,
+                        "optimizer": optimizer,
+                        "scheduler": self.scheduler.state_dict(),
+                        **self.state.state_dict(),
+                        "rng": capture_rng_state(),
+                        "config": self.config,
+                    },
+                )
+        self.last_save = time.monotonic()
+
+    def load_best(self) -> dict[str, Any] | None:
+        """``best.pt`` (its ``model`` and ``row``), None before any epoch improved."""
+        return load_checkpoint(self.best, map_location="cpu") if self.state.best_epoch else None
+
+    def check_weights(self, where: str) -> None:
+        """NonFiniteError if a trainable weight is NaN or infinite. Under FSDP each rank checks
+        its shards and all raise if any rank finds one."""
+        params = [local_part(p) for p in self.model.parameters() if p.requires_grad]
+        finite = not params or bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
+        if self.sharded:
+            finite = not any_rank([not finite], self.ctx, self.device)[0]
+        if not finite:
+            raise NonFiniteError(f"weights became non-finite by {where}; {self.fix}")
+
+    def _metric(self, row: dict[str, Any]) -> float | None:
+        """The row's ``best_metric``; None without validation."""
+        measured = tuple(k for k in row if k.startswith("val_"))
+        if not measured:
+            return None
+        check_best_metric(self.best_metric, measured, "in this run")
+        key = self.best_metric
+        return float(row[key if key.startswith("val_") else f"val_{key}"])
+
+    def _improved(self, value: float, best: float | None) -> bool:
+        if not math.isfinite(value):
+            return False
+        if best is None:
+            return True
+        lower = self.best_metric.removeprefix("val_") in LOWER_IS_BETTER
+        return value < best if lower else value > best

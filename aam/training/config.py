@@ -63,6 +63,7 @@ class TrainConfig:
         "that fits its memory (probed before training), on a CPU 8",
         choices=("auto",),
         minimum=1,
+        resume=True,
     )
     batch_tokens: int | None = option(
         None,
@@ -70,17 +71,19 @@ class TrainConfig:
         "ASV counts, as many as keep samples x longest sample's ASVs within it (global, split "
         "over processes); --batch-size then sizes validation batches only",
         minimum=1,
+        resume="when set",
     )
-    lr: float = option(3e-4, "peak learning rate (AdamW)", exclusive_minimum=0)
-    weight_decay: float = option(0.01, "AdamW weight decay (matrices only)", minimum=0)
+    lr: float = option(3e-4, "peak learning rate (AdamW)", exclusive_minimum=0, resume=True)
+    weight_decay: float = option(0.01, "AdamW weight decay (matrices only)", minimum=0, resume=True)
     warmup_fraction: float = option(
         0.05,
         "linear warm-up, as a fraction of all optimizer steps",
         minimum=0,
         exclusive_maximum=1,
+        resume=True,
     )
     max_grad_norm: float = option(1.0, "gradient clipping norm (0: off)", minimum=0)
-    grad_accum: int = option(1, "batches per optimizer step", minimum=1)
+    grad_accum: int = option(1, "batches per optimizer step", minimum=1, resume=True)
     patience: int = option(
         0, "early stop after this many epochs without improvement (0: off)", minimum=0
     )
@@ -95,29 +98,47 @@ class TrainConfig:
         "seed of batch order, ASV sub-sampling, masks and initialisation",
         minimum=0,
         maximum=SEED_MAX,
+        resume=True,
     )
     asv_sampling: str = option(
-        "first", "which ASVs a sample keeps beyond --token-limit", choices=ASV_SAMPLINGS
+        "first",
+        "which ASVs a sample keeps beyond --token-limit",
+        choices=ASV_SAMPLINGS,
+        resume=True,
     )
     mask_rate: float = option(
         0.15,
         "fraction of nucleotides masked (0: no nucleotide loss)",
         minimum=0,
         exclusive_maximum=1,
+        resume=True,
     )
-    unifrac_weight: float = option(1.0, "weight of the pairwise UniFrac loss", minimum=0)
-    nuc_weight: float = option(1.0, "weight of the masked-nucleotide loss", minimum=0)
-    target_weight: float = option(1.0, "weight of the target loss", commands=FINETUNE, minimum=0)
+    unifrac_weight: float = option(
+        1.0, "weight of the pairwise UniFrac loss", minimum=0, resume=True
+    )
+    nuc_weight: float = option(1.0, "weight of the masked-nucleotide loss", minimum=0, resume=True)
+    target_weight: float = option(
+        1.0, "weight of the target loss", commands=FINETUNE, minimum=0, resume=True
+    )
     count_weight: float = option(
-        1.0, "weight of the per-ASV abundance loss", commands=FINETUNE, minimum=0
+        1.0,
+        "weight of the per-ASV abundance loss",
+        commands=FINETUNE,
+        minimum=0,
+        resume=True,
     )
     loss: str = option(
-        "huber", "regression loss of the target", choices=REGRESSION_LOSSES, commands=FINETUNE
+        "huber",
+        "regression loss of the target",
+        choices=REGRESSION_LOSSES,
+        commands=FINETUNE,
+        resume=True,
     )
     freeze_base: bool = option(
         False,
         "train the heads only (the base's ASV embeddings are cached)",
         commands=FINETUNE,
+        resume=True,
     )
     precision: str = option(
         "auto", "auto: bf16 autocast on GPUs that support it, fp32 on CPU", choices=PRECISIONS
@@ -132,29 +153,15 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    # Fields that must match for a checkpoint to be resumed (the rest may change on restart).
-    RESUME_KEYS = (
-        "batch_size",
-        "lr",
-        "weight_decay",
-        "warmup_fraction",
-        "grad_accum",
-        "seed",
-        "asv_sampling",
-        "mask_rate",
-        "unifrac_weight",
-        "nuc_weight",
-        "target_weight",
-        "count_weight",
-        "loss",
-        "freeze_base",
-    )
-
     def resume_dict(self) -> dict[str, Any]:
-        """The fields a resumed run must share; ``batch_tokens`` only when set, so checkpoints
-        from before that option still resume."""
-        keys = (*self.RESUME_KEYS, *(("batch_tokens",) if self.batch_tokens else ()))
-        return {k: getattr(self, k) for k in keys}
+        """The fields a resumed run must share (declared ``resume``); ``batch_tokens`` only when
+        set, so checkpoints from before that option still resume."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.metadata["resume"] is True
+            or (f.metadata["resume"] == "when set" and getattr(self, f.name) is not None)
+        }
 
 
 @dataclass

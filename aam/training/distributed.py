@@ -8,6 +8,7 @@ all pairs of the global batch, exactly as in single-process training.
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -61,6 +62,21 @@ def all_reduce_sum(value: torch.Tensor, ctx: DistContext) -> torch.Tensor:
     total = value.detach().clone()
     dist.all_reduce(total)
     return total
+
+
+def any_rank(flags: list[bool], ctx: DistContext, device: torch.device) -> list[bool]:
+    """Each flag, true if it is true on any rank (so every rank takes the same branch)."""
+    if not ctx.enabled:
+        return list(flags)
+    votes = torch.tensor(flags, dtype=torch.float32, device=device)
+    return (all_reduce_sum(votes, ctx) > 0).tolist()
+
+
+def gradient_sync(model: torch.nn.Module, at_step: bool) -> AbstractContextManager:
+    """DDP: gradients are all-reduced only at a step's last micro-batch (``no_sync`` before it;
+    each rank sums its micro-batches' gradients, the last backward averages the sums)."""
+    ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
+    return model.no_sync() if ddp and not at_step else nullcontext()
 
 
 def rank_slice(indices, ctx: DistContext):

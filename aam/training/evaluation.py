@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from aam.data.rarefy import EVALUATION
 from aam.models import mask_nucleotides
 from aam.training import losses
+from aam.training.batches import TrainBatches
 from aam.training.device import unwrap
 from aam.training.inference import batch_outputs
 from aam.training.metrics import classification_metrics, regression_metrics, unifrac_fit
@@ -30,19 +30,18 @@ class PairTruth:
     """The true UniFrac of the scored pairs of a subset: computed at first use, then kept
     (evaluation reads one fixed draw, so they never change)."""
 
-    def __init__(self, objective: Objective, positions: np.ndarray) -> None:
-        self.objective, self.positions = objective, positions
-        self.groups = pair_groups(len(positions), objective.cfg.seed)
+    def __init__(self, batches: TrainBatches, positions: np.ndarray, seed: int) -> None:
+        self.batches, self.positions = batches, positions
+        self.groups = pair_groups(len(positions), seed)
         self._truth: list[torch.Tensor] | None = None
 
     def truth(self) -> list[torch.Tensor]:
         """Per group, the upper triangle (i < j) of its distances, float32."""
         if self._truth is None:
-            study = self.objective.study
-            draw = study.draw(EVALUATION)
             self._truth = []
             for group in self.groups:
-                block = torch.from_numpy(study.distances.block(self.positions[group], draw))
+                distances = self.batches.evaluation_distances(self.positions[group])
+                block = torch.from_numpy(distances)
                 i, j = torch.triu_indices(len(group), len(group), offset=1)
                 self._truth.append(block[i, j])
         return self._truth
@@ -62,28 +61,32 @@ def pair_groups(n: int, seed: int) -> list[np.ndarray]:
 def evaluate(
     objective: Objective,
     model: nn.Module,
+    batches: TrainBatches,
     positions: np.ndarray,
     device: torch.device,
+    *,
+    batch_size: int,
+    seed: int,
     pairs: PairTruth | None = None,
 ) -> dict[str, float]:
     """``objective``'s terms, their weighted ``loss`` and the stage's metrics over EVERY sample
-    in ``positions`` (no dropped batch; UniFrac over the pairs of ``pairs``, made here if not
-    given); the model is left in train mode."""
-    cfg = objective.cfg
+    in ``positions`` as ``batches`` reads them, ``batch_size`` at a time (no dropped batch;
+    UniFrac over the pairs of ``pairs``, made here with the run's ``seed`` if not given); the
+    model is left in train mode."""
     model.eval()
     metrics: dict[str, float] = {}
     if objective.use_nucleotides:
-        metrics.update(_nucleotide_metrics(objective, model, positions, device))
+        metrics.update(_nucleotide_metrics(objective, model, batches, positions, device))
     embeddings, predictions, count_losses = [], [], []
     outputs = batch_outputs(
         model,
-        objective.study,
+        batches.study,
         positions,
         device,
-        batch_size=cfg.batch_size,
-        token_limit=objective.token_limit,
-        asv_sampling=cfg.asv_sampling,
-        asv_embeddings=objective.asv_embeddings,
+        batch_size=batch_size,
+        token_limit=batches.token_limit,
+        asv_sampling=batches.asv_sampling,
+        asv_embeddings=batches.asv_embeddings,
     )
     for batch, out in outputs:
         embeddings.append(out["sample_embedding"].float().cpu())
@@ -92,29 +95,34 @@ def evaluate(
             if "count_prediction" in out:
                 count = losses.count_loss(out["count_prediction"], batch.counts, batch.asv_mask)
                 count_losses.append(count.item())
-    loss = cfg.nuc_weight * metrics.get("nuc_loss", 0.0)
+    loss = objective.nuc_weight * metrics.get("nuc_loss", 0.0)
     if objective.use_unifrac and len(positions) > 1:
-        pairs = pairs or PairTruth(objective, positions)
+        pairs = pairs or PairTruth(batches, positions, seed)
         embeddings = torch.cat(embeddings)
         groups = [embeddings[torch.from_numpy(group)] for group in pairs.groups]
         fit = unifrac_fit(groups, pairs.truth())
         metrics.update(fit)
-        loss += cfg.unifrac_weight * fit["unifrac_loss"]
+        loss += objective.unifrac_weight * fit["unifrac_loss"]
     if objective.predictor:
-        loss += _target_metrics(objective, torch.cat(predictions), positions, metrics)
+        truth = batches.study.targets[positions]
+        loss += _target_metrics(objective, torch.cat(predictions), truth, metrics)
         if count_losses:
             metrics["count_loss"] = float(np.mean(count_losses))
-            loss += cfg.count_weight * metrics["count_loss"]
+            loss += objective.count_weight * metrics["count_loss"]
     metrics["loss"] = float(loss)
     model.train()
     return metrics
 
 
 def _nucleotide_metrics(
-    objective: Objective, model: nn.Module, positions: np.ndarray, device: torch.device
+    objective: Objective,
+    model: nn.Module,
+    batches: TrainBatches,
+    positions: np.ndarray,
+    device: torch.device,
 ) -> dict[str, float]:
     """Masked-nucleotide loss and accuracy over the distinct ASVs of ``positions``."""
-    samples = objective.study.samples
+    samples = batches.study.samples
     rows = np.unique(np.concatenate([samples.sample_asvs(p)[0] for p in positions]))
     tokens = torch.from_numpy(samples.tokens[rows].astype(np.int64)).to(device)
     generator = torch.Generator(device=device).manual_seed(EVAL_MASK_SEED)
@@ -122,7 +130,7 @@ def _nucleotide_metrics(
     encoder = encoder.base.asv_encoder if objective.predictor else encoder.asv_encoder
     ce_sum, correct, count = 0.0, 0, 0
     for part in tokens.split(512):
-        mask = mask_nucleotides(part, objective.cfg.mask_rate, generator)[1]
+        mask = mask_nucleotides(part, objective.mask_rate, generator)[1]
         _, logits = encoder(part, mask)
         target = part[mask]
         ce = torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum")
@@ -133,18 +141,18 @@ def _nucleotide_metrics(
 
 
 def _target_metrics(
-    objective: Objective, predictions: torch.Tensor, positions: np.ndarray, metrics: dict
+    objective: Objective, predictions: torch.Tensor, truth: np.ndarray, metrics: dict
 ) -> float:
-    """Add the target's metrics and ``target_loss`` to ``metrics``; return its weighted loss."""
-    study, scale = objective.study, objective.scale
-    truth = study.targets[positions]
-    if study.classes:
+    """Add the target's metrics (against the ``truth`` of the predicted samples) and
+    ``target_loss`` to ``metrics``; return its weighted loss."""
+    scale = objective.scale
+    if objective.classifier:
         metrics.update(classification_metrics(predictions, truth))
         term = losses.classification_loss(predictions, torch.from_numpy(truth)).item()
     else:
         z = predictions.squeeze(-1)
         metrics.update(regression_metrics(scale.original(z.numpy()), truth))
         target = scale.normalize(torch.from_numpy(truth).float())
-        term = losses.regression_loss(z, target, objective.cfg.loss).item()
+        term = losses.regression_loss(z, target, objective.regression_loss).item()
     metrics["target_loss"] = term
-    return objective.cfg.target_weight * term
+    return objective.target_weight * term

@@ -11,6 +11,12 @@ Checkpoints never hold shards: ``model_state`` and ``optimizer_state`` return wh
 model and its ``torch.optim`` optimizer return (gathered to rank 0; collectives under FSDP, so
 every rank calls them), and ``load_model_state`` / ``load_optimizer_state`` take that format.
 A checkpoint written with ``--fsdp`` therefore resumes without it, and the other way round.
+
+With ``--grad-accum`` every micro-batch still reduce-scatters its gradients (DDP skips the
+all-reduce before a step's last batch, ``distributed.gradient_sync``): FSDP2's equivalent,
+``set_requires_gradient_sync(False)``, keeps each rank's unsharded gradients until the last
+micro-batch, as much gradient memory as DDP (what ``--fsdp`` is used to avoid), and changes
+the rounding of the summed gradients.
 """
 
 from __future__ import annotations

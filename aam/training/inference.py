@@ -9,7 +9,6 @@ evaluated set.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -18,9 +17,7 @@ from torch import nn
 from aam.data.batching import Batch, SampleSet
 from aam.training.device import unwrap
 from aam.training.study import Study
-
-if TYPE_CHECKING:
-    from aam.training.objective import TargetScale
+from aam.training.target_scale import TargetScale
 
 
 def model_outputs(

@@ -1,4 +1,6 @@
-"""The loss of one training step, for both stages (evaluation: ``aam.training.evaluation``).
+"""The loss of one training step, for both stages, from the model's outputs and the batch's
+targets (the forward: ``aam.training.step``; the batches: ``aam.training.batches``;
+evaluation: ``aam.training.evaluation``).
 
 Pretraining (``SequenceEncoder``): pairwise UniFrac fit + masked nucleotides. Fine-tuning
 (``SequencePredictor``): target + per-ASV abundance + the same two terms as regularisers
@@ -7,126 +9,86 @@ Pretraining (``SequenceEncoder``): pairwise UniFrac fit + masked nucleotides. Fi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
 import torch
-from torch import nn
 
 from aam.data.batching import Batch
-from aam.errors import InputError
-from aam.models import mask_nucleotides
 from aam.training import losses
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, all_reduce_sum, gather_with_grad, rank_slice
-from aam.training.inference import model_outputs
+from aam.training.distributed import DistContext, all_reduce_sum, gather_with_grad
 from aam.training.study import Study
-
-
-@dataclass
-class TargetScale:
-    """Regression targets are learned z-scored; predictions are returned in original units."""
-
-    mean: float = 0.0
-    std: float = 1.0
-
-    def normalize(self, y: torch.Tensor) -> torch.Tensor:
-        return (y - self.mean) / self.std
-
-    def original(self, z: np.ndarray) -> np.ndarray:
-        return z * self.std + self.mean
-
-
-def fit_target_scale(
-    targets: np.ndarray, train: np.ndarray, source: str | Path, column: str
-) -> TargetScale:
-    """Mean and std of the ``train`` targets; InputError (naming ``source`` and ``column``) when
-    they cannot z-score every target in float32: a constant column, or values near the float
-    limits whose mean, std or z-scores overflow."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        y = targets[train]
-        scale = TargetScale(mean=float(np.mean(y)), std=float(np.std(y)))
-    if scale.std == 0:
-        raise InputError(
-            f"{source}: column {column!r} has one value ({scale.mean:g}) for every training "
-            "sample; there is nothing to learn: choose another --target-column"
-        )
-    z = scale.normalize(torch.tensor(targets, dtype=torch.float32))
-    if not (math.isfinite(scale.mean) and math.isfinite(scale.std) and torch.isfinite(z).all()):
-        raise InputError(
-            f"{source}: column {column!r} has values too large to scale (from "
-            f"{targets.min():.3g} to {targets.max():.3g}); rescale the column (other units, or "
-            "a log) so values stay well inside +-1e38"
-        )
-    return scale
+from aam.training.target_scale import TargetScale
 
 
 @dataclass
 class Objective:
-    """The weighted loss terms of one stage (``predictor`` False = pretraining)."""
+    """The weighted loss terms of one stage (``predictor`` False = pretraining), computed from
+    the model's outputs and the batch's targets (``Objective.of``: a run's, from its config)."""
 
-    cfg: TrainConfig
     predictor: bool
-    study: Study
-    token_limit: int
+    use_unifrac: bool
+    use_nucleotides: bool
+    unifrac_weight: float
+    nuc_weight: float
+    mask_rate: float  # of the nucleotides the masked-nucleotide term predicts
+    target_weight: float
+    count_weight: float
+    regression_loss: str  # TrainConfig.loss
+    classifier: bool = False
     ctx: DistContext = field(default_factory=DistContext)
     scale: TargetScale = field(default_factory=TargetScale)
-    asv_embeddings: torch.Tensor | None = None  # a frozen base's, of every table ASV
 
-    @property
-    def use_unifrac(self) -> bool:
-        frozen = self.predictor and self.cfg.freeze_base
-        return self.study.distances is not None and self.cfg.unifrac_weight > 0 and not frozen
-
-    @property
-    def use_nucleotides(self) -> bool:
-        frozen = self.predictor and self.cfg.freeze_base
-        return self.cfg.mask_rate > 0 and self.cfg.nuc_weight > 0 and not frozen
-
-    def batch(
-        self, positions: np.ndarray, rng: np.random.Generator | None = None, epoch: int = 0
-    ) -> Batch:
-        """This rank's share of the global training batch ``positions`` (ASVs sampled with
-        ``rng``, reads as ``epoch`` draws them), with the UniFrac distances among ALL of
-        ``positions`` when the loss needs them (the pairs span the global batch)."""
-        draw = self.study.draw(epoch)
-        local = rank_slice(positions, self.ctx)
-        batch = self.study.batch(local, self.token_limit, self.cfg.asv_sampling, rng, draw)
-        if self.use_unifrac:
-            batch.distances = torch.from_numpy(self.study.distances.block(positions, draw))
-        return batch
-
-    def step_loss(
-        self, model: nn.Module, batch: Batch, generator: torch.Generator
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Weighted loss of one training batch and its detached terms."""
-        cfg, terms, total, logged = self.cfg, {}, 0.0, 0.0
-        nuc_mask = tokens = None
-        if self.use_nucleotides:
-            # the encoder reads MASK at nuc_mask; it gets the originals (ASV identity)
-            tokens = batch.unique_tokens
-            nuc_mask = mask_nucleotides(tokens, cfg.mask_rate, generator)[1]
-        out = model_outputs(
-            model, batch, tokens=tokens, nuc_mask=nuc_mask, asv_embeddings=self.asv_embeddings
+    @classmethod
+    def of(
+        cls,
+        cfg: TrainConfig,
+        predictor: bool,
+        study: Study,
+        ctx: DistContext | None = None,
+        scale: TargetScale | None = None,
+    ) -> Objective:
+        """The objective of a stage trained with ``cfg`` on ``study`` (its distances and target
+        decide the terms; a frozen base turns off the base's two)."""
+        frozen = predictor and cfg.freeze_base
+        return cls(
+            predictor=predictor,
+            use_unifrac=study.distances is not None and cfg.unifrac_weight > 0 and not frozen,
+            use_nucleotides=cfg.mask_rate > 0 and cfg.nuc_weight > 0 and not frozen,
+            unifrac_weight=cfg.unifrac_weight,
+            nuc_weight=cfg.nuc_weight,
+            mask_rate=cfg.mask_rate,
+            target_weight=cfg.target_weight,
+            count_weight=cfg.count_weight,
+            regression_loss=cfg.loss,
+            classifier=bool(study.classes),
+            ctx=ctx or DistContext(),
+            scale=scale or TargetScale(),
         )
+
+    def loss(
+        self, out: dict[str, torch.Tensor], batch: Batch, nuc_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Weighted loss of one training batch's model outputs ``out`` (nucleotides masked at
+        ``nuc_mask``) and its detached terms."""
+        terms, total, logged = {}, 0.0, 0.0
+        ctx = self.ctx
         if self.use_unifrac:
-            embeddings = gather_with_grad(out["sample_embedding"].float(), self.ctx)
+            embeddings = gather_with_grad(out["sample_embedding"].float(), ctx)
             term = losses.unifrac_loss(embeddings, batch.distances)
-            total = total + cfg.unifrac_weight * term * self.ctx.world_size
+            total = total + self.unifrac_weight * term * ctx.world_size
             terms["unifrac_loss"] = term.item()
-            logged += cfg.unifrac_weight * terms["unifrac_loss"]
+            logged += self.unifrac_weight * terms["unifrac_loss"]
         if nuc_mask is not None:
             targets = batch.unique_tokens[nuc_mask]
             ce = torch.nn.functional.cross_entropy(
                 out["nuc_logits"].float(), targets, reduction="sum"
             )
-            count = all_reduce_sum(torch.tensor(float(len(targets)), device=ce.device), self.ctx)
+            count = all_reduce_sum(torch.tensor(float(len(targets)), device=ce.device), ctx)
             term = ce / count.clamp_min(1.0)
-            total = total + cfg.nuc_weight * term * self.ctx.world_size
-            terms["nuc_loss"] = term.item() * self.ctx.world_size
-            logged += cfg.nuc_weight * terms["nuc_loss"]
+            total = total + self.nuc_weight * term * ctx.world_size
+            terms["nuc_loss"] = term.item() * ctx.world_size
+            logged += self.nuc_weight * terms["nuc_loss"]
         if self.predictor:
             predictor_total = self._predictor_terms(out, batch, terms)
             total = total + predictor_total
@@ -137,16 +99,17 @@ class Objective:
         return total, terms
 
     def _predictor_terms(self, out: dict, batch: Batch, terms: dict) -> torch.Tensor:
-        cfg = self.cfg
-        if self.study.classes:
+        if self.classifier:
             term = losses.classification_loss(out["prediction"], batch.targets)
         else:
             target = self.scale.normalize(batch.targets.float())
-            term = losses.regression_loss(out["prediction"].squeeze(-1), target, cfg.loss)
+            term = losses.regression_loss(
+                out["prediction"].squeeze(-1), target, self.regression_loss
+            )
         terms["target_loss"] = term.item()
-        total = cfg.target_weight * term
-        if "count_prediction" in out and cfg.count_weight > 0:
+        total = self.target_weight * term
+        if "count_prediction" in out and self.count_weight > 0:
             count = losses.count_loss(out["count_prediction"], batch.counts, batch.asv_mask)
             terms["count_loss"] = count.item()
-            total = total + cfg.count_weight * count
+            total = total + self.count_weight * count
         return total

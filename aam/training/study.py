@@ -75,7 +75,7 @@ class Study:
         draw: ReadDraw | None = None,
     ) -> Batch:
         """The batch of ``positions`` (reads as ``draw`` draws them) with targets and
-        categories; its UniFrac block is the objective's to add."""
+        categories; ``aam.training.batches`` adds its UniFrac block."""
         return make_batch(
             self.samples,
             positions,

@@ -33,6 +33,7 @@ from aam.data.batching import Batch
 from aam.data.tokenize import tokenize
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor, mask_nucleotides
+from aam.models.layers import available_backends
 from aam.training.device import autocast
 from aam.training.inference import model_outputs
 
@@ -62,8 +63,6 @@ TOLERANCES: dict[str, dict[str, float]] = {
     "fp32": {"rtol": 1e-4, "atol": 1e-6},
     "bf16": {"rtol": 5e-2, "atol": 1e-3},
 }
-CPU_BACKENDS = ("math", "auto")
-GPU_BACKENDS = ("math", "mem_efficient", "flash", "auto")
 
 
 def golden_config() -> ModelConfig:
@@ -337,10 +336,6 @@ def tensor_error(
         "passed": bool(max_abs <= allowed),
         "note": note,
     }
-
-
-def available_backends(device: torch.device) -> tuple[str, ...]:
-    return GPU_BACKENDS if device.type == "cuda" else CPU_BACKENDS
 
 
 def available_precisions(device: torch.device) -> tuple[str, ...]:

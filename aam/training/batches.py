@@ -1,0 +1,49 @@
+"""The batches a training run reads: this rank's share of a global training batch, with the
+UniFrac among the whole global batch when the loss needs it.
+
+The loss itself is ``aam.training.objective.Objective``'s; the Trainer, the auto batch size
+probe and the profiler make their batches here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from aam.data.batching import Batch
+from aam.data.rarefy import EVALUATION
+from aam.training.distributed import DistContext, rank_slice
+from aam.training.study import Study
+
+
+@dataclass
+class TrainBatches:
+    """Batches of ``study``'s samples as a stage's model reads them (``token_limit`` tokens
+    per ASV, ``asv_sampling``); ``distances``: training batches carry their UniFrac block."""
+
+    study: Study
+    token_limit: int
+    asv_sampling: str = "first"
+    ctx: DistContext = field(default_factory=DistContext)
+    distances: bool = False
+    asv_embeddings: torch.Tensor | None = None  # a frozen base's, of every table ASV
+
+    def batch(
+        self, positions: np.ndarray, rng: np.random.Generator | None = None, epoch: int = 0
+    ) -> Batch:
+        """This rank's share of the global training batch ``positions`` (ASVs sampled with
+        ``rng``, reads as ``epoch`` draws them), with the UniFrac distances among ALL of
+        ``positions`` when ``distances`` (the loss's pairs span the global batch)."""
+        study = self.study
+        draw = study.draw(epoch)
+        local = rank_slice(positions, self.ctx)
+        batch = study.batch(local, self.token_limit, self.asv_sampling, rng, draw)
+        if self.distances:
+            batch.distances = torch.from_numpy(study.distances.block(positions, draw))
+        return batch
+
+    def evaluation_distances(self, positions: np.ndarray) -> np.ndarray:
+        """The UniFrac among ``positions`` as evaluation reads them (its fixed draw)."""
+        return self.study.distances.block(positions, self.study.draw(EVALUATION))

@@ -1,0 +1,71 @@
+"""One epoch of DDP training with --grad-accum 2 under torchrun (gloo, CPU), twice: as the
+Trainer runs it (``no_sync`` before a step's last batch) and with every batch all-reduced.
+Rank 0 saves, per run, the all-reduces DDP made (a counting comm hook), the optimizer steps
+and the gradients the first optimizer step applies (both runs start from the same weights;
+AdamW then amplifies the gradients' rounding differences in near-zero gradients).
+
+Run by tests/test_distributed.py as
+``python -m torch.distributed.run --standalone --nproc_per_node 2 tests/ddp_accum.py STUDY OUT``.
+"""
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from tiny_model import tiny_model
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+import aam.training.trainer as trainer_module
+from aam.models import SequenceEncoder
+from aam.training.batches import TrainBatches
+from aam.training.config import TrainConfig
+from aam.training.distributed import DistContext, init_distributed
+from aam.training.objective import Objective
+from aam.training.study import load_study
+from aam.training.trainer import Trainer
+
+TRAIN = TrainConfig(epochs=1, batch_size=8, grad_accum=2, checkpoint_every_minutes=0)
+
+
+def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
+    study = load_study(
+        study_dir / "table.biom",
+        max_bp=100,
+        unifrac_path=study_dir / "unifrac.h5",
+        val_fraction=0.0,
+    )
+    torch.manual_seed(0)
+    model = SequenceEncoder(tiny_model())
+    ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    calls = []
+
+    def counting_hook(state, bucket):
+        calls.append(bucket.index())
+        return allreduce_hook(state, bucket)
+
+    ddp.register_comm_hook(None, counting_hook)
+    objective = Objective.of(TRAIN, predictor=False, study=study, ctx=ctx)
+    batches = TrainBatches(study, 64, ctx=ctx, distances=objective.use_unifrac)
+    cpu = torch.device("cpu")
+    trainer = Trainer(ddp, objective, batches, TRAIN, ctx, out, cpu, resume_config={})
+    grads = []
+    update = trainer.step.update
+
+    def recording_update(where: str) -> None:
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        update(where)
+
+    trainer.step.update = recording_update
+    trainer.fit()
+    return {"all_reduces": len(calls), "steps": trainer.state.step, "grads": grads[0]}
+
+
+if __name__ == "__main__":
+    study_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
+    context = init_distributed("cpu")
+    runs = {"no_sync": train(study_dir, context, out.parent / "no_sync")}
+    trainer_module.gradient_sync = lambda model, at_step: nullcontext()  # every batch syncs
+    runs["every_batch"] = train(study_dir, context, out.parent / "every_batch")
+    if context.is_main:
+        torch.save(runs, out)
