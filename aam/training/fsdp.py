@@ -21,40 +21,58 @@ the rounding of the summed gradients.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-    set_model_state_dict,
-)
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import DTensor, distribute_tensor
-
-try:
-    from torch.distributed.fsdp import FSDPModule, fully_shard
-except ImportError:  # torch < 2.6 (LUMI's image has 2.5): the same FSDP2, not yet public
-    from torch.distributed._composable.fsdp import FSDPModule, fully_shard
 
 from aam.models.asv_encoder import ASVEncoder
 from aam.models.layers import TransformerLayer
 from aam.training.device import unwrap
 
 UNITS = (TransformerLayer, ASVEncoder)
-GATHERED = StateDictOptions(full_state_dict=True, cpu_offload=True)  # on rank 0's CPU only
-FULL = StateDictOptions(full_state_dict=True)  # every rank passes the full dict
+_loaded: list[SimpleNamespace] = []  # PyTorch's FSDP2 and DTensor, once shard_model imported them
+
+
+def _fsdp() -> SimpleNamespace:
+    """PyTorch's FSDP2 API, imported by the first ``shard_model``: 2 s of start-up (DTensor,
+    distributed checkpoints) that every run without ``--fsdp`` skips. Until then no model is
+    sharded, so the other functions take their unsharded path without it."""
+    if not _loaded:
+        from torch.distributed import device_mesh, tensor
+
+        try:
+            from torch.distributed.fsdp import FSDPModule, fully_shard
+        except ImportError:  # torch < 2.6 (LUMI's image has 2.5): the same FSDP2, not yet public
+            from torch.distributed._composable.fsdp import FSDPModule, fully_shard
+        from torch.distributed.checkpoint import state_dict
+
+        api = SimpleNamespace(
+            FSDPModule=FSDPModule,
+            fully_shard=fully_shard,
+            init_device_mesh=device_mesh.init_device_mesh,
+            DTensor=tensor.DTensor,
+            distribute_tensor=tensor.distribute_tensor,
+            get_model_state_dict=state_dict.get_model_state_dict,
+            get_optimizer_state_dict=state_dict.get_optimizer_state_dict,
+            set_model_state_dict=state_dict.set_model_state_dict,
+            # GATHERED: on rank 0's CPU only; FULL: every rank passes the full dict
+            GATHERED=state_dict.StateDictOptions(full_state_dict=True, cpu_offload=True),
+            FULL=state_dict.StateDictOptions(full_state_dict=True),
+        )
+        _loaded.append(api)
+    return _loaded[0]
 
 
 def shard_model(model: nn.Module, device: torch.device, world_size: int) -> nn.Module:
     """``fully_shard`` every unit (innermost first), then the root, over ``world_size`` ranks."""
-    mesh = init_device_mesh(device.type, (world_size,))
+    fsdp = _fsdp()
+    mesh = fsdp.init_device_mesh(device.type, (world_size,))
     for module in reversed(list(model.modules())):  # a descendant comes after its ancestor
         if isinstance(module, UNITS):
-            fully_shard(module, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+            fsdp.fully_shard(module, mesh=mesh)
+    fsdp.fully_shard(model, mesh=mesh)
     # FSDP takes the first module to run forward as the root. Validation may call the
     # nucleotide encoder first (a run resumed at an epoch's end), so settle the root now.
     model._get_fsdp_state()._lazy_init()
@@ -63,12 +81,12 @@ def shard_model(model: nn.Module, device: torch.device, world_size: int) -> nn.M
 
 def is_sharded(model: nn.Module) -> bool:
     """Whether ``model`` (under a torch.compile wrapper or not) is sharded by ``shard_model``."""
-    return isinstance(unwrap(model), FSDPModule)
+    return bool(_loaded) and isinstance(unwrap(model), _fsdp().FSDPModule)
 
 
 def local_part(tensor: torch.Tensor) -> torch.Tensor:
     """This rank's shard of a sharded tensor; any other tensor itself."""
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    return tensor.to_local() if _loaded and isinstance(tensor, _fsdp().DTensor) else tensor
 
 
 def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -76,7 +94,8 @@ def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     bare = unwrap(model)
     if not is_sharded(bare):
         return bare.state_dict()
-    return get_model_state_dict(bare, options=GATHERED)
+    fsdp = _fsdp()
+    return fsdp.get_model_state_dict(bare, options=fsdp.GATHERED)
 
 
 def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
@@ -88,7 +107,8 @@ def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[
     # A forward without a backward (validation) leaves the root's parameters gathered, in
     # place of the shards the optimizer holds; free them, or the two would not match.
     bare.reshard()
-    named = get_optimizer_state_dict(bare, optimizer, options=GATHERED)
+    fsdp = _fsdp()
+    named = fsdp.get_optimizer_state_dict(bare, optimizer, options=fsdp.GATHERED)
     if not named:
         return {}
     order = [name for group in named["param_groups"] for name in group["params"]]
@@ -108,7 +128,8 @@ def load_model_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     if not is_sharded(bare):
         bare.load_state_dict(state)
         return
-    set_model_state_dict(bare, dict(state), options=FULL)  # it pops keys: give it a copy
+    fsdp = _fsdp()
+    fsdp.set_model_state_dict(bare, dict(state), options=fsdp.FULL)  # it pops keys: a copy
 
 
 def load_optimizer_state(
@@ -128,6 +149,7 @@ def load_optimizer_state(
 
 def _shard_like(value: Any, param: torch.Tensor) -> Any:
     """``value`` sharded as ``param`` if it is a tensor of the parameter's shape (a moment)."""
-    if isinstance(param, DTensor) and torch.is_tensor(value) and value.shape == param.shape:
-        return distribute_tensor(value.to(param.device), param.device_mesh, param.placements)
+    fsdp = _fsdp()
+    if isinstance(param, fsdp.DTensor) and torch.is_tensor(value) and value.shape == param.shape:
+        return fsdp.distribute_tensor(value.to(param.device), param.device_mesh, param.placements)
     return value
