@@ -38,6 +38,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check aam tests benchmarks workflow/scripts
 	$(BIN)/ruff format --check aam tests benchmarks workflow/scripts
 	$(BIN)/snakefmt --check workflow
+	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/snakemake --profile profiles/local --lint
 
 # workflow/schemas/run_options.schema.json from the flags of `aam pretrain` / `aam finetune`.

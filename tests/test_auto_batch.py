@@ -100,6 +100,7 @@ def test_on_a_cpu_auto_keeps_the_default_and_says_so(stage, caplog):
     assert "on a CPU" in caplog.text
 
 
+@pytest.mark.slow
 def test_the_probe_measures_a_copy_of_the_model(stage):
     model = SequenceEncoder(MODEL)
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -100,6 +100,7 @@ def test_one_process_on_the_tree_trains_to_the_weights_of_the_matrix(
     assert losses(ours["history"]) == pytest.approx(losses(theirs["history"]), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_two_processes_on_the_tree_train_to_the_weights_of_one_on_the_matrix(
     small_study, demo_dir, from_matrix, tmp_path
 ):
@@ -239,6 +240,7 @@ def rarefied_command(study: Path, tree: Path, out: Path, *extra: str) -> list[st
     return [sys.executable, "-m", "aam", *args]
 
 
+@pytest.mark.slow
 def test_a_run_drawing_every_epoch_resumes_mid_epoch_to_identical_weights(
     small_study, demo_dir, tmp_path
 ):
@@ -285,6 +287,7 @@ def odd_tables(small_study, tmp_path_factory) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_a_tree_lacking_table_asvs_stops_and_prune_missing_runs(
     odd_tables, demo_dir, tmp_path, capsys, caplog
 ):

@@ -133,6 +133,7 @@ def test_the_demo_groups_span_several_kernel_tiles(demo):
     assert len(set(groups(400)["repeats"])) < 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("metric", "alpha"), CASES, ids=CASE_IDS)
 def test_float64_batches_equal_the_full_matrix(demo, full, metric, alpha):
     counts, tree = demo

@@ -187,6 +187,7 @@ def test_split_assigns_every_sample_once(demo):
     assert split.value_counts().to_dict() == {"train": 42, "test": 12, "val": 6}
 
 
+@pytest.mark.slow
 def test_pretrain_outputs(demo, pretrained):
     state = torch.load(pretrained / "encoder.pt", weights_only=True)
     assert state["kind"] == "encoder"
@@ -223,6 +224,7 @@ def test_pretrain_resume_with_another_config_is_refused(demo, pretrained, capsys
     assert rc == 2 and "different config" in line and "lr" in line
 
 
+@pytest.mark.slow
 def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
     state = torch.load(trained / "model.pt", weights_only=True)
     assert state["kind"] == "predictor" and state["target"]["column"] == "age"
@@ -253,6 +255,7 @@ def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
     assert (out / "predicted_vs_true.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, capsys):
     baselines = tmp_path / "baselines.tsv"
     args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
@@ -293,6 +296,7 @@ def test_predict_rebuilds_the_model_from_the_checkpoint_alone(demo, trained, tmp
     assert sorted(p.name for p in (tmp_path / "first").iterdir()) == ["predictions.tsv"]
 
 
+@pytest.mark.slow
 def test_train_frozen_base_keeps_the_encoder_weights(demo, pretrained, tmp_path):
     out = tmp_path / "frozen"
     encoder = pretrained / "encoder.pt"
@@ -309,6 +313,7 @@ def test_train_frozen_base_keeps_the_encoder_weights(demo, pretrained, tmp_path)
     assert len(predicted) == 12 and predicted["prediction"].between(5, 150).all()
 
 
+@pytest.mark.slow
 def test_classifier_probabilities_sum_to_one(demo, tmp_path):
     out = tmp_path / "classifier"
     assert train(demo, out, "qiita_study_id", "--classifier") == 0
@@ -326,6 +331,7 @@ def test_classifier_probabilities_sum_to_one(demo, tmp_path):
     assert metrics["n"] == 12 and 0.0 <= metrics["model"]["accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_categorical_covariate_needs_metadata_at_prediction(demo, tmp_path, capsys):
     out = tmp_path / "covariate"
     covariate = ["--categorical-columns", "qiita_study_id", "--categorical-fusion", "add"]
@@ -341,6 +347,7 @@ def test_categorical_covariate_needs_metadata_at_prediction(demo, tmp_path, caps
     assert len(pd.read_csv(out / "with" / "predictions.tsv", sep="\t")) == 12
 
 
+@pytest.mark.slow
 def test_pretrain_batch_leaving_a_single_sample_still_trains(demo, tmp_path):
     # 42 training samples in batches of 41: the lone last sample joins the previous batch.
     out = tmp_path / "odd"
@@ -360,6 +367,7 @@ def test_pretrain_batch_too_small_for_pairs(demo, tmp_path, capsys, batch_size):
     assert_failed(rc, capsys, "pretrain", out, f"--batch-size {batch_size}")
 
 
+@pytest.mark.slow
 def test_train_batch_of_one_without_pairwise_loss(micro, tmp_path):
     table, metadata = micro
     assert micro_train(table, metadata, tmp_path / "out", "--batch-size", "1") == 0
@@ -404,6 +412,7 @@ def test_train_bad_target_column(micro, tmp_path, capsys, column, classifier, ex
     assert_failed(rc, capsys, "finetune", out, str(metadata), expected)
 
 
+@pytest.mark.slow
 def test_train_drops_and_counts_missing_targets(micro, tmp_path, caplog):
     table, _ = micro
     frame = micro_metadata()
@@ -545,6 +554,7 @@ def test_freeze_base_needs_an_encoder(micro, tmp_path, capsys):
     assert_failed(rc, capsys, "finetune", out, "--freeze-base", "--pretrained-encoder")
 
 
+@pytest.mark.slow
 def test_metadata_missing_samples(micro, tmp_path, capsys):
     table, _ = micro
     metadata = write_metadata(tmp_path / "partial.tsv", micro_metadata().drop(["s02", "s05"]))
@@ -588,6 +598,7 @@ def test_predict_empty_subset(micro, tmp_path, capsys):
     assert_failed(rc, capsys, "predict", out, "no samples in split 'test'")
 
 
+@pytest.mark.slow
 def test_error_exit_status_of_the_real_command(tmp_path):
     """One process end to end: status 2 and the error as the last stderr line."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -620,6 +631,7 @@ def test_error_exit_status_of_the_real_command(tmp_path):
 # --------------------------------------------------------------------------- checkpoints, outputs
 
 
+@pytest.mark.slow
 def test_resume_falls_back_to_the_previous_checkpoint_and_keeps_it(micro, tmp_path, caplog):
     table, metadata = micro
     out = tmp_path / "out"
@@ -723,6 +735,7 @@ def test_train_with_a_damaged_split_file(micro, tmp_path, capsys, content):
     assert_failed(rc, capsys, "finetune", out, str(split), "not a split table")
 
 
+@pytest.mark.slow
 def test_pretrain_with_a_token_budget_covers_every_sample(demo, tmp_path):
     out = tmp_path / "tokens"
     assert pretrain(demo, out, "--batch-tokens", "300", "--epochs", "2") == 0
@@ -738,6 +751,7 @@ def test_pretrain_rejects_a_non_positive_token_budget(demo, tmp_path, capsys):
     assert_failed(rc, capsys, "pretrain", out, "--batch-tokens 0")
 
 
+@pytest.mark.slow
 def test_pretrain_batch_size_auto_on_a_cpu_keeps_the_default(demo, tmp_path):
     out = tmp_path / "auto"
     assert pretrain(demo, out, "--batch-size", "auto") == 0

@@ -252,6 +252,7 @@ def outcomes(runs, tmp_path_factory) -> dict[tuple[str, str], dict]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("writer", list(CASES))
 def test_out_of_space_is_one_line_and_keeps_the_previous_file(outcomes, writer, mode):

@@ -10,6 +10,7 @@ import torch
 from aam.training.distributed import DistContext
 
 sys.path.insert(0, str(Path(__file__).parent))
+import pytest
 from ddp_step import step  # noqa: E402
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -22,6 +23,7 @@ def _torchrun(script: str, study: Path, out: Path) -> dict:
     return torch.load(out, weights_only=True)
 
 
+@pytest.mark.slow
 def test_two_rank_step_matches_single_process_on_the_concatenated_batch(small_study, tmp_path):
     ddp = _torchrun("ddp_step.py", small_study, tmp_path / "ddp.pt")
     single_loss, single_grads = step(small_study, DistContext())

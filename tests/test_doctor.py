@@ -2,12 +2,14 @@
 
 import json
 
+import pytest
 import torch
 
 import aam.doctor as doctor
 from aam.cli import main
 
 
+@pytest.mark.slow
 def test_doctor_runs_on_cpu_and_recommends(tmp_path, capsys):
     out = tmp_path / "doctor.json"
     assert main(["doctor", "--device", "cpu", "--output", str(out)]) == 0

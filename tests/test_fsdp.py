@@ -59,6 +59,7 @@ def assert_same_training(sharded: dict, single: dict, lr: float, steps: int) -> 
             torch.testing.assert_close(ours["state"][k][key], state[key], rtol=1e-3, atol=atol)
 
 
+@pytest.mark.slow
 def test_two_sharded_ranks_train_to_the_weights_of_one_process(small_study, tmp_path):
     out = tmp_path / "fsdp.pt"
     script = Path(__file__).parent / "fsdp_train.py"
@@ -129,6 +130,7 @@ def _same_as_one_process(out: Path, one_process: Path) -> None:
     assert_same_training(ours, theirs, lr=1e-3, steps=ours["step"])
 
 
+@pytest.mark.slow
 def test_a_checkpoint_without_fsdp_resumes_with_it(small_study, tmp_path, one_process):
     out = tmp_path / "run"
     (out / "checkpoints").mkdir(parents=True)
@@ -163,6 +165,7 @@ def _signal_one_rank_mid_epoch(command: list[str], latest: Path) -> tuple[int, s
     return launcher.returncode, stderr
 
 
+@pytest.mark.slow
 def test_usr1_to_one_rank_saves_a_checkpoint_that_resumes_without_fsdp(
     small_study, tmp_path, one_process
 ):

@@ -48,6 +48,7 @@ def test_make_gpu_check_without_a_gpu_stops_with_one_line():
     assert ours[0].startswith("gpu-check: no GPU: torch.cuda.is_available() is False"), ours
 
 
+@pytest.mark.slow
 def test_gpu_tests_are_deselected_by_default():
     proc = subprocess.run(
         [
@@ -69,6 +70,7 @@ def test_gpu_tests_are_deselected_by_default():
     assert proc.returncode == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
+@pytest.mark.slow
 def test_cpu_dry_run_report_has_every_section(tmp_path):
     report = gpu_check.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["golden", "doctor"])
     data = strict_json(tmp_path / "report.json")
@@ -151,6 +153,7 @@ def torch_only_python(root: Path) -> Path:
 
 
 @NO_GPU
+@pytest.mark.slow
 def test_install_from_the_wheelhouse_without_an_index_then_a_dry_run(tmp_path):
     wheelhouse = tmp_path / "wheelhouse"
     version = ".".join(map(str, sys.version_info[:2]))

@@ -145,6 +145,7 @@ def tables(draw) -> biom.Table:
     return biom.Table(data, asvs, samples)
 
 
+@pytest.mark.slow
 @FAST
 @given(table=tables(), as_json=st.booleans(), alpha=st.sampled_from([0.0, 0.5, 1.0, 0.3]))
 def test_table_to_unifrac(table, as_json, alpha):
@@ -186,6 +187,7 @@ def test_table_to_unifrac(table, as_json, alpha):
             np.testing.assert_array_equal(read_matrix, matrix)
 
 
+@pytest.mark.slow
 @FAST
 @given(table=tables(), depth=st.integers(1, 50), seed=st.integers(0, 3))
 def test_rarefy(table, depth, seed):
@@ -250,6 +252,7 @@ def newick_texts(draw) -> str:
     return text[:cut] + (text[cut + 1 :] if draw(st.booleans()) else "")
 
 
+@pytest.mark.slow
 @FAST
 @given(text=newick_texts(), midpoint=st.booleans(), seed=st.integers(0, 2**16))
 def test_tree_to_unifrac(text, midpoint, seed):

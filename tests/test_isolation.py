@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import checkout
+import pytest
 
 
 def test_snapshot_sees_created_removed_and_modified_files_but_not_caches(tmp_path):
@@ -43,6 +44,7 @@ def _pytest(repo: Path, test_body: str, *options: str, env=None) -> subprocess.C
     return subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300, env=env)
 
 
+@pytest.mark.slow
 def test_guard_fails_a_session_that_writes_into_its_checkout(tmp_path):
     body = """
         from checkout import REPO
@@ -58,6 +60,7 @@ def test_guard_fails_a_session_that_writes_into_its_checkout(tmp_path):
     assert "created results/out.tsv" in run.stdout
 
 
+@pytest.mark.slow
 def test_guard_passes_a_session_that_writes_only_to_tmp_path(tmp_path):
     body = """
         def test_writes_elsewhere(tmp_path):
@@ -68,6 +71,7 @@ def test_guard_passes_a_session_that_writes_only_to_tmp_path(tmp_path):
     assert "changed the checkout" not in run.stdout
 
 
+@pytest.mark.slow
 def test_xdist_keeps_a_group_on_one_worker(tmp_path):
     body = """
         import os

@@ -186,6 +186,7 @@ def test_unique_dedup_equals_duplicated_rows(batch):
         assert_close(out[key], ref[key])
 
 
+@pytest.mark.slow
 def test_permuting_asvs_keeps_sample_embedding(batch):
     tokens, index, counts = make_batch(*batch)
     pred = seeded(SequencePredictor, tiny()).eval()
@@ -356,6 +357,7 @@ def pretrain_loss(out, targets):
     return dist.triu(1).pow(2).sum() + F.cross_entropy(out["nuc_logits"], targets)
 
 
+@pytest.mark.slow
 def test_gradients_reach_every_parameter_in_pretraining(batch):
     tokens, index, counts = make_batch(*batch)
     for count_embedding in ("add", "concat"):
@@ -426,6 +428,7 @@ def test_categorical_fusion_changes_output(batch, fusion):
 # -- attention backends ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sdpa_backends_on_cpu(batch):
     tokens, index, counts = make_batch(*batch)
     pred = seeded(SequencePredictor, tiny()).eval()

@@ -107,6 +107,7 @@ def view(tree: skbio.TreeNode) -> tuple[list[int], list[float | None], list[str 
     return parent, [n.length for n in nodes], [n.name for n in nodes]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=trees())
 def test_what_skbio_writes_reads_back_as_written(tree):

@@ -84,6 +84,7 @@ def diverged(rc: int, capsys, command: str) -> str:
 # --------------------------------------------------------------------------- training
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clip", ["1", "0"])
 def test_train_with_a_huge_learning_rate_exits_3(micro, tmp_path, capsys, clip):
     out = tmp_path / "out"
@@ -98,6 +99,7 @@ def test_train_with_a_huge_learning_rate_exits_3(micro, tmp_path, capsys, clip):
         assert all(torch.isfinite(w).all() for w in weights if w.is_floating_point())
 
 
+@pytest.mark.slow
 def test_pretrain_with_a_huge_learning_rate_exits_3(small_study, tmp_path, capsys):
     out = tmp_path / "out"
     inputs = ["--table", small_study / "table.biom", "--unifrac", small_study / "unifrac.h5"]
@@ -107,6 +109,7 @@ def test_pretrain_with_a_huge_learning_rate_exits_3(small_study, tmp_path, capsy
     assert not (out / "encoder.pt").exists()
 
 
+@pytest.mark.slow
 def test_divergence_after_a_resume_keeps_the_last_good_files(micro, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     assert train(*micro, out) == 0
@@ -144,6 +147,7 @@ def nan_validation(epochs: set[int], monkeypatch) -> None:
     monkeypatch.setattr(trainer, "evaluate", evaluate)
 
 
+@pytest.mark.slow
 def test_non_finite_validation_is_never_best(micro, tmp_path, monkeypatch):
     nan_validation({2}, monkeypatch)
     out = tmp_path / "out"
@@ -152,6 +156,7 @@ def test_non_finite_validation_is_never_best(micro, tmp_path, monkeypatch):
     assert torch.load(out / "checkpoints" / "best.pt", weights_only=True)["row"]["epoch"] == 1
 
 
+@pytest.mark.slow
 def test_validation_non_finite_in_every_epoch_exits_3(micro, tmp_path, capsys, monkeypatch):
     nan_validation({1, 2}, monkeypatch)
     out = tmp_path / "out"
@@ -184,6 +189,7 @@ def predict_into(trained_micro, model: Path, out: Path, metadata: Path) -> int:
     return aam("predict", *inputs, "--output-dir", out, "--threads", "2")
 
 
+@pytest.mark.slow
 def test_predict_with_non_finite_weights_exits_3(trained_micro, tmp_path, capsys):
     state = torch.load(trained_micro.out / "model.pt", weights_only=True)
     state["model"] = {
@@ -198,6 +204,7 @@ def test_predict_with_non_finite_weights_exits_3(trained_micro, tmp_path, capsys
     assert not out.exists() or not list(out.iterdir())
 
 
+@pytest.mark.slow
 def test_predict_metrics_that_overflow_exit_3(trained_micro, tmp_path, capsys):
     huge = np.resize([1.5e308, -1.5e308], 12)
     metadata = write_metadata(tmp_path / "huge.tsv", micro_metadata().assign(age=huge))
@@ -208,6 +215,7 @@ def test_predict_metrics_that_overflow_exit_3(trained_micro, tmp_path, capsys):
     assert not out.exists() or not list(out.iterdir())
 
 
+@pytest.mark.slow
 def test_predict_undefined_r2_is_null_in_strict_json(trained_micro, tmp_path):
     metadata = write_metadata(tmp_path / "flat.tsv", micro_metadata().assign(age=30.0))
     out = tmp_path / "out"

@@ -157,6 +157,7 @@ def test_every_option_field_is_walked():
     assert len(FIELDS) == len({f.name for _, f in FIELDS}) > 40
 
 
+@pytest.mark.slow
 @EVERY_FIELD
 @settings(
     max_examples=8,

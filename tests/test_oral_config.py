@@ -1,10 +1,12 @@
 """config/oral.yaml, the full oral study of the README's table: valid, and its DAG is the one
 the README describes (one pretraining shared by the microbiome-only and the covariate run)."""
 
+import pytest
 import yaml
 from checkout import REPO, dry_run
 
 
+@pytest.mark.workflow
 def test_the_oral_config_plans_one_pretraining_for_both_runs(tmp_path, checkout_copy):
     config = yaml.safe_load((REPO / "config/oral.yaml").read_text())
     config["workdir"] = str(tmp_path / "work")

@@ -152,6 +152,7 @@ def predict_other(studies: dict[str, Path], out: Path, *extra: str | Path) -> in
     return aam("predict", *inputs, *extra)
 
 
+@pytest.mark.slow
 def test_the_other_study_gets_predictions_baselines_metrics_and_a_shift_report(studies, tmp_path):
     baselines = tmp_path / "baselines.tsv"
     fit = ["--table", studies["table"], "--metadata", studies["metadata"], "--target-column", "age"]
@@ -204,6 +205,7 @@ def test_samples_below_the_rarefaction_depth_are_reported_not_predicted(studies,
     assert json.loads((out / "metrics.json").read_text())["n"] == 4
 
 
+@pytest.mark.slow
 def test_classes_unseen_in_training_are_excluded_from_the_metrics(studies, tmp_path):
     model = tmp_path / "classifier"
     rc = micro_train(studies["table"], studies["metadata"], model, "--classifier", target="site")

@@ -152,6 +152,7 @@ def test_choose_profiler():
         pcli.choose_profiler("rocprofv3", "6.2", {}.get)
 
 
+@pytest.mark.slow
 def test_torch_profiler_real_training_steps(small_study):
     result = profile_training(
         small_study / "table.biom",
@@ -198,6 +199,7 @@ def profile_dir(small_study, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_aam_profile_writes_three_files(profile_dir):
     assert sorted(p.name for p in profile_dir.iterdir()) == [
         "kernel_stats.csv",
@@ -271,6 +273,7 @@ def test_aam_profile_under_rocprofv3(small_study, tmp_path, monkeypatch):
     assert (out / "memory.json").is_file() and (out / "throughput.json").is_file()
 
 
+@pytest.mark.slow
 def test_profiling_report(profile_dir, tmp_path):
     html = tmp_path / "report.html"
     bench = FIXTURES / "benchmarks" / "pretrain.tsv"

@@ -18,20 +18,37 @@ def _run(*cmd: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.Com
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "cmd",
     [
         ("ruff", "check", "--no-cache", *PYTHON_DIRS),
         ("ruff", "format", "--check", "--no-cache", *PYTHON_DIRS),
         ("snakefmt", "--check", "workflow"),
+        ("lint-imports", "--no-cache", "--no-logo"),
     ],
-    ids=["ruff", "ruff-format", "snakefmt"],
+    ids=["ruff", "ruff-format", "snakefmt", "import-layers"],
 )
 def test_linters_pass(cmd):
     run = _run(str(BIN / cmd[0]), *cmd[1:])
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
+@pytest.mark.slow
+def test_the_layers_contract_catches_an_upward_import(tmp_path):
+    """The same contract with training and data swapped fails: lint-imports reads the code."""
+    config = (REPO / "pyproject.toml").read_text()
+    swapped = config.replace('"aam.training",', '"aam.DATA",').replace(
+        '"aam.data",', '"aam.training",'
+    )
+    assert swapped != config
+    (tmp_path / "swapped.toml").write_text(swapped.replace('"aam.DATA",', '"aam.data",'))
+    run = _run(str(BIN / "lint-imports"), "--no-cache", "--config", str(tmp_path / "swapped.toml"))
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "aam.training is not allowed to import aam.data" in run.stdout, run.stdout[-2000:]
+
+
+@pytest.mark.workflow
 def test_snakemake_lint_has_no_findings(checkout_copy):
     run = _run(
         sys.executable,
@@ -48,6 +65,7 @@ def test_snakemake_lint_has_no_findings(checkout_copy):
 SITE_ENV = {"AAM_SLURM_ACCOUNT": "project_0", "AAM_SLURM_PARTITION": "gpu"}
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_dry_runs(profile, tmp_path, checkout_copy):
     # No Singularity here: Snakemake only asks `apptainer --version` while planning a dry run.
@@ -77,6 +95,7 @@ def test_every_profile_dry_runs(profile, tmp_path, checkout_copy):
         assert f"aam-{profile}-" in run.stdout
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize("profile", ["cosmos", "lumi"])
 def test_site_profiles_name_unset_environment_variables(profile, checkout_copy):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAM_")}

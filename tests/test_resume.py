@@ -82,6 +82,7 @@ def uninterrupted(small_study, tmp_path_factory):
     return _weights(out / "encoder.pt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["sigkill", "sigterm"])
 def test_interrupted_run_resumes_to_identical_weights(small_study, tmp_path, uninterrupted, how):
     out = tmp_path / how

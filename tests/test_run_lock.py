@@ -217,6 +217,7 @@ def _mid_training(latest: Path) -> bool:
     return bool(state and state["epoch"] >= 1)
 
 
+@pytest.mark.slow
 def test_a_second_trainer_on_one_directory_fails_with_one_line(small_study, tmp_path, capsys):
     from aam.cli import main
 
@@ -243,6 +244,7 @@ def test_a_second_trainer_on_one_directory_fails_with_one_line(small_study, tmp_
     assert not (out / LOCK_NAME).exists() and not (out / "checkpoints" / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 def test_a_rerun_after_sigkill_takes_the_lock_over_and_resumes(small_study, tmp_path):
     out = tmp_path / "out"
     cmd = _pretrain(small_study, out, "--epochs", "3", "--checkpoint-every-minutes", "1e-9")
@@ -283,6 +285,7 @@ WORKFLOW = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["workflow", "parent"])
 def test_a_trainer_stops_when_its_workflow_or_parent_is_killed(small_study, tmp_path, how):
     out = tmp_path / "out"
@@ -324,6 +327,7 @@ def test_a_trainer_stops_when_its_workflow_or_parent_is_killed(small_study, tmp_
 # --------------------------------------------------------------------------- the workflow
 
 
+@pytest.mark.workflow
 def test_a_second_snakemake_on_one_work_dir_is_refused_even_after_unlock(tmp_path):
     repo = copy_checkout(tmp_path / "repo")
     work = tmp_path / "work"

@@ -176,18 +176,21 @@ def _dry_run(tmp_path, checkout_copy, section: str, key: str, value):
     return lines[0]
 
 
+@pytest.mark.workflow
 def test_a_typo_stops_before_any_job_naming_the_key(tmp_path, checkout_copy):
     line = _dry_run(tmp_path, checkout_copy, "model", "embeding_dim", 64)
     assert line.startswith("config runs.tiny.model.embeding_dim: unknown key"), line
     assert "did you mean embedding_dim?" in line
 
 
+@pytest.mark.workflow
 def test_a_wrong_type_stops_before_any_job_naming_the_key(tmp_path, checkout_copy):
     line = _dry_run(tmp_path, checkout_copy, "pretrain", "epochs", "three")
     assert line.startswith("config runs.tiny.pretrain.epochs: 'three' is not of type 'integer'")
     assert "--epochs" in line
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
@@ -200,6 +203,7 @@ def test_a_value_out_of_range_stops_before_any_job(tmp_path, checkout_copy, key,
     assert line.startswith(f"config runs.tiny.pretrain.{key}: {expected}"), line
 
 
+@pytest.mark.workflow
 def test_a_best_metric_of_the_other_target_kind_stops_before_any_job(tmp_path, checkout_copy):
     line = _dry_run(tmp_path, checkout_copy, "finetune", "best_metric", "accuracy")
     assert line == (

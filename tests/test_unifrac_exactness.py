@@ -128,6 +128,7 @@ def test_demo_shape(demo, demo_builtin):
             np.testing.assert_array_equal(matrix, matrix.T)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", CLASSIC)
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-9), (np.float32, 1e-5)])
 def test_demo_matches_skbio(demo_builtin, demo_skbio, metric, dtype, tol):

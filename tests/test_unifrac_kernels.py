@@ -133,6 +133,7 @@ def test_cpu_threads_give_identical_results(demo, restore_numba_threads):
         assert np.abs(getattr(one, field)).max() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
 def test_torch_matches_cpu(abundance_150, dtype, tol):
     # A slice of the nodes keeps the dense generalized kernel quick; node_chunk=64 forces

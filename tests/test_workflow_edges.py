@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import yaml
 from checkout import copy_checkout
 
@@ -16,6 +17,7 @@ def _config(root):
     return yaml.safe_load((root / "config/test.yaml").read_text())
 
 
+@pytest.mark.workflow
 def test_classifier_run_writes_every_declared_output(tmp_path):
     root = copy_checkout(tmp_path / "repo")
     config = _config(root)
@@ -49,6 +51,7 @@ def test_classifier_run_writes_every_declared_output(tmp_path):
     assert (root / "report.html").stat().st_size > 10_000
 
 
+@pytest.mark.workflow
 def test_a_tree_without_branch_lengths_stops_at_staging_named_as_configured(tmp_path):
     root = copy_checkout(tmp_path / "repo")
     tree = root / "data/demo/tree.nwk"
