@@ -13,7 +13,7 @@ import pytest
 from checkout import copy_checkout
 
 from aam.cli import main
-from aam.containers import (
+from aam.workflow.containers import (
     built_image,
     def_hash,
     image_name,

@@ -17,7 +17,7 @@ from aam.cli import main
 from aam.cross_validation import fold_table
 from aam.data.split import make_fold_split, read_split
 from aam.errors import InputError
-from aam.workflow_config import config_error_line, expand_cv
+from aam.workflow.config import config_error_line, expand_cv
 
 IDS = [f"s{i:02d}" for i in range(53)]
 

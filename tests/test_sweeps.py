@@ -10,7 +10,7 @@ import yaml
 from checkout import REPO, dry_run
 
 from aam.commands.run_options_schema import SCHEMA_FILE
-from aam.workflow_config import expand_sweeps, run_option_names
+from aam.workflow.config import expand_sweeps, run_option_names
 
 OPTIONS = run_option_names(SCHEMA_FILE)
 BASE = {"dataset": "demo", "model": {"embedding_dim": 16}, "finetune": {"epochs": 1}}

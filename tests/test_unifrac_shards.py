@@ -35,7 +35,7 @@ from aam.unifrac.metrics import METRICS
 from aam.unifrac.shard_plan import shard_bounds, shard_rows
 from aam.unifrac.shards import ShardSpec, compute_shard, gather, write_shard
 from aam.unifrac.tree import load_tree
-from aam.workflow_config import config_error_line
+from aam.workflow.config import config_error_line
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "demo"

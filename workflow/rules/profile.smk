@@ -1,12 +1,10 @@
-PROFILE_RUN = config["profiling"]["run"] or next(iter(RUNS))
-
-
 rule profile:
     """A short training segment: kernel table (rocprofv3 on ROCm, torch.profiler elsewhere),
     peak memory and samples/s over batch sizes and attention backends."""
     input:
         table=staged("table.biom"),
         tree=run_tree,
+        checked=checked_of,
         image=IMAGE_INPUT,
     output:
         kernels=WORK / "profiling/{run}/kernel_stats.csv",

@@ -1,10 +1,39 @@
+def unifrac_benchmarks(dataset):
+    """Benchmark TSVs of the jobs that make a dataset's UniFrac matrix (none without one)."""
+    metric, shards = PLAN.metric, PLAN.shards
+    if dataset not in PLAN.matrix_datasets:
+        return []
+    if shards == 1:
+        return [WORK / f"benchmarks/unifrac/{dataset}.{metric}.tsv"]
+    return [
+        *(
+            WORK / f"benchmarks/unifrac_shard/{dataset}.{metric}.{k}of{shards}.tsv"
+            for k in range(1, shards + 1)
+        ),
+        WORK / f"benchmarks/unifrac_gather/{dataset}.{metric}.tsv",
+    ]
+
+
+def benchmark_files(run):
+    """Snakemake benchmark TSVs of every stage of a run (inputs of the profiling report)."""
+    return [
+        *unifrac_benchmarks(RUNS[run]["dataset"]),
+        *(
+            WORK / f"benchmarks/{rule}/{run}.tsv"
+            for rule in ("pretrain", "finetune", "predict")
+        ),
+        WORK / f"benchmarks/profile/{run}.tsv",
+        WORK / "benchmarks/validate/validate.tsv",
+    ]
+
+
 rule profiling_report:
     """One HTML page: top kernels, time by category, memory and samples/s per batch size with a
     recommended batch size, attention backends, and every rule's wall time and peak RSS.
     """
     input:
-        profile=WORK / f"profiling/{PROFILE_RUN}/kernel_stats.csv",
-        benchmarks=benchmark_files(PROFILE_RUN),
+        profile=WORK / f"profiling/{PLAN.profile_run}/kernel_stats.csv",
+        benchmarks=benchmark_files(PLAN.profile_run),
         image=IMAGE_INPUT,
     output:
         report(
@@ -64,8 +93,10 @@ rule leaderboard:
     """Each sweep's runs ranked by their validation metric (the test split is reported beside
     it, never used to choose); the best run is marked."""
     input:
-        summaries=[WORK / f"runs/{run}/finetune/summary.json" for run in SWEEP_RUNS],
-        metrics=[WORK / f"runs/{run}/predict/metrics.json" for run in SWEEP_RUNS],
+        summaries=[
+            WORK / f"runs/{run}/finetune/summary.json" for run in PLAN.sweep_runs
+        ],
+        metrics=[WORK / f"runs/{run}/predict/metrics.json" for run in PLAN.sweep_runs],
         image=IMAGE_INPUT,
     output:
         report(
@@ -82,8 +113,8 @@ rule leaderboard:
     conda:
         CONDA_ENV
     params:
-        sweeps=SWEEPS,
-        runs=SWEEP_RUNS,
+        sweeps=PLAN.sweeps,
+        runs=PLAN.sweep_runs,
     script:
         "../scripts/leaderboard.py"
 
@@ -95,7 +126,7 @@ rule cross_validation:
     input:
         metrics=lambda wc: [
             WORK / f"runs/{member}/predict/metrics.json"
-            for member in CV[wc.run]["members"]
+            for member in PLAN.cv[wc.run]["members"]
         ],
         image=IMAGE_INPUT,
     output:

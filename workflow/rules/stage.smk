@@ -1,5 +1,7 @@
 rule stage:
-    """Copy a dataset's inputs into the work area (verified, with a sha256 manifest)."""
+    """Check a dataset's data against its config (the first job that reads it: bad data stops
+    here, before any training), then copy it into the work area (verified, sha256 manifest).
+    """
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
         metadata=lambda wc: DATASETS[wc.dataset]["metadata"],
@@ -22,6 +24,37 @@ rule stage:
     shell:
         "python -m aam --provenance {output.provenance:q} stage --output-dir {params.out_dir:q}"
         " --file table.biom={input.table:q} --file metadata.tsv={input.metadata:q} > {log:q} 2>&1"
+
+
+rule stage_check:
+    """Check a dataset's data against the config (`aam stage --check-dataset --check-only`):
+    target, covariate and split columns, counts, labels, the folds of the runs that
+    cross-validate it, the covariates of the runs that predict it, a sample per UniFrac shard.
+    The first job that parses the data: bad data stops here, one line naming the config field,
+    before any training job (they wait for it: `checked_of`). Its manifest is an ancient()
+    input of theirs, so a rerun of the check alone (its flags or code changed) reruns nothing.
+    """
+    input:
+        table=lambda wc: DATASETS[wc.dataset]["table"],
+        metadata=lambda wc: DATASETS[wc.dataset]["metadata"],
+        image=IMAGE_INPUT,
+    output:
+        manifest=WORK / "data/{dataset}/checked.sha256",
+    log:
+        WORK / "logs/stage_check/{dataset}.log",
+    benchmark:
+        WORK / "benchmarks/stage_check/{dataset}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+        code=code("stage"),
+        checks=lambda wc: PLAN.stage_checks[wc.dataset],
+    shell:
+        "python -m aam stage --check-only --output-dir {params.out_dir:q} --manifest checked.sha256"
+        " --file table.biom={input.table:q} --file metadata.tsv={input.metadata:q}"
+        " {params.checks} > {log:q} 2>&1"
 
 
 rule stage_tree:
