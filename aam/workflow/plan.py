@@ -97,7 +97,9 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
             "them (see the README section of your site)"
         )
     expanded = {key: value if key == "scratch" else _expand(value) for key, value in config.items()}
-    expanded["runs"] = runs = _expand(runs)
+    # a run's option sections may be left out of the config (the schema has no default there)
+    sections = dict.fromkeys(("model", "pretrain", "finetune"), {})
+    expanded["runs"] = runs = _expand({run: {**sections, **spec} for run, spec in runs.items()})
     datasets, unifrac = expanded["datasets"], expanded["unifrac"]
     checks.check_references(runs, datasets)
     for name, data in datasets.items():

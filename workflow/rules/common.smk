@@ -52,12 +52,12 @@ def code(command):
 
 
 def checked_of(wildcards):
-    """Input function of the training rules: the data checks (rule stage_check) of a run's
-    dataset and of those it predicts, ancient: they order the jobs, never rerun them."""
-    spec = RUNS[wildcards.run]
+    """Input function of the training rules: the data checks (rule stage_check) of the datasets
+    a run predicts (its own: an input of rule stage), ancient: they order jobs, rerun none.
+    """
     return [
         ancient(WORK / "data" / name / "checked.sha256")
-        for name in (spec["dataset"], *spec["predict_on"])
+        for name in RUNS[wildcards.run]["predict_on"]
     ]
 
 

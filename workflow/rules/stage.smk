@@ -1,10 +1,11 @@
 rule stage:
-    """Check a dataset's data against its config (the first job that reads it: bad data stops
-    here, before any training), then copy it into the work area (verified, sha256 manifest).
+    """Copy a dataset's inputs into the work area (verified, with a sha256 manifest), once rule
+    stage_check passed them (an ancient input: a rerun of the check alone restages nothing).
     """
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
         metadata=lambda wc: DATASETS[wc.dataset]["metadata"],
+        checked=ancient(WORK / "data/{dataset}/checked.sha256"),
         image=IMAGE_INPUT,
     output:
         table=WORK / "data/{dataset}/table.biom",
@@ -31,8 +32,9 @@ rule stage_check:
     target, covariate and split columns, counts, labels, the folds of the runs that
     cross-validate it, the covariates of the runs that predict it, a sample per UniFrac shard.
     The first job that parses the data: bad data stops here, one line naming the config field,
-    before any training job (they wait for it: `checked_of`). Its manifest is an ancient()
-    input of theirs, so a rerun of the check alone (its flags or code changed) reruns nothing.
+    before any other job reads it (rule stage waits for it; training, for the check of each
+    dataset it predicts: `checked_of`). Its manifest is an ancient() input of theirs, so a
+    rerun of the check alone (its flags or code changed) reruns nothing.
     """
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
