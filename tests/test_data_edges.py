@@ -17,11 +17,11 @@ from biom.util import biom_open
 from errors import one_line_error
 
 from aam.cli import main
-from aam.workflow.dataset_checks import check_dataset
 from aam.data.metadata import load_metadata
 from aam.data.split import read_split
 from aam.training.study import load_study
 from aam.unifrac.io import write_distance_matrix
+from aam.workflow.dataset_checks import check_dataset
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 MICRO = (

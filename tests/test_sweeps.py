@@ -82,7 +82,7 @@ def test_a_sweep_in_the_dag_pretrains_once_and_adds_the_leaderboard(tmp_path, ch
         ({"finetune.lr": []}, "config runs.tiny.sweep['finetune.lr']: [] should be non-empty"),
         (
             {"finetune.lr": ["fast"]},
-            "config runs.tiny_s1.finetune.lr: 'fast' is not of type 'number'",
+            "config runs.tiny.sweep.finetune.lr: 'fast' is not of type 'number'",
         ),
         ({"finetune.bogus": [1]}, "config runs.tiny.sweep.finetune.bogus: not a run option"),
     ],
