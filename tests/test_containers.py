@@ -311,12 +311,13 @@ def test_cli_prints_each_problem_and_exits_two(tmp_path, capsys):
 
 def test_cli_subprocess_exit_codes_and_one_line_stderr(tmp_path):
     bad = tmp_path / "bad.def"
-    bad.write_text(GOOD.replace("python3 -m pip install numpy", "pip install -e ."))
+    bad.write_text(GOOD.replace("%environment", "%enviroment"))
     run = subprocess.run(
         [sys.executable, "-m", "aam", "lint-def", str(bad)], capture_output=True, text=True
     )
     assert run.returncode == 2
-    assert run.stdout.splitlines() == [f"{bad}:9: " + lint_text(bad.read_text())[0].message]
+    (problem,) = lint_text(bad.read_text())
+    assert run.stdout.splitlines() == [f"{bad}:{problem.line}: {problem.message}"]
     assert len(run.stderr.strip().splitlines()) == 1
     missing = subprocess.run(
         [sys.executable, "-m", "aam", "lint-def", str(tmp_path / "nope.def")],

@@ -52,11 +52,11 @@ rule stage_check:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("stage"),
-        checks=lambda wc: PLAN.stage_checks[wc.dataset],
+        options=lambda wc: PLAN.stage_checks[wc.dataset],
     shell:
         "python -m aam stage --check-only --output-dir {params.out_dir:q} --manifest checked.sha256"
         " --file table.biom={input.table:q} --file metadata.tsv={input.metadata:q}"
-        " {params.checks} > {log:q} 2>&1"
+        " {params.options} > {log:q} 2>&1"
 
 
 rule stage_tree:
