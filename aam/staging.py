@@ -44,21 +44,17 @@ def stage_file(source: Path, target: Path) -> str:
     return expected
 
 
-def stage_files(output_dir: Path, files: dict[str, Path], manifest: str, copy: bool = True) -> None:
+def stage_files(output_dir: Path, files: dict[str, Path], manifest: str) -> None:
     """Copy each ``files`` path to OUTPUT_DIR/<name> and write the manifest; the output
-    locations are checked before any copying. ``copy`` False writes the manifest of the
-    source files only (what the workflow's dataset checks read)."""
+    locations are checked before any copying."""
     check_output_dir(output_dir, "staging")
     check_output_path(output_dir / manifest, "manifest")
-    for name in files if copy else ():
+    for name in files:
         check_output_path(output_dir / name, "staged file")
-    lines = [
-        f"{stage_file(path, output_dir / name) if copy else sha256_of(path)}  {name}"
-        for name, path in files.items()
-    ]
+    lines = [f"{stage_file(path, output_dir / name)}  {name}" for name, path in files.items()]
     with atomic_output(output_dir / manifest) as tmp:
         tmp.write_text("\n".join(lines) + "\n")
-    log.info("%s %d files into %s", "staged" if copy else "listed", len(files), output_dir)
+    log.info("staged %d files into %s", len(files), output_dir)
 
 
 def scratch_root(requested: str | None) -> Path | None:

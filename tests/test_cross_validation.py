@@ -214,7 +214,7 @@ def test_a_bad_cv_stops_before_any_job(tmp_path, checkout_copy, cv, dataset, mes
     config = _config(tmp_path, cv, **dataset)
     if "split_file" not in dataset:
         line = stopped_by_check(config, tmp_path / "work", "demo")
-        assert line.removeprefix("aam stage: error: ").startswith(message), line
+        assert line.removeprefix("aam check-data: error: ").startswith(message), line
         return
     run = dry_run(checkout_copy, config)
     assert run.returncode != 0 and not (tmp_path / "work").exists()

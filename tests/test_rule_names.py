@@ -10,12 +10,10 @@ from checkout import REPO
 from aam.cli import COMMANDS
 
 # stage_tree also runs `aam stage`: the optional tree is staged by a rule of its own (stage.smk);
-# stage_check runs `aam stage --check-only`: the dataset checks, before rule stage;
 # baselines_on and predict_on run `aam baselines` / `aam predict` for another dataset (predict_on);
 # cv_split and cv_baselines run `aam split` / `aam baselines` for one fold of a cross-validation.
 SAME_COMMAND = {
     "stage_tree": "stage",
-    "stage_check": "stage",
     "baselines_on": "baselines",
     "predict_on": "predict",
     "cv_split": "split",

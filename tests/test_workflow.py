@@ -365,7 +365,10 @@ def test_bad_predict_on_stops_before_any_job(
     config.write_text("\n".join(lines) + "\n")
     if not at_parse:
         line = stopped_by_check(config, tmp_path / "work", predict_on)
-        assert line.startswith(f"aam stage: error: runs.r.predict_on: {bare} ") and message in line
+        assert (
+            line.startswith(f"aam check-data: error: runs.r.predict_on: {bare} ")
+            and message in line
+        )
         return
     run = dry_run(checkout_copy, config)
     assert run.returncode != 0

@@ -1,6 +1,6 @@
 """Pre-flight checks of the config alone, at parse time: they read no data file (a path is
 only looked up), so every SLURM job's re-parse stays cheap. What needs the data (columns,
-labels, sample counts) is checked by the job that stages it (``aam.workflow.dataset_checks``).
+labels, sample counts) is checked by its rule check_data job (``aam.workflow.dataset_checks``).
 Each raises InputError with one line naming the config field and the fix."""
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The checks of a dataset's data that the workflow's staging job runs (`aam stage
---check-dataset`) before it copies anything: the first job that reads the table and the
-metadata stops on bad data with one line naming the config field, file and fix, before any
-training job starts. The checks of the config alone run at parse time (``aam.workflow.checks``).
-"""
+"""The checks of a dataset's data that the workflow's rule check_data runs (`aam check-data`)
+before rule stage copies it: the first job that parses the table and the metadata stops on bad
+data with one line naming the config field, file and fix, before any training job starts. The
+checks of the config alone run at parse time (``aam.workflow.checks``)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 parse time, without reading a data file (each SLURM job parses the Snakefile again).
 
 Every problem of the config is one PlanError line naming the field and the fix; the Snakefile
-turns it into its WorkflowError in one place. The data is checked by each dataset's staging
-job (``Plan.stage_checks``: the flags of `aam stage --check-dataset`), before any training.
+turns it into its WorkflowError in one place. The data is checked by each dataset's check_data
+job (``Plan.data_checks``: the flags of `aam check-data`), before any training.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ class Plan:
     ``image``: the image every rule runs in (None: no container); ``built_image``: the one
     rule build_container makes from ``container_def``, and ``image_input`` the file the rules
     wait for (None when the profile pins a prebuilt image). ``matrix_datasets``: the datasets
-    whose N x N UniFrac matrix is a target. ``stage_checks``: dataset -> the shell-quoted
-    flags of its checks in the staging job."""
+    whose N x N UniFrac matrix is a target. ``data_checks``: dataset -> the shell-quoted
+    flags of its `aam check-data` job (rule check_data)."""
 
     config: dict[str, Any]
     work: Path
@@ -63,7 +63,7 @@ class Plan:
     matrix_datasets: list[str]
     pretrain_layout: Layout
     profile_run: str
-    stage_checks: dict[str, str]
+    data_checks: dict[str, str]
 
     @property
     def sweep_runs(self) -> list[str]:
@@ -135,10 +135,8 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         matrix_datasets=matrix,
         pretrain_layout=layout_of("pretrain", {**given, "nodes": expanded["pretrain_nodes"]}),
         profile_run=expanded["profiling"]["run"] or next(iter(runs)),
-        stage_checks={
-            name: _stage_checks(
-                name, runs, cv, datasets, unifrac["shards"] if name in matrix else 1
-            )
+        data_checks={
+            name: _data_checks(name, runs, cv, datasets, unifrac["shards"] if name in matrix else 1)
             for name in datasets
         },
     )
@@ -168,19 +166,18 @@ def _container(container: Mapping[str, Any], repo: Path) -> tuple[str | None, Pa
     return str(built_image(container, repo)), definition
 
 
-def _stage_checks(
+def _data_checks(
     name: str,
     runs: Mapping[str, Any],
     cv: Mapping[str, Any],
     datasets: Mapping[str, Any],
     shards: int,
 ) -> str:
-    """The `aam stage` flags that check dataset ``name``'s data: its config, the folds of each
+    """The `aam check-data` flags that check dataset ``name``'s data: its config, the folds of each
     run that cross-validates it, the covariates of each run that predicts it, its shards."""
     data = datasets[name]
     return cli_flags(
         {
-            "check_dataset": name,
             "target_column": data["target"],
             "classifier": data["classifier"],
             "categorical_columns": ",".join(data["categorical"]) or None,

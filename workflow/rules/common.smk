@@ -52,7 +52,7 @@ def code(command):
 
 
 def checked_of(wildcards):
-    """Input function of the training rules: the data checks (rule stage_check) of the datasets
+    """Input function of the training rules: the data checks (rule check_data) of the datasets
     a run predicts (its own: an input of rule stage), ancient: they order jobs, rerun none.
     """
     return [

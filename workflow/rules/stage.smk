@@ -1,6 +1,6 @@
 rule stage:
     """Copy a dataset's inputs into the work area (verified, with a sha256 manifest), once rule
-    stage_check passed them (an ancient input: a rerun of the check alone restages nothing).
+    check_data passed them (an ancient input: a rerun of the check alone restages nothing).
     """
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
@@ -27,8 +27,8 @@ rule stage:
         " --file table.biom={input.table:q} --file metadata.tsv={input.metadata:q} > {log:q} 2>&1"
 
 
-rule stage_check:
-    """Check a dataset's data against the config (`aam stage --check-dataset --check-only`):
+rule check_data:
+    """Check a dataset's data against the config (`aam check-data`):
     target, covariate and split columns, counts, labels, the folds of the runs that
     cross-validate it, the covariates of the runs that predict it, a sample per UniFrac shard.
     The first job that parses the data: bad data stops here, one line naming the config field,
@@ -43,20 +43,19 @@ rule stage_check:
     output:
         manifest=WORK / "data/{dataset}/checked.sha256",
     log:
-        WORK / "logs/stage_check/{dataset}.log",
+        WORK / "logs/check_data/{dataset}.log",
     benchmark:
-        WORK / "benchmarks/stage_check/{dataset}.tsv"
+        WORK / "benchmarks/check_data/{dataset}.tsv"
     localrule: True
     conda:
         CONDA_ENV
     params:
-        out_dir=lambda wc, output: Path(output[0]).parent,
-        code=code("stage"),
-        options=lambda wc: PLAN.stage_checks[wc.dataset],
+        code=code("check-data"),
+        options=lambda wc: PLAN.data_checks[wc.dataset],
     shell:
-        "python -m aam stage --check-only --output-dir {params.out_dir:q} --manifest checked.sha256"
-        " --file table.biom={input.table:q} --file metadata.tsv={input.metadata:q}"
-        " {params.options} > {log:q} 2>&1"
+        "python -m aam check-data --dataset {wildcards.dataset:q} --table {input.table:q}"
+        " --metadata {input.metadata:q} --output {output.manifest:q} {params.options}"
+        " > {log:q} 2>&1"
 
 
 rule stage_tree:
