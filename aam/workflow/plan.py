@@ -70,6 +70,24 @@ class Plan:
         """The runs of every sweep, in grid order."""
         return [member for members in self.sweeps.values() for member in members]
 
+    def profiling_benchmarks(self) -> list[Path]:
+        """Snakemake benchmark TSVs of every stage of the profiled run (``profile_run``), its
+        dataset's UniFrac matrix jobs included: inputs of the profiling report."""
+        run, dataset = self.profile_run, self.runs[self.profile_run]["dataset"]
+        matrix = f"{dataset}.{self.metric}"
+        if dataset not in self.matrix_datasets:
+            unifrac = []
+        elif self.shards == 1:
+            unifrac = [f"unifrac/{matrix}.tsv"]
+        else:
+            shards = range(1, self.shards + 1)
+            unifrac = [f"unifrac_shard/{matrix}.{k}of{self.shards}.tsv" for k in shards]
+            unifrac.append(f"unifrac_gather/{matrix}.tsv")
+        stages = [f"{rule}/{run}.tsv" for rule in ("pretrain", "finetune", "predict", "profile")]
+        return [
+            self.work / "benchmarks" / name for name in [*unifrac, *stages, "validate/validate.tsv"]
+        ]
+
 
 def plan(
     config: Mapping[str, Any],

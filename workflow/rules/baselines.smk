@@ -1,15 +1,3 @@
-def baselines_options(dataset):
-    """`aam baselines` flags of a dataset (rules baselines, cv_baselines, baselines_on)."""
-    data = DATASETS[dataset]
-    return cli_flags(
-        {
-            "target_column": data["target"],
-            "classifier": data["classifier"],
-            **config["baselines"],
-        }
-    )
-
-
 rule baselines:
     """The mean predictor and a random forest on relative abundances, fitted on the training
     samples of the dataset's split; `predict` scores them beside the model."""

@@ -52,9 +52,9 @@ def code(command):
 
 
 def checked_of(wildcards):
-    """Input function of the training rules: the data checks (rule check_data) of the datasets
-    a run predicts (its own: an input of rule stage), ancient: they order jobs, rerun none.
-    """
+    """Input function of the training rules: the data checks (check_data) of the datasets a
+    run predicts (its own dataset's: an input of stage); ancient, so they order jobs and rerun
+    none."""
     return [
         ancient(WORK / "data" / name / "checked.sha256")
         for name in RUNS[wildcards.run]["predict_on"]
@@ -107,6 +107,18 @@ def baselines_of(wildcards):
     """Input function: the baseline predictions of a run's split."""
     dataset, part = RUNS[wildcards.run]["dataset"], fold_part(wildcards.run)
     return WORK / "baselines" / (f"{dataset}/{part}.tsv" if part else f"{dataset}.tsv")
+
+
+def baselines_options(dataset):
+    """`aam baselines` flags of a dataset (rules baselines, cv_baselines, baselines_on)."""
+    data = DATASETS[dataset]
+    return cli_flags(
+        {
+            "target_column": data["target"],
+            "classifier": data["classifier"],
+            **config["baselines"],
+        }
+    )
 
 
 def tree_of(dataset):

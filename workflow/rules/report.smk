@@ -1,39 +1,10 @@
-def unifrac_benchmarks(dataset):
-    """Benchmark TSVs of the jobs that make a dataset's UniFrac matrix (none without one)."""
-    metric, shards = PLAN.metric, PLAN.shards
-    if dataset not in PLAN.matrix_datasets:
-        return []
-    if shards == 1:
-        return [WORK / f"benchmarks/unifrac/{dataset}.{metric}.tsv"]
-    return [
-        *(
-            WORK / f"benchmarks/unifrac_shard/{dataset}.{metric}.{k}of{shards}.tsv"
-            for k in range(1, shards + 1)
-        ),
-        WORK / f"benchmarks/unifrac_gather/{dataset}.{metric}.tsv",
-    ]
-
-
-def benchmark_files(run):
-    """Snakemake benchmark TSVs of every stage of a run (inputs of the profiling report)."""
-    return [
-        *unifrac_benchmarks(RUNS[run]["dataset"]),
-        *(
-            WORK / f"benchmarks/{rule}/{run}.tsv"
-            for rule in ("pretrain", "finetune", "predict")
-        ),
-        WORK / f"benchmarks/profile/{run}.tsv",
-        WORK / "benchmarks/validate/validate.tsv",
-    ]
-
-
 rule profiling_report:
     """One HTML page: top kernels, time by category, memory and samples/s per batch size with a
     recommended batch size, attention backends, and every rule's wall time and peak RSS.
     """
     input:
         profile=WORK / f"profiling/{PLAN.profile_run}/kernel_stats.csv",
-        benchmarks=benchmark_files(PLAN.profile_run),
+        benchmarks=PLAN.profiling_benchmarks(),
         image=IMAGE_INPUT,
     output:
         report(

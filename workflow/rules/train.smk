@@ -31,11 +31,6 @@ PER_NODE_CONTAINER = (
 )
 
 
-def launcher(stage, resources):
-    """The command before `-m aam` of a training job (aam.workflow.launch.launch_prefix)."""
-    return launch_prefix(layout_of(stage, resources), PER_NODE_CONTAINER)
-
-
 rule pretrain:
     """Self-supervised base: UniFrac distances (each batch's, from the table and the tree) +
     masked nucleotides (resumes from checkpoints)."""
@@ -70,7 +65,9 @@ rule pretrain:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("pretrain"),
-        launcher=lambda wc, resources: launcher("pretrain", resources),
+        launcher=lambda wc, resources: launch_prefix(
+            layout_of("pretrain", resources), PER_NODE_CONTAINER
+        ),
         options=lambda wc, input: cli_flags(
             {
                 "split": input.split or None,
