@@ -240,7 +240,9 @@ def test_predict_on_another_dataset_adds_only_its_jobs(copy):
     run = _snakemake(copy, "--cores", "2")
     assert run.returncode == 0, run.stderr[-3000:]
     stats = (run.stdout + run.stderr).split("Job stats:")[1].split("total")[0]
+    # check_data: the new dataset's, and the run's own (it checks the covariates of `other`)
     assert set(re.findall(r"^(\w+)\s+\d+\s*$", stats, flags=re.M)) == {
+        "check_data",
         "stage",
         "baselines_on",
         "predict_on",
@@ -364,7 +366,7 @@ def test_bad_predict_on_stops_before_any_job(
     config = tmp_path / "config.yaml"
     config.write_text("\n".join(lines) + "\n")
     if not at_parse:
-        line = stopped_by_check(config, tmp_path / "work", predict_on)
+        line = stopped_by_check(config, tmp_path / "work", "demo")
         assert (
             line.startswith(f"aam check-data: error: runs.r.predict_on: {bare} ")
             and message in line

@@ -31,11 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--folds", nargs="+", default=[], metavar="RUN=K", help="K folds of cross-validated RUN"
     )
     parser.add_argument(
-        "--covariates",
+        "--predict-on",
         nargs="+",
         default=[],
-        metavar="RUN=A,B",
-        help="covariate columns of the model of RUN, which predicts this dataset",
+        metavar="RUN=DATASET=METADATA",
+        help="RUN predicts DATASET: its METADATA needs the covariate columns",
     )
     parser.add_argument("--shards", type=int, default=1, help="UniFrac shards of its matrix")
 
@@ -53,11 +53,19 @@ def run(args: argparse.Namespace) -> None:
         args.split_file,
         args.classifier,
         folds=_pairs(args.folds, "--folds", int),
-        covariates=_pairs(args.covariates, "--covariates", lambda cols: cols.split(",")),
+        predict_on=[_predicted(item) for item in args.predict_on],
         shards=args.shards,
     )
     with atomic_output(args.output) as tmp:
         tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in (args.table, args.metadata)))
+
+
+def _predicted(item: str) -> tuple[str, str, Path]:
+    """(run, dataset, metadata file) of a ``--predict-on RUN=DATASET=METADATA`` item."""
+    run, dataset, path = (item.split("=", 2) + ["", ""])[:3]
+    if not (run and dataset and path):
+        raise InputError(f"--predict-on {item}: expected RUN=DATASET=METADATA")
+    return run, dataset, Path(path)
 
 
 def _pairs(items: list[str], flag: str, convert: Callable[[str], Any]) -> dict[str, Any]:

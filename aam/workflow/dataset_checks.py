@@ -28,7 +28,7 @@ def check_dataset(
     classifier: bool = False,
     *,
     folds: Mapping[str, int] | None = None,
-    covariates: Mapping[str, Sequence[str]] | None = None,
+    predict_on: Sequence[tuple[str, str, Path]] = (),
     shards: int = 1,
 ) -> pd.Series:
     """Dataset ``name`` fits its config: the target and covariate columns exist, the counts fit
@@ -36,8 +36,8 @@ def check_dataset(
     ``classifier``) holds numbers and is not declared categorical (``#q2:types``), a given split
     (a metadata column or a file) labels every sample with a target and leaves enough of them
     for training; each cross-validated run's ``folds`` (run -> folds) can partition the samples
-    with a target; the metadata has the ``covariates`` of each run that predicts this dataset
-    (run -> the model's covariate columns); the table has a sample per UniFrac shard.
+    with a target; the metadata of each dataset a run of this one predicts (``predict_on``: run,
+    dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard.
     Returns the target value of each shared sample that has one (index: sample ID)."""
     columns = load_metadata(metadata)
     named = [target, *categorical, *([split_column] if split_column else [])]
@@ -48,11 +48,11 @@ def check_dataset(
             f"(columns: {', '.join(map(str, columns.columns))}); "
             "fix target/categorical/split_column"
         )
-    for run, wanted in (covariates or {}).items():
-        absent = [c for c in wanted if c not in columns.columns]
+    for run, other, path in predict_on:
+        absent = [c for c in categorical if c not in load_metadata(path).columns]
         if absent:
             raise InputError(
-                f"runs.{run}.predict_on: {metadata} (datasets.{name}) has no covariate "
+                f"runs.{run}.predict_on: {path} (datasets.{other}) has no covariate "
                 f"column(s) {absent} the model uses; add them (empty cells map to the unknown "
                 "category)"
             )

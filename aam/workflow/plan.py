@@ -192,7 +192,8 @@ def _data_checks(
     shards: int,
 ) -> str:
     """The `aam check-data` flags that check dataset ``name``'s data: its config, the folds of each
-    run that cross-validates it, the covariates of each run that predicts it, its shards."""
+    run that cross-validates it, the datasets its runs predict (their covariate columns), its
+    shards."""
     data = datasets[name]
     return cli_flags(
         {
@@ -203,10 +204,11 @@ def _data_checks(
             "split_file": data["split_file"],
             "folds": [f"{run}={p['folds']}" for run, p in cv.items() if p["dataset"] == name]
             or None,
-            "covariates": [
-                f"{run}={','.join(datasets[spec['dataset']]['categorical'])}"
+            "predict_on": [
+                f"{run}={other}={datasets[other]['metadata']}"
                 for run, spec in runs.items()
-                if name in spec["predict_on"] and datasets[spec["dataset"]]["categorical"]
+                if spec["dataset"] == name and data["categorical"]
+                for other in spec["predict_on"]
             ]
             or None,
             "shards": shards if shards > 1 else None,

@@ -51,16 +51,6 @@ def code(command):
     return code_fingerprint(COMMANDS[command][0])
 
 
-def checked_of(wildcards):
-    """Input function of the training rules: the data checks (check_data) of the datasets a
-    run predicts (its own dataset's: an input of stage); ancient, so they order jobs and rerun
-    none."""
-    return [
-        ancient(WORK / "data" / name / "checked.sha256")
-        for name in RUNS[wildcards.run]["predict_on"]
-    ]
-
-
 def dataset_of(wildcards):
     """The dataset config of a run."""
     return DATASETS[RUNS[wildcards.run]["dataset"]]

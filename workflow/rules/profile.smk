@@ -4,7 +4,6 @@ rule profile:
     input:
         table=staged("table.biom"),
         tree=run_tree,
-        checked=checked_of,
         image=IMAGE_INPUT,
     output:
         kernels=WORK / "profiling/{run}/kernel_stats.csv",

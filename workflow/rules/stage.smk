@@ -30,11 +30,11 @@ rule stage:
 rule check_data:
     """Check a dataset's data against the config (`aam check-data`):
     target, covariate and split columns, counts, labels, the folds of the runs that
-    cross-validate it, the covariates of the runs that predict it, a sample per UniFrac shard.
+    cross-validate it, the covariate columns of the datasets its runs predict, a sample per
+    UniFrac shard.
     The first job that parses the data: bad data stops here, one line naming the config field,
-    before any other job reads it (rule stage waits for it; training, for the check of each
-    dataset it predicts: `checked_of`). Its manifest is an ancient() input of theirs, so a
-    rerun of the check alone (its flags or code changed) reruns nothing.
+    before any other job reads it (rule stage waits for it). Its manifest is an ancient()
+    input of stage, so a rerun of the check alone (its flags or code changed) reruns nothing.
     """
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],

@@ -38,7 +38,6 @@ rule pretrain:
         table=staged("table.biom"),
         tree=run_tree,
         split=pretrain_split_of,
-        checked=checked_of,
         image=IMAGE_INPUT,
     output:
         encoder=WORK / "runs/{run}/pretrain/encoder.pt",
@@ -92,7 +91,6 @@ rule finetune:
         tree=run_tree,
         split=split_of,
         encoder=lambda wc: WORK / f"runs/{encoder_run(wc)}/pretrain/encoder.pt",
-        checked=checked_of,
         image=IMAGE_INPUT,
     output:
         model=WORK / "runs/{run}/finetune/model.pt",
