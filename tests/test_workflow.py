@@ -335,7 +335,7 @@ def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
         "    lines = list(_LINE_BREAK.split(text))\n",
     )
     why = reasons(copy)
-    assert set(why) == {"split", "baselines", *TRAINING}
+    assert set(why) == {"check_data", "split", "baselines", *TRAINING}
     # pretrain's own code is unchanged: it reruns only because the split is rebuilt
     assert why["pretrain"].startswith("Input files updated by another job")
     assert "Params" not in why["pretrain"]

@@ -70,6 +70,14 @@ class Plan:
         """The runs of every sweep, in grid order."""
         return [member for members in self.sweeps.values() for member in members]
 
+    @property
+    def checked_datasets(self) -> list[str]:
+        """The datasets the runs train on or predict: rule check_data checks each."""
+        names = {
+            name for spec in self.runs.values() for name in (spec["dataset"], *spec["predict_on"])
+        }
+        return sorted(names)
+
     def profiling_benchmarks(self) -> list[Path]:
         """Snakemake benchmark TSVs of every stage of the profiled run (``profile_run``), its
         dataset's UniFrac matrix jobs included: inputs of the profiling report."""

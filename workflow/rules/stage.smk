@@ -5,7 +5,6 @@ rule stage:
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
         metadata=lambda wc: DATASETS[wc.dataset]["metadata"],
-        checked=ancient(WORK / "data/{dataset}/checked.sha256"),
         image=IMAGE_INPUT,
     output:
         table=WORK / "data/{dataset}/table.biom",
@@ -32,9 +31,10 @@ rule check_data:
     target, covariate and split columns, counts, labels, the folds of the runs that
     cross-validate it, the covariate columns of the datasets its runs predict, a sample per
     UniFrac shard.
-    The first job that parses the data: bad data stops here, one line naming the config field,
-    before any other job reads it (rule stage waits for it). Its manifest is an ancient()
-    input of stage, so a rerun of the check alone (its flags or code changed) reruns nothing.
+    A target of all, scheduled first (priority): bad data stops here, one line naming the
+    config field, before a training job can start. No job takes its manifest as an input: a
+    rerun of the check alone (its flags or code changed) reruns nothing else (an ancient()
+    edge would not do: Snakemake then skips the other reasons of the jobs downstream).
     """
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
@@ -46,6 +46,7 @@ rule check_data:
         WORK / "logs/check_data/{dataset}.log",
     benchmark:
         WORK / "benchmarks/check_data/{dataset}.tsv"
+    priority: 100
     localrule: True
     conda:
         CONDA_ENV
