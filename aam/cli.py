@@ -25,6 +25,7 @@ from aam.provenance import provenance_record, write_provenance
 HELP = {
     "doctor": "Attention backends and torch stack check, with a recommendation",
     "stage": "Copy inputs into the work area, verified, with a sha256 manifest",
+    "check-data": "The workflow's checks of a dataset's table and metadata against its config",
     "unifrac": "UniFrac distance matrix from a BIOM table and a newick tree",
     "unifrac-shard": "Shard i of K of a UniFrac matrix (a row block; for large tables)",
     "unifrac-gather": "Merge the K shards of `aam unifrac-shard` into the matrix file",

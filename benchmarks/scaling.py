@@ -77,7 +77,7 @@ def main() -> None:
 
         with running_cluster(Path(tempfile.mkdtemp(prefix="aam-slurm-")), 256, 1_536_000):
             srun = ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "-p", "small"]
-            launch = [sys.executable, "-m", "aam.training.launch", "--nproc-per-node", "1", "--"]
+            launch = [sys.executable, "-m", "aam.workflow.launch", "--nproc-per-node", "1", "--"]
             node_env = {**env, "GLOO_SOCKET_IFNAME": NODE_IFACE}
             sps = pretrain([*srun, *launch], [*common, "--threads", "1"], wd / "n2", node_env)
             rows.append(("2 nodes x 1 process (test cluster, srun + c10d)", 2, 1, sps))

@@ -57,3 +57,20 @@ def dry_run(cwd: Path, config: Path, *extra: str) -> subprocess.CompletedProcess
     cmd = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local"]
     cmd += ["--configfile", str(config), "--dry-run", *extra]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+
+
+def stopped_by_check(config: Path, work: Path, dataset: str) -> str:
+    """Bad data: a dry run of ``config`` (workdir ``work``) still plans (parsing reads no data
+    file); the run, in a copy of the checkout beside ``work``, stops at rule check_data of
+    ``dataset`` before any training job. Returns the check's one-line error (its log)."""
+    cwd = copy_checkout(work.parent / "checked-repo")
+    assert dry_run(cwd, config).returncode == 0
+    cmd = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local"]
+    run = subprocess.run(
+        [*cmd, "--configfile", str(config), "--cores", "1"], cwd=cwd, capture_output=True, text=True
+    )
+    assert run.returncode != 0 and "Error in rule check_data" in run.stdout + run.stderr
+    assert not (work / "runs").exists()  # no training job started
+    line = (work / f"logs/check_data/{dataset}.log").read_text().strip()
+    assert line.startswith("aam check-data: error: ") and "\n" not in line, line
+    return line

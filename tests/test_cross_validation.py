@@ -9,7 +9,7 @@ import statistics
 import pandas as pd
 import pytest
 import yaml
-from checkout import REPO, dry_run
+from checkout import REPO, dry_run, stopped_by_check
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -17,7 +17,7 @@ from aam.cli import main
 from aam.cross_validation import fold_table
 from aam.data.split import make_fold_split, read_split
 from aam.errors import InputError
-from aam.workflow_config import config_error_line, expand_cv
+from aam.workflow.config import config_error_line, expand_cv
 
 IDS = [f"s{i:02d}" for i in range(53)]
 
@@ -209,7 +209,14 @@ def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, 
     ids=["more-folds-than-samples", "smallest-class", "given-split"],
 )
 def test_a_bad_cv_stops_before_any_job(tmp_path, checkout_copy, cv, dataset, message):
-    run = dry_run(checkout_copy, _config(tmp_path, cv, **dataset))
+    """The config's own split stops at parse time; folds that do not fit the labelled samples
+    stop the staging check of the dataset, before any training job."""
+    config = _config(tmp_path, cv, **dataset)
+    if "split_file" not in dataset:
+        line = stopped_by_check(config, tmp_path / "work", "demo")
+        assert line.removeprefix("aam check-data: error: ").startswith(message), line
+        return
+    run = dry_run(checkout_copy, config)
     assert run.returncode != 0 and not (tmp_path / "work").exists()
     lines = [line for line in (run.stdout + run.stderr).splitlines() if line.startswith("config ")]
     assert len(lines) == 1 and lines[0].startswith(message), (run.stdout + run.stderr)[-2000:]

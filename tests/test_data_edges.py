@@ -17,11 +17,11 @@ from biom.util import biom_open
 from errors import one_line_error
 
 from aam.cli import main
-from aam.data.check import check_dataset
 from aam.data.metadata import load_metadata
 from aam.data.split import read_split
 from aam.training.study import load_study
 from aam.unifrac.io import write_distance_matrix
+from aam.workflow.dataset_checks import check_dataset
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 MICRO = (
@@ -174,7 +174,7 @@ def test_bad_split_tables_in_the_workflow_check(tmp_path, case):
     content, phrase = BAD_SPLITS[case]
     split = tmp_path / "split.tsv"
     (split.write_bytes if isinstance(content, bytes) else split.write_text)(content)
-    files = (DEMO / "table.biom", DEMO / "metadata.tsv", "age", [], DEMO / "tree.nwk")
+    files = (DEMO / "table.biom", DEMO / "metadata.tsv", "age", [])
     message = one_line_error(check_dataset, "demo", *files, split_file=split)
     assert str(split) in message and phrase in message
 
@@ -182,7 +182,7 @@ def test_bad_split_tables_in_the_workflow_check(tmp_path, case):
 def test_workflow_check_counts_train_samples(tmp_path):
     split = tmp_path / "split.tsv"
     split.write_text(demo_split({k: "test" for k in range(3, len(DEMO_IDS), 2)}))
-    files = (DEMO / "table.biom", DEMO / "metadata.tsv", "age", [], DEMO / "tree.nwk")
+    files = (DEMO / "table.biom", DEMO / "metadata.tsv", "age", [])
     message = one_line_error(check_dataset, "demo", *files, split_file=split)
     assert "only 1 sample is labelled train (train 1, val 200, test 199" in message
 
@@ -330,9 +330,9 @@ def test_workflow_check_reads_a_regression_target_as_training_does(
 ):
     table, _ = micro
     metadata = write_metadata(tmp_path / "m.tsv", ages, types=types)
-    message = one_line_error(check_dataset, "d", table, metadata, "age", [], None)
+    message = one_line_error(check_dataset, "d", table, metadata, "age", [])
     assert message.startswith(f"datasets.d.metadata: {metadata}: ") and phrase in message
-    classes = check_dataset("d", table, metadata, "age", [], None, classifier=True)
+    classes = check_dataset("d", table, metadata, "age", [], classifier=True)
     assert len(classes) == len(IDS)  # a classifier's labels may be any text
 
 
@@ -394,7 +394,7 @@ def test_counts_beyond_float32_in_the_workflow_check(tmp_path):
     counts[2, 5] = 1e39
     table = write_table(tmp_path / "big.biom", counts)
     metadata = write_metadata(tmp_path / "metadata.tsv", AGES)
-    message = one_line_error(check_dataset, "d", table, metadata, "age", [], None)
+    message = one_line_error(check_dataset, "d", table, metadata, "age", [])
     assert message.startswith(f"datasets.d.table: {table}: 1 sample(s) hold more reads")
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from aam.training.launch import (
+from aam.workflow.launch import (
     FORWARDED_SIGNALS,
     Layout,
     container_exec,
@@ -40,7 +40,7 @@ def test_four_cosmos_nodes_start_one_torchrun_per_node_under_srun():
     }
     assert launch_prefix(layout) == (
         "srun --nodes=4 --ntasks=4 --ntasks-per-node=1 --cpus-per-task=96 --gres=gpu:4 "
-        "--kill-on-bad-exit=1 python -m aam.training.launch --nproc-per-node 4 --"
+        "--kill-on-bad-exit=1 python -m aam.workflow.launch --nproc-per-node 4 --"
     )
 
 
@@ -62,7 +62,7 @@ def test_the_image_starts_on_every_node_inside_srun():
         "/vast/aam images/aam.sif",  # one word, however the path is spelled
         "python",
         "-m",
-        "aam.training.launch",
+        "aam.workflow.launch",
         "--nproc-per-node",
         "4",
         "--",
@@ -120,7 +120,7 @@ def test_rendezvous_is_hosted_by_node_zero_at_a_port_from_the_job_id():
 
 def test_launch_outside_a_slurm_task_fails_with_one_line():
     run = subprocess.run(
-        [sys.executable, "-m", "aam.training.launch", "--nproc-per-node", "1", "--", "-c", "0"],
+        [sys.executable, "-m", "aam.workflow.launch", "--nproc-per-node", "1", "--", "-c", "0"],
         capture_output=True,
         text=True,
         env={"PATH": "/usr/bin:/bin"},
@@ -129,7 +129,7 @@ def test_launch_outside_a_slurm_task_fails_with_one_line():
     assert run.returncode != 0
     assert run.stderr.strip().splitlines() == [
         "error: SLURM_JOB_NODELIST, SLURM_NODEID, SLURM_NNODES, SLURM_JOB_ID not set: "
-        "aam.training.launch runs as an srun task of a SLURM job (the workflow starts it)"
+        "aam.workflow.launch runs as an srun task of a SLURM job (the workflow starts it)"
     ]
 
 

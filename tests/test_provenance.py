@@ -3,6 +3,7 @@
 rerun sets; a traced run for soundness); provenance records."""
 
 import ast
+import hashlib
 import inspect
 import json
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import aam.provenance as prov
+import aam.workflow.fingerprint as fingerprint
 from aam.cli import COMMANDS, main
 
 MODULES = {command: module for command, (module, _) in COMMANDS.items()}
@@ -38,9 +39,9 @@ def make_package(tmp_path, monkeypatch):
             path = tmp_path / "pkg" / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        monkeypatch.setattr(prov, "PACKAGE", "pkg")
-        monkeypatch.setattr(prov, "PACKAGE_DIR", tmp_path / "pkg")
-        return {f"{m}:{n}" for m, n in prov.reachable("pkg.cmd").definitions}
+        monkeypatch.setattr(fingerprint, "PACKAGE", "pkg")
+        monkeypatch.setattr(fingerprint, "PACKAGE_DIR", tmp_path / "pkg")
+        return {f"{m}:{n}" for m, n in fingerprint.reachable("pkg.cmd").definitions}
 
     return make
 
@@ -210,13 +211,13 @@ def test_branches_of_parameters_no_call_passes_are_skipped(make_package, body, e
 @pytest.fixture
 def package_copy(tmp_path, monkeypatch):
     copy = tmp_path / "aam"
-    shutil.copytree(prov.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(prov, "PACKAGE_DIR", copy)
+    shutil.copytree(fingerprint.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(fingerprint, "PACKAGE_DIR", copy)
     return copy
 
 
 def fingerprints() -> dict[str, str]:
-    return {command: prov.code_fingerprint(module) for command, module in MODULES.items()}
+    return {command: fingerprint.code_fingerprint(module) for command, module in MODULES.items()}
 
 
 def changed_by(edit, *args) -> set[str]:
@@ -251,7 +252,7 @@ def replace(path: Path, old: str, new: str) -> None:
 
 
 def test_closure_follows_imports_including_function_level_ones():
-    modules = prov.reachable(MODULES["unifrac"]).modules
+    modules = fingerprint.reachable(MODULES["unifrac"]).modules
     assert "aam.unifrac.cpu_kernel" in modules  # imported inside a function of engines.py
     assert "aam.data.table" in modules and "aam.unifrac" in modules and "aam" in modules
     assert not any(m.startswith(("aam.models", "aam.training")) for m in modules)
@@ -259,32 +260,32 @@ def test_closure_follows_imports_including_function_level_ones():
 
 def test_prediction_code_is_only_reached_by_predict():
     for command, module in MODULES.items():
-        reached = ("aam.commands.predict", "run") in prov.reachable(module).definitions
+        reached = ("aam.commands.predict", "run") in fingerprint.reachable(module).definitions
         assert reached == (command == "predict"), command
 
 
 def test_fingerprint_ignores_comments_and_formatting_but_not_code(package_copy):
-    before = prov.code_fingerprint(MODULES["predict"])
+    before = fingerprint.code_fingerprint(MODULES["predict"])
     path = package_copy / "models" / "layers.py"
     text = path.read_text()
     path.write_text("# comment\n" + text.replace("1.0 / math.sqrt(dim)", "1.0/math.sqrt(dim)"))
-    assert prov.code_fingerprint(MODULES["predict"]) == before
+    assert fingerprint.code_fingerprint(MODULES["predict"]) == before
     path.write_text(text.replace("1.0 / math.sqrt(dim)", "2.0 / math.sqrt(dim)"))
-    assert prov.code_fingerprint(MODULES["predict"]) != before
+    assert fingerprint.code_fingerprint(MODULES["predict"]) != before
 
 
 def test_fingerprint_ignores_docstrings_but_not_other_strings(package_copy):
-    before = prov.code_fingerprint(MODULES["predict"])
+    before = fingerprint.code_fingerprint(MODULES["predict"])
     path = package_copy / "models" / "layers.py"
     text = path.read_text()
     first = text.index('"""', text.index("def ")) + 3  # inside the first function's docstring
     edited = text[:first] + "Reworded. " + text[first:]
     path.write_text(edited.replace('"""', '"""Reworded module. ', 1))
-    assert prov.code_fingerprint(MODULES["predict"]) == before
+    assert fingerprint.code_fingerprint(MODULES["predict"]) == before
     default = 'self.attn_implementation = "auto"'  # in code predict runs (not only the profiler's)
     assert default in text
     path.write_text(text.replace(default, default.replace('"auto"', '"math"')))
-    assert prov.code_fingerprint(MODULES["predict"]) != before
+    assert fingerprint.code_fingerprint(MODULES["predict"]) != before
 
 
 def reword_docstrings(path: Path) -> None:
@@ -353,14 +354,14 @@ def test_config_default_edit_changes_the_stages_that_use_it(package_copy, module
 def test_imports_for_type_checking_only_are_not_followed():
     # aam.training.study names UniFracOptions in an annotation only, imported under
     # TYPE_CHECKING: `aam split` (which loads studies) must not reach the training options.
-    assert "aam.training.config" not in prov.reachable(MODULES["split"]).modules
-    assert "aam.training.config" in prov.reachable(MODULES["pretrain"]).modules
+    assert "aam.training.config" not in fingerprint.reachable(MODULES["split"]).modules
+    assert "aam.training.config" in fingerprint.reachable(MODULES["pretrain"]).modules
 
 
 def test_edit_of_an_unreached_function_of_an_imported_module_changes_nothing(package_copy):
     for command in ("unifrac", "split", "pretrain", "predict"):
-        found = prov.reachable(MODULES[command])
-        package = prov.read_package()
+        found = fingerprint.reachable(MODULES[command])
+        package = fingerprint.read_package()
         unreached = sorted(
             (module, name)
             for module in found.modules
@@ -368,14 +369,14 @@ def test_edit_of_an_unreached_function_of_an_imported_module_changes_nothing(pac
             if (module, name) not in found.definitions and isinstance(nodes[0], ast.FunctionDef)
         )
         assert unreached, command
-        before = prov.code_fingerprint(MODULES[command])
+        before = fingerprint.code_fingerprint(MODULES[command])
         for module, name in unreached[:: max(1, len(unreached) // 3)]:
             edit_body(package_copy, module, name)
-            assert prov.code_fingerprint(MODULES[command]) == before, (command, module, name)
+            assert fingerprint.code_fingerprint(MODULES[command]) == before, (command, module, name)
 
 
 def test_unifrac_does_not_reach_the_tokenizer_metadata_or_rarefaction():
-    reached = prov.reachable(MODULES["unifrac"])
+    reached = fingerprint.reachable(MODULES["unifrac"])
     assert "aam.data.table" in reached.modules
     for module in ("aam.data.tokenize", "aam.data.metadata", "aam.data.rarefy"):
         assert module not in reached.modules  # aam/data/__init__.py imports none of them
@@ -385,14 +386,14 @@ def test_unifrac_does_not_reach_the_tokenizer_metadata_or_rarefaction():
 def test_editing_any_reached_definition_changes_the_fingerprint(package_copy, command):
     """A sample of what the command reaches (every definition of its own module, every
     fifteenth of the others): appending a statement to it changes the fingerprint."""
-    reached = sorted(prov.reachable(MODULES[command]).definitions)
+    reached = sorted(fingerprint.reachable(MODULES[command]).definitions)
     sample = [d for k, d in enumerate(reached) if d[0] == MODULES[command] or k % 15 == 0]
-    before = prov.code_fingerprint(MODULES[command])
+    before = fingerprint.code_fingerprint(MODULES[command])
     for module, name in sample:
         path = module_path(package_copy, module)
         text = path.read_text()
         edit_body(package_copy, module, name)
-        assert prov.code_fingerprint(MODULES[command]) != before, (module, name)
+        assert fingerprint.code_fingerprint(MODULES[command]) != before, (module, name)
         path.write_text(text)
 
 
@@ -435,8 +436,8 @@ def executed(argv: list[str]) -> set[tuple[str, str]]:
     found = set()
     for code in codes:
         path = Path(code.co_filename)
-        if path.is_relative_to(prov.PACKAGE_DIR):
-            parts = ["aam", *path.relative_to(prov.PACKAGE_DIR).with_suffix("").parts]
+        if path.is_relative_to(fingerprint.PACKAGE_DIR):
+            parts = ["aam", *path.relative_to(fingerprint.PACKAGE_DIR).with_suffix("").parts]
             module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             top = code.co_qualname.split(".")[0]
             import_time = top.startswith("<") or not code.co_flags & inspect.CO_OPTIMIZED
@@ -493,7 +494,7 @@ def test_everything_a_traced_run_executes_is_reached(tmp_path, small_study, demo
     }
     for command, args in runs.items():
         ran = executed([command, *map(str, args)])
-        reached = prov.reachable(MODULES[command])
+        reached = fingerprint.reachable(MODULES[command])
         assert {m for m, name in ran if not name} <= reached.modules, command
         assert {d for d in ran if d[1]} <= reached.definitions, command
         assert ("aam.data.metadata", "load_metadata") in ran or command != "split"
@@ -515,7 +516,7 @@ def test_cli_writes_provenance_beside_outputs(tmp_path, demo_dir):
     assert main(["--provenance", str(record_path), *argv]) == 0
     record = json.loads(record_path.read_text())
     assert record["command"] == ["aam", *argv]
-    assert record["code_fingerprint"] == prov.code_fingerprint("aam.commands.stage")
+    assert record["code_fingerprint"] == fingerprint.code_fingerprint("aam.commands.stage")
     assert record["git_commit"] is None or len(record["git_commit"]) == 40
     assert {"torch", "device", "host", "started", "finished", "container_image"} <= set(record)
 
@@ -526,7 +527,7 @@ def test_stage_copies_verifies_and_writes_a_manifest(tmp_path, demo_dir):
     assert main(["stage", "--output-dir", str(out), "--file", f"m.tsv={source}"]) == 0
     assert (out / "m.tsv").read_bytes() == source.read_bytes()
     digest, name = (out / "manifest.sha256").read_text().split()
-    assert name == "m.tsv" and digest == prov.hashlib.sha256(source.read_bytes()).hexdigest()
+    assert name == "m.tsv" and digest == hashlib.sha256(source.read_bytes()).hexdigest()
 
 
 def test_stage_missing_input_is_one_line_and_leaves_nothing(tmp_path, capsys):

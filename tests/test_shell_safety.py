@@ -12,7 +12,7 @@ from checkout import REPO, dry_run
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aam.workflow_config import cli_flags, config_error_line
+from aam.workflow.config import cli_flags, config_error_line
 
 # Placeholders a shell: directive may use unquoted: numbers, or flag strings that cli_flags built.
 PREQUOTED = {"threads", "params.options", "params.launcher"}

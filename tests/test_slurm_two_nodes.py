@@ -133,7 +133,7 @@ def test_cosmos_profile_runs_pretraining_on_four_nodes_of_four_apus(tmp_path):
     shell = _shell_command(dry.stdout, "srun ")
     assert shell.startswith(
         "srun --nodes=4 --ntasks=4 --ntasks-per-node=1 --cpus-per-task=96 --gres=gpu:4 "
-        "--kill-on-bad-exit=1 python -m aam.training.launch --nproc-per-node 4 -- -m aam "
+        "--kill-on-bad-exit=1 python -m aam.workflow.launch --nproc-per-node 4 -- -m aam "
     ), shell
     resources = next(
         line for line in dry.stdout.splitlines() if "resources:" in line and "mpi=srun" in line

@@ -10,7 +10,7 @@ import yaml
 from checkout import REPO, dry_run
 
 from aam.commands.run_options_schema import SCHEMA_FILE
-from aam.workflow_config import expand_sweeps, run_option_names
+from aam.workflow.config import expand_sweeps, run_option_names
 
 OPTIONS = run_option_names(SCHEMA_FILE)
 BASE = {"dataset": "demo", "model": {"embedding_dim": 16}, "finetune": {"epochs": 1}}
@@ -82,7 +82,7 @@ def test_a_sweep_in_the_dag_pretrains_once_and_adds_the_leaderboard(tmp_path, ch
         ({"finetune.lr": []}, "config runs.tiny.sweep['finetune.lr']: [] should be non-empty"),
         (
             {"finetune.lr": ["fast"]},
-            "config runs.tiny_s1.finetune.lr: 'fast' is not of type 'number'",
+            "config runs.tiny.sweep.finetune.lr: 'fast' is not of type 'number'",
         ),
         ({"finetune.bogus": [1]}, "config runs.tiny.sweep.finetune.bogus: not a run option"),
     ],

@@ -18,14 +18,13 @@ import pytest
 import skbio
 import yaml
 from biom.util import biom_open
-from checkout import dry_run
+from checkout import dry_run, stopped_by_check
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from aam.cli import main
-from aam.data.check import check_unifrac_shards
 from aam.data.table import load_counts
 from aam.errors import InputError
 from aam.unifrac import cpu_kernel, metrics
@@ -35,7 +34,9 @@ from aam.unifrac.metrics import METRICS
 from aam.unifrac.shard_plan import shard_bounds, shard_rows
 from aam.unifrac.shards import ShardSpec, compute_shard, gather, write_shard
 from aam.unifrac.tree import load_tree
-from aam.workflow_config import config_error_line
+from aam.workflow.checks import check_unifrac_engine
+from aam.workflow.config import config_error_line
+from aam.workflow.dataset_checks import check_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "demo"
@@ -323,16 +324,17 @@ def test_config_shards_below_one_stops_at_the_schema():
 
 
 def test_config_shards_need_the_builtin_cpu_engine_and_a_sample_each():
-    datasets = {"demo": {"table": DEMO / "table.biom"}}
     unifrac = {"shards": 2, "engine": "builtin", "device": "cpu"}
-    check_unifrac_shards(unifrac, datasets, ["demo"])
+    check_unifrac_engine(unifrac)  # the config's, at parse time
     engine = "^config unifrac.shards: 2 shards run the builtin engine on the cpu, not engine "
     with pytest.raises(InputError, match=engine + "builtin on cuda; set unifrac.engine: builtin"):
-        check_unifrac_shards({**unifrac, "device": "cuda"}, datasets, ["demo"])
+        check_unifrac_engine({**unifrac, "device": "cuda"})
+    files = ("demo", DEMO / "table.biom", DEMO / "metadata.tsv", "age")
+    check_dataset(*files, shards=400)  # the data's, in the staging check
     with pytest.raises(
         InputError, match="401 shards but only 400 samples; use at most 400 shards$"
     ):
-        check_unifrac_shards({**unifrac, "shards": 401}, datasets, ["demo"])
+        check_dataset(*files, shards=401)
 
 
 def _config(tmp_path: Path, checkout: Path, shards: int) -> Path:
@@ -360,8 +362,9 @@ def test_shards_3_schedule_three_shard_jobs_and_a_gather(tmp_path, checkout_copy
 
 
 def test_more_shards_than_samples_stop_before_any_job(tmp_path, checkout_copy):
-    run = dry_run(checkout_copy, _config(tmp_path, checkout_copy, 401))
-    assert run.returncode != 0
-    line = "config unifrac.shards (dataset demo, data/demo/table.biom): 401 shards but only 400"
-    assert line in run.stdout + run.stderr, (run.stdout + run.stderr)[-2000:]
-    assert not (tmp_path / "work").exists()
+    config = _config(tmp_path, checkout_copy, 401)
+    line = stopped_by_check(config, tmp_path / "work", "demo")
+    assert (
+        "config unifrac.shards (dataset demo, data/demo/table.biom): 401 shards but only 400"
+        in line
+    )

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 from biom.util import biom_open
-from checkout import copy_checkout, dry_run
+from checkout import copy_checkout, dry_run, stopped_by_check
 
 from aam.cli import main
 from aam.unifrac.io import read_distance_matrix
@@ -240,7 +240,9 @@ def test_predict_on_another_dataset_adds_only_its_jobs(copy):
     run = _snakemake(copy, "--cores", "2")
     assert run.returncode == 0, run.stderr[-3000:]
     stats = (run.stdout + run.stderr).split("Job stats:")[1].split("total")[0]
+    # check_data: the new dataset's, and the run's own (it checks the covariates of `other`)
     assert set(re.findall(r"^(\w+)\s+\d+\s*$", stats, flags=re.M)) == {
+        "check_data",
         "stage",
         "baselines_on",
         "predict_on",
@@ -333,23 +335,24 @@ def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
         "    lines = list(_LINE_BREAK.split(text))\n",
     )
     why = reasons(copy)
-    assert set(why) == {"split", "baselines", *TRAINING}
+    assert set(why) == {"check_data", "split", "baselines", *TRAINING}
     # pretrain's own code is unchanged: it reruns only because the split is rebuilt
     assert why["pretrain"].startswith("Input files updated by another job")
     assert "Params" not in why["pretrain"]
 
 
 @pytest.mark.parametrize(
-    ("predict_on", "message"),
+    ("predict_on", "message", "at_parse"),
     [
-        ("nope", "runs.r.predict_on: 'nope' is not a dataset other than the run's own (demo)"),
-        ("bare", "(datasets.bare) has no covariate column(s) ['qiita_study_id']"),
+        ("nope", "runs.r.predict_on: 'nope' is not a dataset other than the run's own (demo)", 1),
+        ("bare", "(datasets.bare) has no covariate column(s) ['qiita_study_id']", 0),
     ],
     ids=["unknown-dataset", "missing-covariate-column"],
 )
 def test_bad_predict_on_stops_before_any_job(
-    tmp_path, checkout_copy, demo_dir, predict_on, message
+    tmp_path, checkout_copy, demo_dir, predict_on, message, at_parse
 ):
+    """A config error stops at parse time; the data's, in the staging check of the dataset."""
     bare = tmp_path / "bare.tsv"  # the demo's metadata without the covariate
     metadata = pd.read_csv(demo_dir / "metadata.tsv", sep="\t", dtype=str)
     metadata.drop(columns="qiita_study_id").to_csv(bare, sep="\t", index=False)
@@ -362,6 +365,13 @@ def test_bad_predict_on_stops_before_any_job(
     lines += ["runs:", f"  r: {{dataset: demo, predict_on: [{predict_on}]}}"]
     config = tmp_path / "config.yaml"
     config.write_text("\n".join(lines) + "\n")
+    if not at_parse:
+        line = stopped_by_check(config, tmp_path / "work", "demo")
+        assert (
+            line.startswith(f"aam check-data: error: runs.r.predict_on: {bare} ")
+            and message in line
+        )
+        return
     run = dry_run(checkout_copy, config)
     assert run.returncode != 0
     assert message in run.stdout + run.stderr, (run.stdout + run.stderr)[-2000:]
@@ -372,7 +382,7 @@ def test_bad_predict_on_stops_before_any_job(
     ("change", "message"),
     [
         ({"table": "data/demo/missing.biom"}, "datasets.demo.table: data/demo/missing.biom"),
-        ({"target": "height"}, "has no column(s) ['height']"),
+        ({"target": "height"}, "datasets.demo: data/demo/metadata.tsv has no column(s) ['height']"),
         ({"metadata": "{other}"}, "share no sample IDs"),
         ({"bogus_key": 1}, "bogus_key"),
         ({"split_column": "qiita_study_id"}, "unknown split label(s) ['10052'"),
@@ -388,6 +398,7 @@ def test_bad_predict_on_stops_before_any_job(
     ],
 )
 def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, message):
+    """A config error stops at parse time; bad data in the staging check, before training."""
     other = tmp_path / "other.tsv"
     other.write_text("sample_id\tage\tqiita_study_id\nx1\t30\t1\nx2\t40\t1\n")
     split = tmp_path / "split.tsv"  # labels two samples: the others have none
@@ -405,6 +416,9 @@ def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, messag
     lines += ["runs:", "  r:", "    dataset: demo"]
     config = tmp_path / "config.yaml"
     config.write_text("\n".join(lines) + "\n")
+    if "table" not in change and "bogus_key" not in change:  # the data's: the staging check's
+        assert message in stopped_by_check(config, tmp_path / "work", "demo")
+        return
     run = dry_run(checkout_copy, config)
     assert run.returncode != 0
     assert message in run.stdout + run.stderr, run.stdout[-2000:]

@@ -1,4 +1,4 @@
-"""`aam lint-def`: check Singularity/Apptainer definition files (``aam.containers``)."""
+"""`aam lint-def`: check Singularity/Apptainer definition files (``aam.workflow.containers``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from aam.containers import lint_def
 from aam.errors import InputError
+from aam.workflow.containers import lint_def
 
 log = logging.getLogger(__name__)
 

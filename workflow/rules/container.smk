@@ -1,20 +1,12 @@
 # Content-addressed cluster images: containers/<platform>.def -> <container.dir>/aam-<platform>-<hash>.sif
-# (<hash>: sha256 of the .def, aam.containers.image_name). Active when the config sets
+# (<hash>: sha256 of the .def, aam.workflow.containers.image_name). Active when the config sets
 # `container.platform` (cosmos, lumi). Editing the .def gives a new image path, so the image is
 # rebuilt and every stage that runs in it reruns; touching or copying the .sif reruns nothing.
 #
-# Rules that run in the image add IMAGE_INPUT as an input, so that they wait for the build
-# (`container:` makes no DAG edge):
-#     input:
-#         ...,
-#         image=IMAGE_INPUT,
-# IMAGE_INPUT is ancient(<built image>) when the workflow builds the image, else [] (no
-# platform, or a prebuilt `container.image` pinned by the profile). The container they run in
-# must then name the same file: BUILT_IMAGE here, or, set in common.smk before its shell.prefix,
-#     IMAGE = config["container"]["image"] or built_image(config["container"], REPO)
-# (aam.containers.built_image; standard library only); the Snakefile's global
-# `container: IMAGE` gives it to every rule but build_container.
-# Include after common.smk (REPO, WORK, validated config) and before the rules that use it.
+# Rules that run in the image add IMAGE_INPUT (common.smk: ancient(PLAN.image_input), or []
+# without a build) as an input, so that they wait for the build (`container:` makes no DAG
+# edge); the Snakefile's global `container: IMAGE` gives every rule but this one the image
+# (aam.workflow.plan: a profile's pinned container.image, else the one built here).
 if config["container"]["platform"]:
 
     rule build_container:
@@ -25,13 +17,13 @@ if config["container"]["platform"]:
         build's temporary files go to container.dir and the job's $TMPDIR, not $HOME.
         """
         input:
-            definition=CONTAINER_DEF,
+            definition=PLAN.container_def,
         output:
-            image=BUILT_IMAGE,
+            image=PLAN.built_image,
         log:
-            WORK / f"logs/build_container/{Path(BUILT_IMAGE).stem}.log",
+            WORK / f"logs/build_container/{Path(PLAN.built_image).stem}.log",
         benchmark:
-            WORK / f"benchmarks/build_container/{Path(BUILT_IMAGE).stem}.tsv"
+            WORK / f"benchmarks/build_container/{Path(PLAN.built_image).stem}.tsv"
         localrule: False
         # on the host: the image does not exist yet
         container:

@@ -1,6 +1,3 @@
-PROFILE_RUN = config["profiling"]["run"] or next(iter(RUNS))
-
-
 rule profile:
     """A short training segment: kernel table (rocprofv3 on ROCm, torch.profiler elsewhere),
     peak memory and samples/s over batch sizes and attention backends."""

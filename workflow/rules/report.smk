@@ -3,8 +3,8 @@ rule profiling_report:
     recommended batch size, attention backends, and every rule's wall time and peak RSS.
     """
     input:
-        profile=WORK / f"profiling/{PROFILE_RUN}/kernel_stats.csv",
-        benchmarks=benchmark_files(PROFILE_RUN),
+        profile=WORK / f"profiling/{PLAN.profile_run}/kernel_stats.csv",
+        benchmarks=PLAN.profiling_benchmarks(),
         image=IMAGE_INPUT,
     output:
         report(
@@ -64,8 +64,10 @@ rule leaderboard:
     """Each sweep's runs ranked by their validation metric (the test split is reported beside
     it, never used to choose); the best run is marked."""
     input:
-        summaries=[WORK / f"runs/{run}/finetune/summary.json" for run in SWEEP_RUNS],
-        metrics=[WORK / f"runs/{run}/predict/metrics.json" for run in SWEEP_RUNS],
+        summaries=[
+            WORK / f"runs/{run}/finetune/summary.json" for run in PLAN.sweep_runs
+        ],
+        metrics=[WORK / f"runs/{run}/predict/metrics.json" for run in PLAN.sweep_runs],
         image=IMAGE_INPUT,
     output:
         report(
@@ -82,8 +84,8 @@ rule leaderboard:
     conda:
         CONDA_ENV
     params:
-        sweeps=SWEEPS,
-        runs=SWEEP_RUNS,
+        sweeps=PLAN.sweeps,
+        runs=PLAN.sweep_runs,
     script:
         "../scripts/leaderboard.py"
 
@@ -95,7 +97,7 @@ rule cross_validation:
     input:
         metrics=lambda wc: [
             WORK / f"runs/{member}/predict/metrics.json"
-            for member in CV[wc.run]["members"]
+            for member in PLAN.cv[wc.run]["members"]
         ],
         image=IMAGE_INPUT,
     output:

@@ -1,5 +1,7 @@
 rule stage:
-    """Copy a dataset's inputs into the work area (verified, with a sha256 manifest)."""
+    """Copy a dataset's inputs into the work area (verified, with a sha256 manifest), once rule
+    check_data passed them (an ancient input: a rerun of the check alone restages nothing).
+    """
     input:
         table=lambda wc: DATASETS[wc.dataset]["table"],
         metadata=lambda wc: DATASETS[wc.dataset]["metadata"],
@@ -22,6 +24,39 @@ rule stage:
     shell:
         "python -m aam --provenance {output.provenance:q} stage --output-dir {params.out_dir:q}"
         " --file table.biom={input.table:q} --file metadata.tsv={input.metadata:q} > {log:q} 2>&1"
+
+
+rule check_data:
+    """Check a dataset's data against the config (`aam check-data`):
+    target, covariate and split columns, counts, labels, the folds of the runs that
+    cross-validate it, the covariate columns of the datasets its runs predict, a sample per
+    UniFrac shard.
+    A target of all, scheduled first (priority): bad data stops here, one line naming the
+    config field, before a training job can start. No job takes its manifest as an input: a
+    rerun of the check alone (its flags or code changed) reruns nothing else (an ancient()
+    edge would not do: Snakemake then skips the other reasons of the jobs downstream).
+    """
+    input:
+        table=lambda wc: DATASETS[wc.dataset]["table"],
+        metadata=lambda wc: DATASETS[wc.dataset]["metadata"],
+        image=IMAGE_INPUT,
+    output:
+        manifest=WORK / "data/{dataset}/checked.sha256",
+    log:
+        WORK / "logs/check_data/{dataset}.log",
+    benchmark:
+        WORK / "benchmarks/check_data/{dataset}.tsv"
+    priority: 100
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        code=code("check-data"),
+        options=lambda wc: PLAN.data_checks[wc.dataset],
+    shell:
+        "python -m aam check-data --dataset {wildcards.dataset:q} --table {input.table:q}"
+        " --metadata {input.metadata:q} --output {output.manifest:q} {params.options}"
+        " > {log:q} 2>&1"
 
 
 rule stage_tree:

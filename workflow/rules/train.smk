@@ -1,11 +1,34 @@
+import shutil
+
+from snakemake.settings.types import DeploymentMethod
+
 from aam.training.orphan import ENV as STOP_WITH_ENV
 from aam.training.orphan import workflow_token
+from aam.workflow.launch import (
+    container_exec,
+    launch_prefix,
+    layout_of,
+    slurm_resources,
+)
 
 # A training job stops itself when the Snakemake that started it is gone (SIGKILLed, crashed):
 # every job inherits AAM_STOP_WITH_PID=<this process>@<host> and `aam pretrain/finetune/profile`
 # watch that process (aam.training.orphan), then save latest.pt and exit 75. Set at parse time:
 # inside a SLURM job its own Snakemake parses the workflow again and names itself.
 os.environ[STOP_WITH_ENV] = workflow_token()
+# A multi-node job runs its shell on the host (srun is not in the image); srun then starts the
+# image on each node, as Snakemake would have (`exec --home <workdir> <apptainer-args> <image>`).
+PER_NODE_CONTAINER = (
+    container_exec(
+        shutil.which("singularity") and "singularity" or "apptainer",
+        IMAGE,
+        workflow.deployment_settings.apptainer_args,
+        os.getcwd(),
+    )
+    if IMAGE
+    and DeploymentMethod.APPTAINER in workflow.deployment_settings.deployment_method
+    else []
+)
 
 
 rule pretrain:
@@ -33,15 +56,17 @@ rule pretrain:
     conda:
         CONDA_ENV
     container:
-        None if PRETRAIN_LAYOUT.multi_node else IMAGE
+        None if PLAN.pretrain_layout.multi_node else IMAGE
     threads: config["threads"]
     resources:
-        **slurm_resources(PRETRAIN_LAYOUT),
-        nodes=PRETRAIN_LAYOUT.nodes,
+        **slurm_resources(PLAN.pretrain_layout),
+        nodes=PLAN.pretrain_layout.nodes,
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         code=code("pretrain"),
-        launcher=lambda wc, resources: launcher("pretrain", resources),
+        launcher=lambda wc, resources: launch_prefix(
+            layout_of("pretrain", resources), PER_NODE_CONTAINER
+        ),
         options=lambda wc, input: cli_flags(
             {
                 "split": input.split or None,

@@ -1,6 +1,6 @@
 # The N x N UniFrac matrix of a dataset: an analysis output, a target of all only with
 # unifrac.matrix: true (training computes each batch's distances from the table and the tree).
-if SHARDS == 1:
+if PLAN.shards == 1:
 
     rule unifrac:
         """A dataset's N x N UniFrac matrix (for analysis; training does not read it)."""
@@ -31,7 +31,7 @@ if SHARDS == 1:
 else:
     # unifrac.shards: K > 1. Shard k computes a row block (balanced by pairs); the partial
     # files are temporary: the gathered matrix replaces them.
-    SHARD_NAME = f"{{dataset}}.{{metric}}.{{shard}}of{SHARDS}"
+    SHARD_NAME = f"{{dataset}}.{{metric}}.{{shard}}of{PLAN.shards}"
 
     rule unifrac_shard:
         """Row block {shard} of K of a UniFrac matrix (unifrac.shards: K)."""
@@ -51,7 +51,9 @@ else:
         threads: config["threads"]
         params:
             code=code("unifrac-shard"),
-            options=cli_flags({"alpha": config["unifrac"]["alpha"], "shards": SHARDS}),
+            options=cli_flags(
+                {"alpha": config["unifrac"]["alpha"], "shards": PLAN.shards}
+            ),
         shell:
             "python -m aam --provenance {output.provenance:q} unifrac-shard --table {input.table:q} --tree {input.tree:q}"
             " --metric {wildcards.metric:q} --shard {wildcards.shard:q} --threads {threads}"
@@ -62,7 +64,7 @@ else:
         input:
             partials=expand(
                 WORK / f"unifrac/shards/{SHARD_NAME}.h5",
-                shard=range(1, SHARDS + 1),
+                shard=range(1, PLAN.shards + 1),
                 allow_missing=True,
             ),
             table=WORK / "data/{dataset}/table.biom",
@@ -79,7 +81,9 @@ else:
             CONDA_ENV
         params:
             code=code("unifrac-gather"),
-            options=cli_flags({"alpha": config["unifrac"]["alpha"], "shards": SHARDS}),
+            options=cli_flags(
+                {"alpha": config["unifrac"]["alpha"], "shards": PLAN.shards}
+            ),
         shell:
             "python -m aam --provenance {output.provenance:q} unifrac-gather --table {input.table:q} --tree {input.tree:q}"
             " --metric {wildcards.metric:q} --output {output.matrix:q} --partials {input.partials:q}"

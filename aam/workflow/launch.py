@@ -6,7 +6,7 @@ workflow) to build the command in front of `-m aam ...`:
 - one process: ``python``;
 - one node, G > 1 GPUs: ``python -m torch.distributed.run --standalone --nproc_per_node G``;
 - N > 1 nodes: ``srun`` starts one task per node (``--ntasks-per-node=1``), each runs
-  ``python -m aam.training.launch`` (in the image, if there is one), which execs torchrun with a
+  ``python -m aam.workflow.launch`` (in the image, if there is one), which execs torchrun with a
   c10d rendezvous on the allocation's first node (`rendezvous`).
 
 `rendezvous` reads only what SLURM sets in every task (SLURM_JOB_NODELIST, SLURM_NODEID,
@@ -107,7 +107,7 @@ def launch_prefix(layout: Layout, container: Sequence[str] = ()) -> str:
             f"--gres=gpu:{layout.gpus_per_node}",
             "--kill-on-bad-exit=1",
         ]
-        launch = ["python", "-m", "aam.training.launch", "--nproc-per-node"]
+        launch = ["python", "-m", "aam.workflow.launch", "--nproc-per-node"]
         return shlex.join([*srun, *container, *launch, str(layout.gpus_per_node), "--"])
     if layout.gpus_per_node > 1:
         return (
@@ -130,6 +130,18 @@ def partition_nodes(sinfo_lines: str, partition: str) -> int | None:
             name = default = name[:-1]
         counts[name] = counts.get(name, 0) + int(count)
     return counts.get(partition or default or "")
+
+
+def partition_of(*resources: Mapping[str, object]) -> str:
+    """The SLURM partition of a job: ``slurm_partition`` of the first of ``resources`` (the
+    rule's set-resources, then the default-resources; Snakemake's values or their ``raw``)
+    that names one, $VARS expanded and quotes stripped; "" for the cluster's default."""
+    for given in resources:
+        value = given.get("slurm_partition")
+        value = getattr(value, "raw", value)
+        if value:
+            return os.path.expandvars(str(value)).strip("'\"")
+    return ""
 
 
 def check_partition_nodes(stage: str, nodes: int, partition: str) -> None:
@@ -179,7 +191,7 @@ def rendezvous(env: Mapping[str, str], nproc_per_node: int) -> list[str]:
     ]
     if missing:
         raise ValueError(
-            f"{', '.join(missing)} not set: aam.training.launch runs as an srun task of a "
+            f"{', '.join(missing)} not set: aam.workflow.launch runs as an srun task of a "
             "SLURM job (the workflow starts it)"
         )
     job_id = int(env["SLURM_JOB_ID"])
@@ -196,8 +208,8 @@ def rendezvous(env: Mapping[str, str], nproc_per_node: int) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m aam.training.launch --nproc-per-node G -- <python args>`: exec torchrun."""
-    parser = argparse.ArgumentParser(prog="python -m aam.training.launch", description=__doc__)
+    """`python -m aam.workflow.launch --nproc-per-node G -- <python args>`: exec torchrun."""
+    parser = argparse.ArgumentParser(prog="python -m aam.workflow.launch", description=__doc__)
     parser.add_argument("--nproc-per-node", type=int, required=True)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- -m aam ...")
     args = parser.parse_args(argv)

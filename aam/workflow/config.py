@@ -1,7 +1,9 @@
-"""Workflow-side helpers (standard library only: the Snakefile imports them on a login node).
+"""Config expansion: cross-validation folds and sweep points as runs, config values as shell
+words, and schema errors as one line (standard library only: the Snakefile imports this on a
+login node).
 
-Everything that turns config values into shell words goes through here, so nothing from a
-config file or a metadata header can execute: values are quoted with ``shlex.quote``.
+Everything that turns config values into shell words goes through ``cli_flags``, so nothing
+from a config file or a metadata header can execute: values are quoted with ``shlex.quote``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,11 @@ def config_error_line(error: BaseException) -> str:
     cause = next((c for c in candidates if hasattr(c, "json_path")), None)
     if cause is None:
         return " ".join(str(error).split())
-    where = cause.json_path.removeprefix("$").lstrip(".") or "(top level)"
+    return _schema_line(cause, cause.json_path.removeprefix("$").lstrip(".") or "(top level)")
+
+
+def _schema_line(cause: Any, where: str) -> str:
+    """One line for a jsonschema ValidationError ``cause`` of the config value at ``where``."""
     described = cause.schema.get("description") if isinstance(cause.schema, dict) else None
     hint = f" ({' '.join(described.split())})" if described else ""
     message = " ".join(cause.message.split())
@@ -67,6 +73,25 @@ def run_option_names(schema_file: str | os.PathLike[str]) -> dict[str, list[str]
     """Each run section's option names, from the generated run-options schema."""
     schema = json.loads(Path(schema_file).read_text())
     return {section: list(spec["properties"]) for section, spec in schema["$defs"].items()}
+
+
+def check_sweep_values(
+    runs: Mapping[str, Mapping[str, Any]], schema_file: str | os.PathLike[str]
+) -> None:
+    """Every value of every run's ``sweep:`` grid fits its option's schema (the generated
+    run-options schema, which the config schema's run sections use); ValueError (one line)
+    naming the grid key. Unknown keys are left to ``expand_sweeps``."""
+    from jsonschema import Draft202012Validator  # Snakemake's dependency: no torch
+
+    sections = json.loads(Path(schema_file).read_text())["$defs"]
+    for name, spec in runs.items():
+        for key, values in (spec.get("sweep") or {}).items():
+            section, _, option = key.partition(".")
+            schema = sections.get(section, {}).get("properties", {}).get(option)
+            for value in values if schema else ():
+                error = next(Draft202012Validator(schema).iter_errors(value), None)
+                if error is not None:
+                    raise ValueError(_schema_line(error, f"runs.{name}.sweep.{key}"))
 
 
 def expand_sweeps(

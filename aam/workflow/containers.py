@@ -9,23 +9,20 @@ named after the content hash of its ``.def`` (``aam-<platform>-<hash>.sif``), so
 ``%section`` blocks; a ``Bootstrap:`` line at the start of a line opens another stage of a
 multi-stage build) and reports what would fail or silently go wrong: a missing or duplicate
 ``Bootstrap:``, an unsupported bootstrap agent, a missing ``From:`` or an unpinned docker tag,
-unknown sections, a missing or empty ``%post``, ``aam`` installed or copied into the image, a
-missing ``%test``. Standard library only: the workflow imports this on a login node.
+unknown sections, a missing or empty ``%post``, the ``aam`` source copied into the image
+(``%files``), a missing ``%test`` (whose commands check that the image holds no ``aam``).
+Standard library only: the workflow imports this on a login node.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
-import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from aam.errors import InputError
-
-log = logging.getLogger(__name__)
 
 BOOTSTRAP_AGENTS = frozenset({"docker", "localimage", "library", "oras", "docker-archive", "shub"})
 SECTIONS = frozenset(
@@ -55,53 +52,6 @@ HASH_LENGTH = 12
 _SECTION = re.compile(r"%([A-Za-z]\w*)(.*)$")
 _HEADER = re.compile(r"([A-Za-z][\w-]*)\s*:(.*)$")
 _PLATFORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_PIP = re.compile(r"(?:.*/)?pip(?:\d+(?:\.\d+)?)?")
-_PYTHON = re.compile(r"(?:.*/)?python(?:\d+(?:\.\d+)?)?")
-_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=.*")
-_WRAPPERS = frozenset({"sudo", "env", "time", "exec", "command", "nice", "nohup"})
-_AAM_REQUIREMENT = re.compile(r"aam(?:\[[^\]]*\])?(?:\s*[<>=!~;@].*)?", re.IGNORECASE)
-_SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", ";;", "|&"})
-# `pip install` options that take a separate value (so the value is not a requirement).
-_PIP_VALUE_OPTIONS = frozenset(
-    {
-        "-r",
-        "--requirement",
-        "-c",
-        "--constraint",
-        "-i",
-        "--index-url",
-        "--extra-index-url",
-        "-f",
-        "--find-links",
-        "-t",
-        "--target",
-        "--prefix",
-        "--root",
-        "--src",
-        "--cache-dir",
-        "--platform",
-        "--python-version",
-        "--implementation",
-        "--abi",
-        "--no-binary",
-        "--only-binary",
-        "--progress-bar",
-        "--upgrade-strategy",
-        "-C",
-        "--config-settings",
-        "--global-option",
-        "--trusted-host",
-        "--proxy",
-        "--retries",
-        "--timeout",
-        "--exists-action",
-        "--log",
-        "--cert",
-        "--client-cert",
-        "--report",
-        "--python",
-    }
-)
 
 
 class Problem(NamedTuple):
@@ -238,15 +188,6 @@ def _check_section(section: _Section) -> list[Problem]:
     if name == "post":
         if not any(text.strip() and not text.lstrip().startswith("#") for _, text in section.body):
             problems.append(Problem(section.line, "%post is empty"))
-        for number, command in _logical_lines(section.body):
-            if _installs_aam(command):
-                problems.append(
-                    Problem(
-                        number,
-                        "%post installs aam itself; images hold dependencies only (the workflow "
-                        "runs the checked-out source via PYTHONPATH)",
-                    )
-                )
     if name == "files":
         for number, text in section.body:
             fields = text.split()
@@ -255,100 +196,6 @@ def _check_section(section: _Section) -> list[Problem]:
                     Problem(number, f"%files copies the aam source ({fields[0]}) into the image")
                 )
     return problems
-
-
-def _logical_lines(body: list[tuple[int, str]]) -> Iterable[tuple[int, str]]:
-    """Join backslash-continued lines; yield (first line number, command text)."""
-    start, parts = 0, []
-    for number, text in body:
-        if not parts:
-            start = number
-        if text.endswith("\\"):
-            parts.append(text[:-1])
-            continue
-        parts.append(text)
-        yield start, " ".join(parts)
-        parts = []
-    if parts:
-        yield start, " ".join(parts)
-
-
-def _tokens(command: str) -> list[str]:
-    """Shell words and operators of a command line, up to a comment."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()")
-    lexer.whitespace_split = True
-    lexer.commenters = ""  # shlex would also cut `url#egg=x`; a comment starts a word
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes (e.g. a heredoc line): plain split
-        tokens = command.split()
-    for i, token in enumerate(tokens):
-        if token.startswith("#"):
-            return tokens[:i]
-    return tokens
-
-
-def _installs_aam(command: str) -> bool:
-    """Whether a shell command line runs `pip install` of aam (., -e, aam, a path to aam)."""
-    tokens = _tokens(command)
-    start = 0
-    while start < len(tokens):
-        end = next(
-            (i for i in range(start, len(tokens)) if tokens[i] in _SHELL_OPERATORS), len(tokens)
-        )
-        args = _pip_install_args(tokens[start:end])
-        if args is not None and any(_pip_target_is_aam(a, opt) for a, opt in _pip_args(args)):
-            return True
-        start = end + 1
-    return False
-
-
-def _pip_install_args(words: list[str]) -> list[str] | None:
-    """The arguments of a simple command if it is `pip install ...`, else None.
-
-    Recognises `pip`/`pip3`/`/path/pip`, `python -m pip`, `uv pip`, after `VAR=value`
-    assignments and `sudo`/`env`/`time`/`exec`/`command` wrappers.
-    """
-    i, wrapped = 0, False
-    while i < len(words) and (
-        words[i] in _WRAPPERS
-        or _ASSIGNMENT.fullmatch(words[i])
-        or (wrapped and words[i].startswith("-"))
-    ):
-        wrapped = wrapped or words[i] in _WRAPPERS
-        i += 1
-    if i < len(words) and _PYTHON.fullmatch(words[i]) and words[i + 1 : i + 3] == ["-m", "pip"]:
-        i += 2
-    elif i < len(words) and words[i] == "uv":
-        i += 1
-    if i + 1 < len(words) and _PIP.fullmatch(words[i]) and words[i + 1] == "install":
-        return words[i + 2 :]
-    return None
-
-
-def _pip_args(tokens: list[str]) -> Iterable[tuple[str, str]]:
-    """(argument, option it belongs to or "") of one `pip install` command's arguments."""
-    option = ""
-    for token in tokens:
-        if option:
-            yield token, option
-            option = ""
-        elif token in ("-e", "--editable") or token in _PIP_VALUE_OPTIONS:
-            option = token
-        elif token.startswith("--editable="):
-            yield token.split("=", 1)[1], "--editable"
-        elif not token.startswith("-"):
-            yield token, ""
-
-
-def _pip_target_is_aam(arg: str, option: str) -> bool:
-    if option in ("-e", "--editable"):
-        return True  # an editable install is always of a local source tree
-    if option:
-        return False
-    if _AAM_REQUIREMENT.fullmatch(arg):
-        return True
-    return _is_aam_source(arg.split("#", 1)[0])
 
 
 def _is_aam_source(arg: str) -> bool:

@@ -1,0 +1,82 @@
+"""`aam check-data`: the workflow's checks of a dataset's table and metadata against its config
+(``aam.workflow.dataset_checks``), then a sha256 manifest of the checked files (rule check_data:
+the first job that parses a dataset, before any other job reads it). A command of its own, so
+that an edit of the data readers reruns this check, never the staging of the data."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aam.atomic import atomic_output, check_output_path
+from aam.errors import InputError
+from aam.staging import sha256_of
+from aam.workflow.dataset_checks import check_dataset
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam check-data`."""
+    parser.add_argument("--dataset", required=True, help="the dataset's config name (messages)")
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
+    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
+    parser.add_argument("--output", required=True, type=Path, help="manifest to write")
+    parser.add_argument("--target-column", required=True, help="metadata column of the target")
+    parser.add_argument("--classifier", action="store_true", help="the target is categorical")
+    parser.add_argument("--categorical-columns", default="", help="covariate columns (a,b)")
+    parser.add_argument("--split-column", help="metadata column holding the given split")
+    parser.add_argument("--split-file", type=Path, help="sample_id<TAB>split TSV")
+    parser.add_argument(
+        "--folds", nargs="+", default=[], metavar="RUN=K", help="K folds of cross-validated RUN"
+    )
+    parser.add_argument(
+        "--predict-on",
+        nargs="+",
+        default=[],
+        metavar="RUN=DATASET=METADATA",
+        help="RUN predicts DATASET: its METADATA needs the covariate columns",
+    )
+    parser.add_argument("--shards", type=int, default=1, help="UniFrac shards of its matrix")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Check the dataset; write ``<sha256>  <path>`` of the table and the metadata."""
+    check_output_path(args.output, "manifest")
+    check_dataset(
+        args.dataset,
+        args.table,
+        args.metadata,
+        args.target_column,
+        [c for c in args.categorical_columns.split(",") if c],
+        args.split_column,
+        args.split_file,
+        args.classifier,
+        folds=_pairs(args.folds, "--folds", int),
+        predict_on=[_predicted(item) for item in args.predict_on],
+        shards=args.shards,
+    )
+    with atomic_output(args.output) as tmp:
+        tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in (args.table, args.metadata)))
+
+
+def _predicted(item: str) -> tuple[str, str, Path]:
+    """(run, dataset, metadata file) of a ``--predict-on RUN=DATASET=METADATA`` item."""
+    run, dataset, path = (item.split("=", 2) + ["", ""])[:3]
+    if not (run and dataset and path):
+        raise InputError(f"--predict-on {item}: expected RUN=DATASET=METADATA")
+    return run, dataset, Path(path)
+
+
+def _pairs(items: list[str], flag: str, convert: Callable[[str], Any]) -> dict[str, Any]:
+    """KEY -> convert(VALUE) of ``flag KEY=VALUE ...`` arguments."""
+    pairs = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            pairs[key] = convert(value) if key and value else None
+        except ValueError:
+            pairs[key] = None
+        if pairs[key] is None:
+            raise InputError(f"{flag} {item}: expected KEY=VALUE")
+    return pairs

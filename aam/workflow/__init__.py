@@ -1,0 +1,6 @@
+"""What the Snakefile needs, one job per module: ``plan`` (the config as runs, images, layouts
+and checks; one PlanError), ``config`` (fold and sweep expansion, shell-quoted flags),
+``checks`` (the config's pre-flight checks, at parse time), ``dataset_checks`` (the data's,
+in each dataset's check_data job), ``launch`` (how a training job starts its processes on
+SLURM), ``containers`` (image names, ``.def`` lint) and ``fingerprint`` (each rule's code
+hash). Importing ``plan`` imports no torch: the Snakefile parses on login nodes."""

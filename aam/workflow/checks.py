@@ -1,0 +1,94 @@
+"""Pre-flight checks of the config alone, at parse time: they read no data file (a path is
+only looked up), so every SLURM job's re-parse stays cheap. What needs the data (columns,
+labels, sample counts) is checked by its rule check_data job (``aam.workflow.dataset_checks``).
+Each raises InputError with one line naming the config field and the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aam.errors import InputError
+from aam.options import OptionError
+from aam.training.config import CLASSIFIER_METRICS, REGRESSION_METRICS, check_best_metric
+
+Config = Mapping[str, Any]
+
+
+def check_dataset_paths(name: str, data: Config) -> None:
+    """A dataset names one split source at most, and each of its files exists."""
+    if data["split_column"] and data["split_file"]:
+        raise InputError(f"datasets.{name}: split_column and split_file both set; keep one of them")
+    for label in ("table", "metadata", "tree", "split_file"):
+        path = data[label]
+        if path is not None and not Path(path).is_file():
+            raise InputError(f"datasets.{name}.{label}: {path} not found; fix the path in config")
+
+
+def check_references(runs: Config, datasets: Config) -> None:
+    """Every run names a dataset, and an encoder run, that the config has."""
+    for run, spec in runs.items():
+        if spec["dataset"] not in datasets:
+            raise InputError(f"runs.{run}.dataset: {spec['dataset']!r} is not a key of datasets")
+        if spec["encoder_from"] not in (None, *runs):
+            raise InputError(f"runs.{run}.encoder_from: {spec['encoder_from']!r} is not a run")
+
+
+def check_predict_on(run: str, spec: Config, name: str, datasets: Config) -> None:
+    """Dataset ``name`` of ``runs.<run>.predict_on`` (run config ``spec``) is another configured
+    dataset with a target of the same kind (its covariate columns: ``dataset_checks``)."""
+    if name not in datasets or name == spec["dataset"]:
+        others = [d for d in datasets if d != spec["dataset"]]
+        raise InputError(
+            f"runs.{run}.predict_on: {name!r} is not a dataset other than the run's own "
+            f"({spec['dataset']}); datasets: {', '.join(others) or 'none other'}"
+        )
+    own, other = datasets[spec["dataset"]], datasets[name]
+    if other["classifier"] != own["classifier"]:
+        kinds = {True: "classes", False: "numbers"}
+        raise InputError(
+            f"runs.{run}.predict_on: datasets.{name}.target holds {kinds[other['classifier']]}, "
+            f"the run's model predicts {kinds[own['classifier']]}; set datasets.{name}.classifier "
+            "to match or drop it from predict_on"
+        )
+
+
+def check_run_metric(run: str, spec: Config, classifier: bool) -> None:
+    """``runs.<run>.finetune.best_metric`` (run config ``spec``) is measured for its dataset's
+    target kind (``classifier``), as `aam finetune` checks it when its job starts."""
+    name = (spec.get("finetune") or {}).get("best_metric")
+    if name is None:
+        return
+    measured, kind = (
+        (CLASSIFIER_METRICS, "a classifier") if classifier else (REGRESSION_METRICS, "a regression")
+    )
+    try:
+        check_best_metric(name, measured, f"for {kind} target (datasets.{spec['dataset']})")
+    except OptionError as err:
+        raise InputError(
+            f"config runs.{run}.finetune.best_metric: {err.value!r} {err.reason}"
+        ) from None
+
+
+def check_cv_split(run: str, dataset: str, data: Config) -> None:
+    """A cross-validated run's dataset (config ``data``) has no split of its own (the folds'
+    fit to the labelled samples: ``dataset_checks``)."""
+    if data["split_column"] or data["split_file"]:
+        given = "split_column" if data["split_column"] else "split_file"
+        raise InputError(
+            f"config runs.{run}.cv: dataset {dataset} has its own split ({given}); "
+            f"cross-validation makes its own folds: give the run a dataset entry without {given}"
+        )
+
+
+def check_unifrac_engine(unifrac: Config) -> None:
+    """``unifrac.shards`` > 1 runs the built-in engine on the CPU (a sample per shard:
+    ``dataset_checks``)."""
+    shards = unifrac["shards"]
+    if shards > 1 and (unifrac["engine"], unifrac["device"]) != ("builtin", "cpu"):
+        raise InputError(
+            f"config unifrac.shards: {shards} shards run the builtin engine on the cpu, not "
+            f"engine {unifrac['engine']} on {unifrac['device']}; set unifrac.engine: builtin "
+            "and unifrac.device: cpu, or unifrac.shards: 1"
+        )

@@ -1,0 +1,87 @@
+"""The checks of a dataset's data that the workflow's rule check_data runs (`aam check-data`)
+before rule stage copies it: the first job that parses the table and the metadata stops on bad
+data with one line naming the config field, file and fix, before any training job starts. The
+checks of the config alone run at parse time (``aam.workflow.checks``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from aam.data.metadata import load_metadata, numeric_column
+from aam.data.split import check_folds, given_split, read_split
+from aam.data.table import check_training_counts, load_table
+from aam.errors import InputError
+from aam.unifrac.shard_plan import check_shard_count
+
+
+def check_dataset(
+    name: str,
+    table: Path,
+    metadata: Path,
+    target: str,
+    categorical: Sequence[str] = (),
+    split_column: str | None = None,
+    split_file: Path | None = None,
+    classifier: bool = False,
+    *,
+    folds: Mapping[str, int] | None = None,
+    predict_on: Sequence[tuple[str, str, Path]] = (),
+    shards: int = 1,
+) -> pd.Series:
+    """Dataset ``name`` fits its config: the target and covariate columns exist, the counts fit
+    training's float32, table and metadata share samples, a regression target (not
+    ``classifier``) holds numbers and is not declared categorical (``#q2:types``), a given split
+    (a metadata column or a file) labels every sample with a target and leaves enough of them
+    for training; each cross-validated run's ``folds`` (run -> folds) can partition the samples
+    with a target; the metadata of each dataset a run of this one predicts (``predict_on``: run,
+    dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard.
+    Returns the target value of each shared sample that has one (index: sample ID)."""
+    columns = load_metadata(metadata)
+    named = [target, *categorical, *([split_column] if split_column else [])]
+    missing = [c for c in named if c not in columns.columns]
+    if missing:
+        raise InputError(
+            f"datasets.{name}: {metadata} has no column(s) {missing} "
+            f"(columns: {', '.join(map(str, columns.columns))}); "
+            "fix target/categorical/split_column"
+        )
+    for run, other, path in predict_on:
+        absent = [c for c in categorical if c not in load_metadata(path).columns]
+        if absent:
+            raise InputError(
+                f"runs.{run}.predict_on: {path} (datasets.{other}) has no covariate "
+                f"column(s) {absent} the model uses; add them (empty cells map to the unknown "
+                "category)"
+            )
+    counts = load_table(table)
+    check_training_counts(counts, f"datasets.{name}.table: {table}")
+    if shards > 1:
+        check_shard_count(
+            shards, counts.shape[1], f"config unifrac.shards (dataset {name}, {table})"
+        )
+    shared = set(map(str, counts.ids())) & set(columns.index)
+    if not shared:
+        raise InputError(
+            f"datasets.{name}: {table} and {metadata} share no sample IDs; "
+            "check that both files describe the same samples"
+        )
+    if classifier:
+        targets = columns[target].reindex(sorted(shared))
+    else:  # numbers, as training reads them: text or a categorical declaration stop here
+        source = f"datasets.{name}.metadata: {metadata}"
+        targets = numeric_column(columns, target, source).reindex(sorted(shared))
+    targets = targets.dropna()
+    if split_column:
+        source = f"datasets.{name}.split_column: {metadata} column {split_column!r}"
+        given_split(columns[split_column], list(targets.index), source)
+    if split_file:
+        source = f"datasets.{name}.split_file: {split_file}"
+        given_split(read_split(split_file), list(targets.index), source)
+    classes = targets.astype(str).value_counts().to_dict() if classifier else None
+    for run, k in (folds or {}).items():
+        where = f"config runs.{run}.cv.folds (dataset {name}, samples with a target)"
+        check_folds(k, len(targets), classes, where)
+    return targets

@@ -1,0 +1,224 @@
+"""``plan(config, repo)``: everything the Snakefile needs from a schema-validated config, at
+parse time, without reading a data file (each SLURM job parses the Snakefile again).
+
+Every problem of the config is one PlanError line naming the field and the fix; the Snakefile
+turns it into its WorkflowError in one place. The data is checked by each dataset's check_data
+job (``Plan.data_checks``: the flags of `aam check-data`), before any training.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aam.errors import InputError
+from aam.workflow import checks
+from aam.workflow.config import (
+    check_sweep_values,
+    cli_flags,
+    expand_cv,
+    expand_sweeps,
+    run_option_names,
+)
+from aam.workflow.containers import built_image, lint_def
+from aam.workflow.launch import Layout, layout_of
+
+RUN_OPTIONS_SCHEMA = "workflow/schemas/run_options.schema.json"
+
+
+class PlanError(InputError):
+    """A config the workflow cannot run (one line: field, problem, fix)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the rules are built from.
+
+    ``config``: the validated config with every fold and sweep point as a run and $VARS of
+    the environment expanded (``scratch`` is expanded by the job that uses it). ``cv``: run ->
+    ``{"dataset", "folds", "seed", "pretrain", "members": {member: k}}``; ``sweeps``: run ->
+    ``{member: {"section.option": value}}``; ``fold``: member -> (its cv plan, k).
+    ``image``: the image every rule runs in (None: no container); ``built_image``: the one
+    rule build_container makes from ``container_def``, and ``image_input`` the file the rules
+    wait for (None when the profile pins a prebuilt image). ``matrix_datasets``: the datasets
+    whose N x N UniFrac matrix is a target. ``data_checks``: dataset -> the shell-quoted
+    flags of its `aam check-data` job (rule check_data)."""
+
+    config: dict[str, Any]
+    work: Path
+    runs: dict[str, dict[str, Any]]
+    datasets: dict[str, dict[str, Any]]
+    cv: dict[str, dict[str, Any]]
+    sweeps: dict[str, dict[str, dict[str, Any]]]
+    fold: dict[str, tuple[dict[str, Any], int]]
+    image: str | None
+    built_image: str | None
+    container_def: Path | None
+    image_input: str | None
+    metric: str
+    shards: int
+    matrix_datasets: list[str]
+    pretrain_layout: Layout
+    profile_run: str
+    data_checks: dict[str, str]
+
+    @property
+    def sweep_runs(self) -> list[str]:
+        """The runs of every sweep, in grid order."""
+        return [member for members in self.sweeps.values() for member in members]
+
+    @property
+    def checked_datasets(self) -> list[str]:
+        """The datasets the runs train on or predict: rule check_data checks each."""
+        names = {
+            name for spec in self.runs.values() for name in (spec["dataset"], *spec["predict_on"])
+        }
+        return sorted(names)
+
+    def profiling_benchmarks(self) -> list[Path]:
+        """Snakemake benchmark TSVs of every stage of the profiled run (``profile_run``), its
+        dataset's UniFrac matrix jobs included: inputs of the profiling report."""
+        run, dataset = self.profile_run, self.runs[self.profile_run]["dataset"]
+        matrix = f"{dataset}.{self.metric}"
+        if dataset not in self.matrix_datasets:
+            unifrac = []
+        elif self.shards == 1:
+            unifrac = [f"unifrac/{matrix}.tsv"]
+        else:
+            shards = range(1, self.shards + 1)
+            unifrac = [f"unifrac_shard/{matrix}.{k}of{self.shards}.tsv" for k in shards]
+            unifrac.append(f"unifrac_gather/{matrix}.tsv")
+        stages = [f"{rule}/{run}.tsv" for rule in ("pretrain", "finetune", "predict", "profile")]
+        return [
+            self.work / "benchmarks" / name for name in [*unifrac, *stages, "validate/validate.tsv"]
+        ]
+
+
+def plan(
+    config: Mapping[str, Any],
+    repo: str | os.PathLike[str],
+    resources: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Plan:
+    """The Plan of ``config`` (validated against the config schema, defaults filled in) for
+    the checkout ``repo``; ``resources``: the profile's set-resources (rule -> raw values).
+    PlanError (one line) for a config the workflow cannot run."""
+    try:
+        return _plan(config, Path(repo), resources or {})
+    except (InputError, ValueError) as err:
+        raise PlanError(str(err)) from None
+
+
+def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -> Plan:
+    schema = repo / RUN_OPTIONS_SCHEMA
+    check_sweep_values(config["runs"], schema)
+    runs, cv = expand_cv(config["runs"], config["split"]["seed"])
+    runs, sweeps = expand_sweeps(runs, run_option_names(schema))
+    unset = [name for name in config["required_env"] if not os.environ.get(name)]
+    if unset:
+        raise PlanError(
+            f"environment variable(s) {', '.join(unset)} not set; this site's profile needs "
+            "them (see the README section of your site)"
+        )
+    expanded = {key: value if key == "scratch" else _expand(value) for key, value in config.items()}
+    # a run's option sections may be left out of the config (the schema has no default there)
+    sections = dict.fromkeys(("model", "pretrain", "finetune"), {})
+    expanded["runs"] = runs = _expand({run: {**sections, **spec} for run, spec in runs.items()})
+    datasets, unifrac = expanded["datasets"], expanded["unifrac"]
+    checks.check_references(runs, datasets)
+    for name, data in datasets.items():
+        checks.check_dataset_paths(name, data)
+    for run, spec in runs.items():
+        checks.check_run_metric(run, spec, datasets[spec["dataset"]]["classifier"])
+        for other in spec["predict_on"]:
+            checks.check_predict_on(run, spec, other, datasets)
+    for run, fold_plan in cv.items():
+        checks.check_cv_split(run, fold_plan["dataset"], datasets[fold_plan["dataset"]])
+    checks.check_unifrac_engine(unifrac)
+    matrix = sorted({spec["dataset"] for spec in runs.values()}) if unifrac["matrix"] else []
+    container = expanded["container"]
+    built, definition = _container(container, repo)
+    image = container["image"] or built
+    given = {
+        key: getattr(value, "raw", value) for key, value in resources.get("pretrain", {}).items()
+    }
+    return Plan(
+        config=expanded,
+        work=Path(expanded["workdir"]),
+        runs=runs,
+        datasets=datasets,
+        cv=cv,
+        sweeps=sweeps,
+        fold={member: (p, k) for p in cv.values() for member, k in p["members"].items()},
+        image=str(image) if image else None,
+        built_image=built,
+        container_def=definition,
+        image_input=built if built and not container["image"] else None,
+        metric=unifrac["metric"],
+        shards=unifrac["shards"],
+        matrix_datasets=matrix,
+        pretrain_layout=layout_of("pretrain", {**given, "nodes": expanded["pretrain_nodes"]}),
+        profile_run=expanded["profiling"]["run"] or next(iter(runs)),
+        data_checks={
+            name: _data_checks(name, runs, cv, datasets, unifrac["shards"] if name in matrix else 1)
+            for name in datasets
+        },
+    )
+
+
+def _expand(value: Any) -> Any:
+    """$VARS of the environment in every string of ``value``."""
+    if isinstance(value, dict):
+        return {key: _expand(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_expand(item) for item in value]
+    return os.path.expandvars(value) if isinstance(value, str) else value
+
+
+def _container(container: Mapping[str, Any], repo: Path) -> tuple[str | None, Path | None]:
+    """The image rule build_container makes and its definition file (relative: a moved
+    checkout rebuilds nothing), linted; (None, None) without ``container.platform``."""
+    if not container["platform"]:
+        return None, None
+    definition = Path(os.path.relpath(repo / "containers" / f"{container['platform']}.def"))
+    try:
+        problems = lint_def(definition)
+    except InputError as err:
+        raise PlanError(f"container.platform: {err}") from None
+    if problems:
+        raise PlanError("container definition has problems (aam lint-def): " + "; ".join(problems))
+    return str(built_image(container, repo)), definition
+
+
+def _data_checks(
+    name: str,
+    runs: Mapping[str, Any],
+    cv: Mapping[str, Any],
+    datasets: Mapping[str, Any],
+    shards: int,
+) -> str:
+    """The `aam check-data` flags that check dataset ``name``'s data: its config, the folds of each
+    run that cross-validates it, the datasets its runs predict (their covariate columns), its
+    shards."""
+    data = datasets[name]
+    return cli_flags(
+        {
+            "target_column": data["target"],
+            "classifier": data["classifier"],
+            "categorical_columns": ",".join(data["categorical"]) or None,
+            "split_column": data["split_column"],
+            "split_file": data["split_file"],
+            "folds": [f"{run}={p['folds']}" for run, p in cv.items() if p["dataset"] == name]
+            or None,
+            "predict_on": [
+                f"{run}={other}={datasets[other]['metadata']}"
+                for run, spec in runs.items()
+                if spec["dataset"] == name and data["categorical"]
+                for other in spec["predict_on"]
+            ]
+            or None,
+            "shards": shards if shards > 1 else None,
+        }
+    )
