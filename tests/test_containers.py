@@ -444,6 +444,7 @@ def _jobs(run: subprocess.CompletedProcess) -> set[str]:
 COSMOS = '{"platform": "cosmos", "dir": "images"}'
 
 
+@pytest.mark.slow
 def test_rule_builds_the_content_addressed_image_then_its_consumers(workflow_copy):
     root = workflow_copy
     image = Path("images") / image_name("cosmos", root / "containers/cosmos.def")
@@ -473,6 +474,7 @@ def test_rule_builds_the_content_addressed_image_then_its_consumers(workflow_cop
     assert image_name("cosmos", root / "containers/cosmos.def") in dry.stdout
 
 
+@pytest.mark.workflow
 def test_without_a_platform_there_is_no_image_to_wait_for(workflow_copy):
     run = _run(workflow_copy, None, "--dry-run")
     assert _jobs(run) == {"consumer"}
@@ -495,11 +497,13 @@ def test_without_a_platform_there_is_no_image_to_wait_for(workflow_copy):
     assert "build_container" not in listed.stdout
 
 
+@pytest.mark.slow
 def test_a_pinned_prebuilt_image_is_not_built(workflow_copy):
     pinned = '{"platform": "cosmos", "dir": "images", "image": "/prebuilt/aam.sif"}'
     assert _jobs(_run(workflow_copy, pinned, "--dry-run")) == {"consumer"}
 
 
+@pytest.mark.slow
 def test_a_broken_definition_stops_the_workflow_at_parse_time(workflow_copy):
     path = workflow_copy / "containers/cosmos.def"
     path.write_text(path.read_text().replace("%test", "%tests"))

@@ -159,6 +159,7 @@ def _config(tmp_path, cv, **dataset):
     return path
 
 
+@pytest.mark.workflow
 def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, checkout_copy):
     config = yaml.safe_load((REPO / "config/test.yaml").read_text())
     config["workdir"] = str(tmp_path / "work")
@@ -185,6 +186,7 @@ def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, 
         )
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize(
     ("cv", "dataset", "message"),
     [

@@ -274,6 +274,7 @@ def test_fingerprint_ignores_comments_and_formatting_but_not_code(package_copy):
     assert fingerprint.code_fingerprint(MODULES["predict"]) != before
 
 
+@pytest.mark.slow
 def test_fingerprint_ignores_docstrings_but_not_other_strings(package_copy):
     before = fingerprint.code_fingerprint(MODULES["predict"])
     path = package_copy / "models" / "layers.py"
@@ -306,6 +307,7 @@ def reword_docstrings(path: Path) -> None:
     path.write_text("# a comment\n" + "".join(lines) + "\n# another\n")
 
 
+@pytest.mark.slow
 def test_docstring_and_comment_edits_everywhere_change_no_fingerprint(package_copy):
     def reword_everything():
         for path in package_copy.rglob("*.py"):
@@ -314,6 +316,7 @@ def test_docstring_and_comment_edits_everywhere_change_no_fingerprint(package_co
     assert changed_by(reword_everything) == set()
 
 
+@pytest.mark.slow
 def test_tokenizer_edit_changes_training_stages_not_unifrac(package_copy):
     changed = changed_by(edit_body, package_copy, "aam.data.tokenize", "tokenize")
     assert TRAINING <= changed and "unifrac" not in changed and "split" in changed
@@ -325,6 +328,7 @@ def test_metadata_reader_edit_changes_finetune_and_predict_only(package_copy):
     assert not {"unifrac", "pretrain", "tree", "stage"} & changed
 
 
+@pytest.mark.slow
 def test_unifrac_kernel_edit_changes_unifrac_and_the_stages_that_train(package_copy):
     # the default engine ("builtin") on the default device ("cpu"); pretrain, finetune and
     # profile compute each batch's UniFrac with it (--tree). run-options-schema is no rule: it
@@ -358,6 +362,7 @@ def test_imports_for_type_checking_only_are_not_followed():
     assert "aam.training.config" in fingerprint.reachable(MODULES["pretrain"]).modules
 
 
+@pytest.mark.slow
 def test_edit_of_an_unreached_function_of_an_imported_module_changes_nothing(package_copy):
     for command in ("unifrac", "split", "pretrain", "predict"):
         found = fingerprint.reachable(MODULES[command])
@@ -382,6 +387,7 @@ def test_unifrac_does_not_reach_the_tokenizer_metadata_or_rarefaction():
         assert module not in reached.modules  # aam/data/__init__.py imports none of them
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(MODULES))
 def test_editing_any_reached_definition_changes_the_fingerprint(package_copy, command):
     """A sample of what the command reaches (every definition of its own module, every
@@ -397,6 +403,7 @@ def test_editing_any_reached_definition_changes_the_fingerprint(package_copy, co
         path.write_text(text)
 
 
+@pytest.mark.slow
 def test_import_time_code_of_an_imported_module_counts(package_copy):
     def add_constant():
         replace(package_copy / "data" / "rarefy.py", "import logging\n", "import logging\nX = 1\n")

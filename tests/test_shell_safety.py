@@ -92,6 +92,7 @@ def _dry_run(cwd: Path, config: Path) -> subprocess.CompletedProcess:
     return dry_run(cwd, config, "--printshellcmds")
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize("where", ["datasets", "runs"])
 def test_unsafe_names_stop_before_any_job_with_one_line(tmp_path, checkout_copy, where):
     marker = tmp_path / "executed"
@@ -135,6 +136,7 @@ def test_config_error_line_is_one_line_naming_the_key():
     assert line.startswith("config runs.r: 'x\\ny' is not of type 'integer' (epochs of training)")
 
 
+@pytest.mark.workflow
 def test_hostile_option_values_are_quoted_in_the_planned_commands(tmp_path, checkout_copy):
     marker = tmp_path / "executed"
     value = f"$(touch {marker}); `touch {marker}`"

@@ -66,6 +66,7 @@ def _dry_run(tmp_path, checkout_copy, sweep) -> subprocess.CompletedProcess:
     return dry_run(checkout_copy, path)
 
 
+@pytest.mark.workflow
 def test_a_sweep_in_the_dag_pretrains_once_and_adds_the_leaderboard(tmp_path, checkout_copy):
     run = _dry_run(
         tmp_path, checkout_copy, {"finetune.lr": [0.001, 0.0003], "finetune.epochs": [1, 2]}
@@ -76,6 +77,7 @@ def test_a_sweep_in_the_dag_pretrains_once_and_adds_the_leaderboard(tmp_path, ch
     assert counts["pretrain"] == "1" and counts["finetune"] == "4" and counts["leaderboard"] == "1"
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize(
     ("sweep", "message"),
     [

@@ -126,6 +126,7 @@ def studies(draw):
     return table, tree, metric, alpha, draw(st.integers(1, n_samples))
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(studies())
 def test_any_study_split_any_way_gathers_to_the_single_job(study):
@@ -346,6 +347,7 @@ def _config(tmp_path: Path, checkout: Path, shards: int) -> Path:
     return path
 
 
+@pytest.mark.workflow
 def test_shards_3_schedule_three_shard_jobs_and_a_gather(tmp_path, checkout_copy):
     run = dry_run(checkout_copy, _config(tmp_path, checkout_copy, 3), "--printshellcmds")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -361,6 +363,7 @@ def test_shards_3_schedule_three_shard_jobs_and_a_gather(tmp_path, checkout_copy
     assert not (tmp_path / "work").exists()
 
 
+@pytest.mark.workflow
 def test_more_shards_than_samples_stop_before_any_job(tmp_path, checkout_copy):
     config = _config(tmp_path, checkout_copy, 401)
     line = stopped_by_check(config, tmp_path / "work", "demo")

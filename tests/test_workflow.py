@@ -23,7 +23,8 @@ from checkout import copy_checkout, dry_run, stopped_by_check
 from aam.cli import main
 from aam.unifrac.io import read_distance_matrix
 
-pytestmark = pytest.mark.xdist_group("workflow")  # one worker runs the shared DAG once
+# one worker runs the shared DAG once
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("workflow")]
 OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
 TRAINING = {"pretrain", "finetune", "predict", "plot_history", "summary", "all"}
 
