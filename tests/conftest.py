@@ -29,14 +29,6 @@ HYPOTHESIS_HOME = Path(tempfile.mkdtemp(prefix="aam-hypothesis-"))
 set_hypothesis_home_dir(HYPOTHESIS_HOME)
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The `slurm` tier follows from the fixtures: a test that uses the test cluster is in it."""
-    for item in items:
-        if {"slurm_cluster", "slurm_runs"} & set(item.fixturenames):
-            item.add_marker(pytest.mark.slurm)
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller, not an xdist worker
         session.config.stash[BEFORE] = checkout.snapshot()

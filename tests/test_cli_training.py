@@ -204,6 +204,7 @@ def test_pretrain_outputs(demo, pretrained):
     assert (pretrained / "checkpoints" / "latest.pt").is_file()
 
 
+@pytest.mark.slow
 def test_pretrain_rerun_after_finishing_does_not_retrain(demo, pretrained, caplog):
     before = torch.load(pretrained / "encoder.pt", weights_only=True)["model"]
     latest = (pretrained / "checkpoints" / "latest.pt").read_bytes()
@@ -218,6 +219,7 @@ def test_pretrain_rerun_after_finishing_does_not_retrain(demo, pretrained, caplo
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
+@pytest.mark.slow
 def test_pretrain_resume_with_another_config_is_refused(demo, pretrained, capsys):
     rc = pretrain(demo, pretrained, "--epochs", "2", "--lr", "0.01")
     line = error_line(capsys, "pretrain")
@@ -284,6 +286,7 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     assert_failed(rc, capsys, "predict", tmp_path / "bad", str(baselines), "no prediction for 1")
 
 
+@pytest.mark.slow
 def test_predict_rebuilds_the_model_from_the_checkpoint_alone(demo, trained, tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()
@@ -390,6 +393,7 @@ def test_train_rejects_non_positive_counts(micro, tmp_path, capsys, flag, value)
     assert_failed(rc, capsys, "finetune", out, f"{flag} {value}")
 
 
+@pytest.mark.slow
 def test_predict_rejects_batch_size_zero(demo, trained, tmp_path, capsys):
     out = tmp_path / "out"
     rc = predict(trained / "model.pt", demo, out, "--batch-size", "0")
@@ -441,6 +445,7 @@ def test_train_all_targets_missing(micro, tmp_path, capsys):
     assert_failed(rc, capsys, "finetune", out, "'age'", "empty for every sample")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["finetune", "predict"])
 def test_samples_without_asvs(tmp_path, capsys, trained, command):
     table = write_table(tmp_path / "table.biom", micro_table(empty=(4, 9)))
@@ -475,6 +480,7 @@ def _edit_config(config: dict, how: str) -> dict | str:
     return {**config, **edits[how]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["wider", "deeper", "unknown_key", "invalid", "junk", "delete"])
 def test_predict_with_altered_model_config(demo, trained, tmp_path, capsys, how):
     state = torch.load(trained / "model.pt", weights_only=True)
@@ -489,6 +495,7 @@ def test_predict_with_altered_model_config(demo, trained, tmp_path, capsys, how)
     assert_failed(predict(altered, demo, out), capsys, "predict", out, str(altered))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["encoder.pt", "checkpoints/latest.pt"])
 def test_predict_with_a_file_that_is_not_a_model(demo, pretrained, tmp_path, capsys, name):
     out = tmp_path / "out"
@@ -504,6 +511,7 @@ def test_predict_with_unreadable_or_missing_model(demo, tmp_path, capsys):
     assert_failed(predict(tmp_path / "nope.pt", demo, out), capsys, "predict", out, "not found")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["wider", "unknown_key", "model_pt", "garbage"])
 def test_train_with_bad_pretrained_encoder(demo, pretrained, trained, tmp_path, capsys, how):
     path = tmp_path / "encoder.pt"
@@ -520,6 +528,7 @@ def test_train_with_bad_pretrained_encoder(demo, pretrained, trained, tmp_path, 
     assert_failed(rc, capsys, "finetune", out, str(path))
 
 
+@pytest.mark.slow
 def test_train_flag_contradicting_the_encoder(demo, pretrained, tmp_path, capsys):
     out = tmp_path / "out"
     encoder = pretrained / "encoder.pt"

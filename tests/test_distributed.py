@@ -34,6 +34,7 @@ def test_two_rank_step_matches_single_process_on_the_concatenated_batch(small_st
         torch.testing.assert_close(ddp["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
+@pytest.mark.slow
 def test_grad_accum_all_reduces_once_per_step_to_the_same_weights(small_study, tmp_path):
     runs = _torchrun("ddp_accum.py", small_study, tmp_path / "accum.pt")
     no_sync, every_batch = runs["no_sync"], runs["every_batch"]

@@ -144,6 +144,7 @@ def _tiny_command(study, out):
     ]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_the_previous_layout_resumes_to_the_weights_of_an_unstopped_run(
     small_study, tmp_path
 ):

@@ -13,7 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import slurm_cluster as harness  # noqa: E402
 from slurm_cluster import GPUS, PARTITIONS  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("slurm")  # one cluster per machine: one xdist worker
+# one cluster per machine: one xdist worker
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 SNAKEFILE = textwrap.dedent(
     """

@@ -13,7 +13,8 @@ import yaml
 from checkout import REPO
 from slurm_runs import SITE_ENV, jobs_by_rule
 
-pytestmark = pytest.mark.xdist_group("slurm")  # one cluster per machine: one xdist worker
+# one cluster per machine: one xdist worker
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 
 def _settings(profile: str) -> dict:

@@ -23,7 +23,8 @@ from checkout import copy_checkout
 from slurm_cluster import NODES
 from slurm_runs import SiteRun, jobs_by_rule
 
-pytestmark = pytest.mark.xdist_group("slurm")  # one cluster per machine: one xdist worker
+# one cluster per machine: one xdist worker
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 ENV = {"AAM_SLURM_ACCOUNT": "test", "AAM_SLURM_PARTITION": "cluster"}
 
