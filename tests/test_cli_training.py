@@ -543,6 +543,7 @@ def test_best_metric_not_measured(micro, tmp_path, capsys):
     assert_failed(rc, capsys, "finetune", out, "--best-metric val_auc", "val_mae")
 
 
+@pytest.mark.slow
 def test_train_rerun_with_another_target_does_not_resume(micro, tmp_path, capsys):
     table, _ = micro
     bmi = np.linspace(18.0, 35.0, 12)

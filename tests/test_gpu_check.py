@@ -34,6 +34,7 @@ def strict_json(path: Path) -> dict:
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
+@pytest.mark.slow
 @NO_GPU
 def test_make_gpu_check_without_a_gpu_stops_with_one_line():
     proc = subprocess.run(

@@ -223,6 +223,7 @@ def test_classes_unseen_in_training_are_excluded_from_the_metrics(studies, tmp_p
     assert metrics["n"] == 3 and "accuracy" in metrics["model"]
 
 
+@pytest.mark.slow
 def test_the_truth_column_may_have_another_name_or_no_values(studies, tmp_path):
     metadata = pd.read_csv(studies["other_metadata"], sep="\t", index_col="sample_id")
     renamed = write_metadata(tmp_path / "renamed.tsv", metadata.rename(columns={"age": "years"}))
