@@ -108,7 +108,7 @@ def test_interrupted_run_resumes_to_identical_weights(small_study, tmp_path, uni
     assert [row.split("\t")[0] for row in history] == ["epoch", "1", "2", "3"]
 
 
-OLD_CHECKPOINTS = Path(__file__).parent / "fixtures" / "checkpoint_d385af9"
+OLD_CHECKPOINTS = Path(__file__).parent / "golden" / "checkpoint_d385af9"
 
 
 def _tiny_command(study, out):
