@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from aam.data.batching import SampleSet
 from aam.errors import InputError
 from aam.predictions import LOG_FLOOR
+from aam.threads import usable_threads
 from aam.training.study import Study
 
 BASELINES = ("mean", "random_forest")
@@ -69,7 +70,7 @@ def fit_predict(
     y = study.targets[train]
     x_train = relative_abundances(study.samples, train)
     x, n = features, features.shape[0]
-    options = dict(n_estimators=trees, random_state=seed, n_jobs=threads)
+    options = dict(n_estimators=trees, random_state=seed, n_jobs=usable_threads(threads))
     if not study.classes:
         forest = RandomForestRegressor(**options).fit(x_train, y)
         return {

@@ -21,6 +21,7 @@ from pathlib import Path
 from aam.atomic import atomic_output
 from aam.data.outputs import check_output_file
 from aam.errors import InputError
+from aam.threads import usable_threads
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def build_tree(sequences: Sequence[str], workdir: Path, threads: int = 1):
     by_name = dict(zip(names, sequences, strict=True))
 
     start = time.perf_counter()
-    run_tool("MAFFT", mafft_command(mafft, fasta, threads), aligned)
+    run_tool("MAFFT", mafft_command(mafft, fasta, usable_threads(threads)), aligned)
     rows = read_fasta(aligned)
     if set(rows) != set(names):
         raise InputError(

@@ -7,7 +7,6 @@ line on stderr, exit status 2, and leave no outputs behind.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -15,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import biom
@@ -24,6 +22,7 @@ import pandas as pd
 import pytest
 import torch
 from biom.util import biom_open
+from read_only import read_only_dir
 
 from aam.cli import main
 
@@ -687,25 +686,6 @@ def test_output_dir_that_is_a_file_fails_before_training(micro, tmp_path, capsys
     rc = micro_train(table, metadata, blocker / "out", "--checkpoint-dir", checkpoints)
     assert_failed(rc, capsys, "finetune", checkpoints, str(blocker / "out"), "Not a directory")
     assert not checkpoints.exists()  # no epoch was trained
-
-
-@contextlib.contextmanager
-def read_only_dir(path: Path) -> Iterator[Path]:
-    """``path`` as a directory nobody may write to: mode 0500 for a normal user; for root (who
-    writes through any mode) a read-only tmpfs mounted there, as a read-only file system."""
-    path.mkdir()
-    if os.geteuid() != 0:
-        path.chmod(0o500)
-        try:
-            yield path
-        finally:
-            path.chmod(0o700)
-        return
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", str(path)], check=True)
 
 
 def test_read_only_output_dir_fails_before_training(micro, tmp_path, capsys):

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from read_only import read_only_dir
 
 import aam.workflow.fingerprint as fingerprint
 from aam.cli import COMMANDS, main
@@ -262,6 +263,38 @@ def test_prediction_code_is_only_reached_by_predict():
     for command, module in MODULES.items():
         reached = ("aam.commands.predict", "run") in fingerprint.reachable(module).definitions
         assert reached == (command == "predict"), command
+
+
+def test_fingerprints_are_cached_on_disk_until_a_module_changes(package_copy, monkeypatch):
+    computed = []
+    compute = fingerprint._fingerprint
+    monkeypatch.setattr(fingerprint, "_fingerprint", lambda m: computed.append(m) or compute(m))
+    first = fingerprint.code_fingerprint(MODULES["split"])
+    cache = json.loads((package_copy / fingerprint.CACHE).read_text())
+    assert cache["fingerprints"] == {MODULES["split"]: first} and computed == [MODULES["split"]]
+    assert fingerprint.code_fingerprint(MODULES["split"]) == first  # read, not computed
+    assert computed == [MODULES["split"]]
+    path = package_copy / "data" / "split.py"
+    path.write_text(path.read_text() + "\n_edited = 1\n")  # any byte: computed again
+    assert fingerprint.code_fingerprint(MODULES["split"]) != first
+    assert computed == [MODULES["split"]] * 2
+
+
+@pytest.mark.parametrize("content", ["{not json", '["a list"]', '{"sources": 1}'])
+def test_a_damaged_cache_is_recomputed_and_replaced(package_copy, content):
+    expected = fingerprint.code_fingerprint(MODULES["split"])
+    (package_copy / fingerprint.CACHE).write_text(content)
+    assert fingerprint.code_fingerprint(MODULES["split"]) == expected
+    cache = json.loads((package_copy / fingerprint.CACHE).read_text())
+    assert cache["fingerprints"] == {MODULES["split"]: expected}
+
+
+def test_a_read_only_package_computes_without_a_cache(package_copy):
+    expected = fingerprint.code_fingerprint(MODULES["split"])
+    shutil.rmtree(package_copy / "__pycache__")
+    with read_only_dir(package_copy / "__pycache__") as cache_dir:
+        assert fingerprint.code_fingerprint(MODULES["split"]) == expected
+        assert not list(cache_dir.iterdir())  # nothing written, no temporary left
 
 
 def test_fingerprint_ignores_comments_and_formatting_but_not_code(package_copy):

@@ -25,6 +25,7 @@ from aam.models.config import LAYERS_HELP
 from aam.options import add_options, checked, from_args, given_options
 from aam.profiling.probe import memory_curve
 from aam.run_lock import RunLocks, lock_directories
+from aam.threads import usable_threads
 from aam.training.auto_batch import resolve_batch_size
 from aam.training.batches import TrainBatches
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
@@ -135,7 +136,7 @@ def setup_run(runtime: RuntimeConfig) -> tuple[torch.device, DistContext]:
     stops this process when the workflow is gone (``aam.training.orphan``)."""
     stop_with_workflow()
     if runtime.threads:
-        torch.set_num_threads(runtime.threads)
+        torch.set_num_threads(usable_threads(runtime.threads))
     on_gpu = runtime.device.startswith("cuda") or (
         runtime.device == "auto" and torch.cuda.is_available()
     )

@@ -22,6 +22,7 @@ from aam.options import add_options, checked
 from aam.prediction_plots import plot_predictions
 from aam.predictions import prediction_table, read_model_predictions
 from aam.staging import localized
+from aam.threads import usable_threads
 from aam.training.config import RuntimeConfig, StudyOptions
 from aam.training.device import resolve_device
 from aam.training.inference import predict
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
     panels, confusion matrices for classes, or why nothing is scored); domain_shift.json with
     --training-table."""
     if args.threads:
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(usable_threads(args.threads))
     device = resolve_device(args.device)
     model, state = load_model_file(args.model, "predictor", ("target", "categorical"))
     target, categorical = state["target"], state["categorical"]

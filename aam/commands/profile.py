@@ -25,6 +25,7 @@ from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS
 from aam.options import add_options, flag
 from aam.run_lock import lock_directories
+from aam.threads import usable_threads
 from aam.training.config import PRECISIONS, RuntimeConfig
 from aam.training.orphan import stop_with_workflow
 
@@ -152,7 +153,7 @@ def measure(args: argparse.Namespace) -> None:
     from aam.profiling import probe
 
     if args.threads:
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(usable_threads(args.threads))
     model = model_options(args)
     common = dict(device=args.device, precision=args.precision, seed=args.seed, **model)
     if args.steps_only:

@@ -24,6 +24,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from aam.threads import usable_threads
 from aam.unifrac.metrics import PairSums
 
 TILE = 128
@@ -167,7 +168,7 @@ def block_pair_sums(
     the full matrix, restricted to rows ``start..stop-1``; entries ``j <= i`` are unspecified.
     """
     if threads and not serial:
-        numba.set_num_threads(threads)
+        numba.set_num_threads(usable_threads(threads))
     sums = PairSums()
     todo = [(kind, mode) for kind, mode in _MODES if kind in kinds]
     with _progress(progress, len(todo)) as bar:

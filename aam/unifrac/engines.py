@@ -12,6 +12,7 @@ import numpy as np
 
 from aam.data.table import Counts, check_counts, counts_of
 from aam.errors import InputError
+from aam.threads import usable_threads
 from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
 from aam.unifrac.metrics import DEFAULT_ALPHA, METRICS, SUM_FOR_METRIC, distance_matrix
 from aam.unifrac.tree import TreeArrays, as_tree_arrays, to_skbio
@@ -209,7 +210,7 @@ def _striped(
             "use --engine builtin"
         ) from err
     if threads:
-        os.environ["OMP_NUM_THREADS"] = str(threads)
+        os.environ["OMP_NUM_THREADS"] = str(usable_threads(threads))
     name = metric + ("_fp32" if np.dtype(dtype) == np.float32 else "")
     kwargs = {"alpha": alpha} if metric == "generalized" else {}
     with tempfile.TemporaryDirectory(prefix="aam-unifrac-") as tmp:

@@ -27,9 +27,11 @@ Where static resolution is unsure it counts more, never less: an aam module used
 which imports the command module (an entry already). Not seen: code reached only through
 objects unpickled from files (checkpoints are read with ``weights_only=True``).
 
-Standard-library only (the workflow imports this module on a login node without torch);
-parsing and resolution are cached per process, so the workflow's ~12 fingerprints per parse
-cost well under a second.
+Standard-library only (the workflow imports this module on a login node without torch).
+Parsing and resolution are cached per process; the fingerprints themselves are cached on disk
+beside Python's bytecode (``aam/__pycache__/fingerprints.json``, keyed by the bytes of every
+module and the Python version), so a Snakemake parse (~19 fingerprints, ~2 s of CPU) and a
+job's provenance record (~1 s) skip the parsing while the package is unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
+import json
+import os
+import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,6 +54,7 @@ PACKAGE = "aam"
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 COMMAND_ENTRIES = ("add_arguments", "run")  # what `aam.cli.main` calls on the command module
 DISPATCHER = ("cli", "main")  # aam.cli.main: its computed import is the command module
+CACHE = Path("__pycache__", "fingerprints.json")  # under PACKAGE_DIR
 DYNAMIC_IMPORTS = {"importlib.import_module", "__import__", "runpy.run_module"}
 OPAQUE = {"eval", "exec", "runpy.run_path"}
 
@@ -542,7 +549,59 @@ def reachable(command_module: str, package: Package | None = None) -> Reachable:
 def code_fingerprint(command_module: str) -> str:
     """16-hex-digit hash of the parsed code that `python -m aam <command>` can run (see the
     module docstring); ``command_module`` is the command's module. Comments, formatting and
-    docstrings do not count."""
+    docstrings do not count. Read from the on-disk cache when the package is unchanged."""
+    key = _sources_key()
+    cached = _read_cache(key)
+    if command_module not in cached:
+        cached[command_module] = _fingerprint(command_module)
+        _write_cache(key, cached)
+    return cached[command_module]
+
+
+def _sources_key() -> str:
+    """Hash of every module's path and bytes under PACKAGE_DIR and of the Python version (its
+    ``ast`` dumps differ): what a fingerprint is computed from."""
+    digest = hashlib.sha256(sys.version.encode())
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        digest.update(f"\0{path.relative_to(PACKAGE_DIR)}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _read_cache(key: str) -> dict[str, str]:
+    """The cached fingerprints of the sources ``key``; none if the cache is absent, unreadable
+    or of other sources."""
+    try:
+        cache = json.loads((PACKAGE_DIR / CACHE).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(cache, dict) or cache.get("sources") != key:
+        return {}
+    fingerprints = cache.get("fingerprints")
+    return dict(fingerprints) if isinstance(fingerprints, dict) else {}
+
+
+def _write_cache(key: str, fingerprints: dict[str, str]) -> None:
+    """Replace the cache (a temporary file, then a rename: a concurrent reader sees the old or
+    the new cache whole); skipped where the package is read-only (an installed image)."""
+    path = PACKAGE_DIR / CACHE
+    text = json.dumps({"sources": key, "fingerprints": fingerprints}, sort_keys=True)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return
+    try:
+        os.fchmod(fd, 0o644)  # like the bytecode beside it: readable by whoever runs the code
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except OSError:
+        Path(temp).unlink(missing_ok=True)
+
+
+def _fingerprint(command_module: str) -> str:
+    """The fingerprint of ``command_module``, computed from the parsed package."""
     package = read_package()
     found = reachable(command_module, package)
     digest = hashlib.sha256()

@@ -1,0 +1,33 @@
+"""CPU threads: what a command asks for, capped at the CPUs this process may run on."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on: its affinity mask (a SLURM job's allocation, taskset)
+    where the OS has one, else every CPU of the machine."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def usable_threads(asked: int | None) -> int | None:
+    """``asked`` capped at this process's share of ``available_cpus()`` (shared with the other
+    ranks torchrun started on the node: LOCAL_WORLD_SIZE), with a note when capped; None stays
+    None (the library's own default). More threads than CPUs (a profile's 24 threads per rank
+    in a job given fewer cores, a login node) make torch's, OpenMP's and numba's workers spin
+    waiting for one another: the same work then costs several times the CPU time."""
+    if asked is None:
+        return None
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    share = max(1, available_cpus() // max(1, ranks))
+    if asked <= share:
+        return asked
+    where = f"{available_cpus()} CPUs" + (f" shared by {ranks} ranks" if ranks > 1 else "")
+    log.info("--threads %d: this process may run on %s; using %d", asked, where, share)
+    return share
