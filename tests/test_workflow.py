@@ -80,6 +80,44 @@ def copy(completed, tmp_path) -> Path:
     return target
 
 
+# What the tests below check in one more Snakemake invocation on a copy of the completed run
+# (CI time: they share the DAG run): a two-point sweep, a 2-fold cross-validation, the UniFrac
+# matrix in two shards, predictions on another dataset, a classifier run and the profiling report.
+EXTENDED_TARGETS = ("all", "profiling_report")
+
+
+def _extend(config: dict, root: Path) -> dict:
+    """The test config with the runs of `extended` (``root``: the copy, for dataset `other`)."""
+    tiny, demo = config["runs"]["tiny"], config["datasets"]["demo"]
+    config["datasets"]["other"] = _other_dataset(root, demo["target"])
+    config["datasets"]["classes"] = {
+        **demo,
+        "target": "qiita_study_id",
+        "classifier": True,
+        "categorical": [],
+    }
+    config["runs"]["sweep"] = {**tiny, "sweep": {"finetune.lr": [0.001, 0.0003]}}
+    config["runs"]["tinycv"] = {**tiny, "cv": {"folds": 2}}
+    config["runs"]["classes"] = {**tiny, "dataset": "classes"}
+    tiny["predict_on"] = ["other"]
+    config["unifrac"] = {"matrix": True, "shards": 2}
+    config["profiling"]["run"] = "tiny"  # not the first run of the config (safe_dump sorts)
+    return config
+
+
+@pytest.fixture(scope="session")
+def extended(completed, tmp_path_factory) -> Path:
+    """A copy of the completed run after `snakemake all profiling_report` with ``_extend``'s
+    config."""
+    root = tmp_path_factory.mktemp("extended") / "repo"
+    shutil.copytree(completed, root, symlinks=True)
+    path = root / "config/test.yaml"
+    path.write_text(yaml.safe_dump(_extend(yaml.safe_load(path.read_text()), root)))
+    run = _snakemake(root, "--cores", "2", targets=EXTENDED_TARGETS)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return root
+
+
 def _edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, f"{old!r} not in {path}"
@@ -113,45 +151,30 @@ def test_outputs_of_the_whole_dag(completed):
     assert len(ids) == 400 and matrix.shape == (400, 400)
 
 
-def test_report_is_produced(copy):
-    run = _snakemake(copy, "--report", "report.html")
+def test_report_is_produced(extended, tmp_path):
+    run = _snakemake(extended, "--report", str(tmp_path / "report.html"), targets=EXTENDED_TARGETS)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert (copy / "report.html").stat().st_size > 10_000
+    assert (tmp_path / "report.html").stat().st_size > 10_000
 
 
-def test_validate_and_profiling_report_targets(copy):
-    run = _snakemake(copy, "--cores", "2", targets=("validate", "profiling_report"))
-    assert run.returncode == 0, run.stderr[-3000:]
-    golden = (copy / "results/test/validation/golden.json").read_text()
+def test_validate_and_profiling_report_targets(extended):
+    golden = (extended / "results/test/validation/golden.json").read_text()
     assert '"status": "pass"' in golden or '"pass"' in golden
-    html = (copy / "results/test/profiling/report.html").read_text()
+    html = (extended / "results/test/profiling/report.html").read_text()
     assert html.count("<img") >= 2 and "Top 10 kernels" in html
     assert "Recommended batch size" in html and "pretrain/tiny" in html
 
 
-def test_a_sweep_and_a_cross_validation_run_in_one_dag(copy):
-    """One snakemake invocation: a two-point sweep and a 2-fold cross-validation of the tiny
-    run, with the UniFrac matrix in two shards (CI time: the three share the DAG run)."""
-    config = yaml.safe_load((copy / "config/test.yaml").read_text())
-    config["runs"]["tinycv"] = {**config["runs"]["tiny"], "cv": {"folds": 2}}
-    config["runs"]["tiny"]["sweep"] = {"finetune.lr": [0.001, 0.0003]}
-    config["unifrac"] = {"matrix": True, "shards": 2}
-    (copy / "config/test.yaml").write_text(yaml.safe_dump(config))
-    # only what is checked here (curves, summary, golden file: test_outputs_of_the_whole_dag)
-    targets = (
-        "results/test/leaderboard.tsv",
-        "results/test/cv/tinycv.tsv",
-        "results/test/unifrac/demo.unweighted.h5",
-    )
-    run = _snakemake(copy, "--cores", "2", targets=targets)
-    assert run.returncode == 0, run.stderr[-3000:]
-    work = copy / "results/test"
+def test_a_sweep_and_a_cross_validation_run_in_one_dag(extended, tmp_path):
+    """A two-point sweep (run `sweep`) and a 2-fold cross-validation (`tinycv`), the UniFrac
+    matrix in two shards."""
+    work = extended / "results/test"
     # UniFrac: two shard jobs and a gather (partial files removed) wrote the matrix that one
     # `aam unifrac` writes, bit for bit
     for k in (1, 2):
         assert (work / f"logs/unifrac_shard/demo.unweighted.{k}of2.log").is_file()
     assert not list((work / "unifrac/shards").glob("*.h5"))
-    single = copy / "single.h5"
+    single = tmp_path / "single.h5"
     staged = ["--table", work / "data/demo/table.biom", "--tree", work / "data/demo/tree.nwk"]
     args = ["unifrac", *staged, "--metric", "unweighted", "--output", single, "--no-progress"]
     assert main([str(arg) for arg in args]) == 0
@@ -160,7 +183,7 @@ def test_a_sweep_and_a_cross_validation_run_in_one_dag(copy):
     assert gathered[1].tobytes() == read_distance_matrix(single)[1].tobytes()
     # the sweep: ranked on validation
     board = pd.read_csv(work / "leaderboard.tsv", sep="\t")
-    assert sorted(board["run"]) == ["tiny_s1", "tiny_s2"] and list(board["rank"]) == [1, 2]
+    assert sorted(board["run"]) == ["sweep_s1", "sweep_s2"] and list(board["rank"]) == [1, 2]
     assert list(board["best"].fillna("")) == ["yes", ""]
     val = {
         r: json.loads((work / f"runs/{r}/finetune/summary.json").read_text()) for r in board["run"]
@@ -170,7 +193,7 @@ def test_a_sweep_and_a_cross_validation_run_in_one_dag(copy):
     )
     assert board["val_value"].is_monotonic_increasing
     # one pretrained encoder for the two learning rates
-    assert not (work / "runs/tiny_s2/pretrain").exists()
+    assert not (work / "runs/sweep_s2/pretrain").exists()
     # the cross-validation: folds partition the samples; no training step of a fold (its own
     # pretraining, fine-tuning, baselines) sees that fold's test samples
     splits = [
@@ -197,6 +220,24 @@ def test_a_sweep_and_a_cross_validation_run_in_one_dag(copy):
     for part, values in maes.items():
         assert table.loc[2, f"{part}_mae"] == pytest.approx(statistics.fmean(values), rel=1e-5)
         assert table.loc[3, f"{part}_mae"] == pytest.approx(statistics.stdev(values), rel=1e-5)
+
+
+def test_classifier_run_writes_every_declared_output(extended):
+    """Run `classes`: a categorical target (``classifier: true``, the demo's study IDs)."""
+    work = extended / "results/test"
+    out = work / "runs/classes/predict"
+    predictions = pd.read_csv(out / "predictions.tsv", sep="\t", dtype=str)
+    split = pd.read_csv(work / "data/classes/split.tsv", sep="\t", dtype=str)
+    assert set(predictions["sample_id"]) == set(split.loc[split["split"] == "test", "sample_id"])
+    classes = [c.removeprefix("prob_") for c in predictions if c.startswith("prob_")]
+    assert len(classes) > 2 and set(predictions["prediction"]) <= set(classes)
+    metrics = json.loads((out / "metrics.json").read_text())
+    for model in ("model", "mean_baseline", "random_forest_baseline"):
+        assert 0.0 <= metrics[model]["accuracy"] <= 1.0, model
+    assert (out / "predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"  # confusion matrices
+    summary = pd.read_csv(work / "summary.tsv", sep="\t").set_index("run")
+    assert summary.loc["classes", "target"] == "qiita_study_id"
+    assert {"model_accuracy", "random_forest_baseline_accuracy"} <= set(summary)
 
 
 def _other_dataset(root: Path, target: str) -> dict:
@@ -233,23 +274,14 @@ def _other_dataset(root: Path, target: str) -> dict:
     }
 
 
-def test_predict_on_another_dataset_adds_only_its_jobs(copy):
+def test_predict_on_another_dataset_adds_only_its_jobs(copy, extended):
     config = yaml.safe_load((copy / "config/test.yaml").read_text())
     config["datasets"]["other"] = _other_dataset(copy, config["datasets"]["demo"]["target"])
     config["runs"]["tiny"]["predict_on"] = ["other"]
     (copy / "config/test.yaml").write_text(yaml.safe_dump(config))
-    run = _snakemake(copy, "--cores", "2")
-    assert run.returncode == 0, run.stderr[-3000:]
-    stats = (run.stdout + run.stderr).split("Job stats:")[1].split("total")[0]
     # check_data: the new dataset's, and the run's own (it checks the covariates of `other`)
-    assert set(re.findall(r"^(\w+)\s+\d+\s*$", stats, flags=re.M)) == {
-        "check_data",
-        "stage",
-        "baselines_on",
-        "predict_on",
-        "all",
-    }
-    out = copy / "results/test/runs/tiny/predict_on/other"
+    assert scheduled(copy) == {"check_data", "stage", "baselines_on", "predict_on", "all"}
+    out = extended / "results/test/runs/tiny/predict_on/other"
     predictions = pd.read_csv(out / "predictions.tsv", sep="\t", dtype={"sample_id": str})
     assert len(predictions) == 20 and predictions["sample_id"].str.startswith("other.").all()
     metrics = json.loads((out / "metrics.json").read_text())
@@ -260,10 +292,10 @@ def test_predict_on_another_dataset_adds_only_its_jobs(copy):
     assert (
         shift["samples"]["not_predicted"] == {} and shift["samples"]["also_training_samples"] == 0
     )
-    split = pd.read_csv(copy / "results/test/data/demo/split.tsv", sep="\t", dtype=str)
-    demo = biom.load_table(str(copy / "data/demo/table.biom"))
+    split = pd.read_csv(extended / "results/test/data/demo/split.tsv", sep="\t", dtype=str)
+    demo = biom.load_table(str(extended / "data/demo/table.biom"))
     train = demo.filter(split.loc[split["split"] == "train", "sample_id"], inplace=False)
-    other = biom.load_table(str(copy / "data/other/table.biom"))
+    other = biom.load_table(str(extended / "data/other/table.biom"))
     trained = set(train.remove_empty(axis="observation").ids("observation"))
     unseen = [a for a in other.ids("observation") if a not in trained]
     assert shift["asvs"]["unseen_in_training"] == len(unseen) >= 2  # the two new ASVs and more

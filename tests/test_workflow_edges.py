@@ -1,13 +1,10 @@
-"""The workflow at its edges: a categorical target (``classifier: true``) end to end, every
-output a classifier run declares written (beside the regression run of tests/test_workflow.py);
-a bad tree stopped by its first job, named by the path in the config."""
+"""The workflow at its edges: a bad tree stopped by its first job, named by the path in the
+config. (A classifier run end to end: tests/test_workflow.py, run `classes`.)"""
 
-import json
 import re
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 import yaml
 from checkout import copy_checkout
@@ -15,40 +12,6 @@ from checkout import copy_checkout
 
 def _config(root):
     return yaml.safe_load((root / "config/test.yaml").read_text())
-
-
-@pytest.mark.workflow
-def test_classifier_run_writes_every_declared_output(tmp_path):
-    root = copy_checkout(tmp_path / "repo")
-    config = _config(root)
-    demo = config["datasets"]["demo"]
-    demo.update(target="qiita_study_id", classifier=True, categorical=[])
-    config["unifrac"] = {"matrix": False}  # the batches' UniFrac is computed from the tree
-    (root / "config/classes.yaml").write_text(yaml.safe_dump(config))
-    options = ["--profile", "profiles/local", "--configfile", "config/classes.yaml"]
-    snakemake = [sys.executable, "-m", "snakemake", "all", *options]
-    run = subprocess.run([*snakemake, "--cores", "2"], cwd=root, capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
-
-    out = root / "results/test/runs/tiny/predict"
-    predictions = pd.read_csv(out / "predictions.tsv", sep="\t", dtype=str)
-    split = pd.read_csv(root / "results/test/data/demo/split.tsv", sep="\t", dtype=str)
-    assert set(predictions["sample_id"]) == set(split.loc[split["split"] == "test", "sample_id"])
-    classes = [c.removeprefix("prob_") for c in predictions if c.startswith("prob_")]
-    assert len(classes) > 2 and set(predictions["prediction"]) <= set(classes)
-    metrics = json.loads((out / "metrics.json").read_text())
-    for model in ("model", "mean_baseline", "random_forest_baseline"):
-        assert 0.0 <= metrics[model]["accuracy"] <= 1.0, model
-    assert (out / "predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"  # confusion matrices
-    summary = pd.read_csv(root / "results/test/summary.tsv", sep="\t")
-    assert summary.loc[0, "target"] == "qiita_study_id"
-    assert {"model_accuracy", "random_forest_baseline_accuracy"} <= set(summary)
-
-    report = subprocess.run(
-        [*snakemake, "--report", "report.html"], cwd=root, capture_output=True, text=True
-    )
-    assert report.returncode == 0, report.stderr[-3000:]
-    assert (root / "report.html").stat().st_size > 10_000
 
 
 @pytest.mark.workflow
