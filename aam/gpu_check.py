@@ -61,6 +61,7 @@ BENCH_MODEL = (
 UNIFRAC_METRICS = ("unweighted", "weighted_normalized", "weighted_unnormalized", "generalized")
 UNIFRAC_TOL = {"float64": 1e-9, "float32": 1e-4}  # max |device - CPU| of a distance
 NOT_SELECTED = "not selected"
+NOT_YET_RUN = "not run: the run stopped before it"
 
 
 class CheckFailed(Exception):
@@ -461,38 +462,38 @@ def run_checks(
     if unknown:
         raise ValueError(f"unknown checks {unknown}; choose from {list(CHECKS)}")
     out.mkdir(parents=True, exist_ok=True)
-    dry = device.type != "cuda"
     report: dict[str, Any] = {
         "format": FORMAT,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "dry_run": dry,
+        "dry_run": device.type != "cuda",
         "environment": environment(device),
         "checks": {},
     }
+    for name in CHECKS:
+        message = NOT_YET_RUN if name in chosen else NOT_SELECTED
+        report["checks"][name] = {"status": "skipped", "message": message, "numbers": {}}
+        report["checks"][name]["seconds"] = 0.0
+    _conclude(report, out)
     with tempfile.TemporaryDirectory(prefix="aam-gpu-check-") as work:
         ctx = Context(device, Path(work), out, model_flags)
-        for name in CHECKS:
-            if name in chosen:
-                report["checks"][name] = run_check(name, ctx)
-            else:
-                report["checks"][name] = {
-                    "status": "skipped",
-                    "message": NOT_SELECTED,
-                    "numbers": {},
-                    "seconds": 0.0,
-                }
-    statuses = [c["status"] for c in report["checks"].values()]
-    report["passed"] = all(s == "pass" for s in statuses)
-    report["gpu_pass"] = report["passed"] and not dry
+        for name in [n for n in CHECKS if n in chosen]:  # report rewritten: a killed run keeps them
+            report["checks"][name] = run_check(name, ctx)
+            _conclude(report, out)
+    return report
+
+
+def _conclude(report: dict[str, Any], out: Path) -> None:
+    """Set the report's passed, gpu_pass and verdict from its checks so far; write it."""
+    report["passed"] = all(c["status"] == "pass" for c in report["checks"].values())
+    report["gpu_pass"] = report["passed"] and not report["dry_run"]
     report["verdict"] = verdict(report)
     write_report(report, out)
-    return report
 
 
 def verdict(report: dict[str, Any]) -> str:
     """One line: GPU PASS, FAIL (naming the checks), INCOMPLETE (checks not run) or DRY RUN."""
     env, checks = report["environment"], report["checks"]
-    unrun = [k for k, c in checks.items() if c["message"] == NOT_SELECTED]
+    unrun = [k for k, c in checks.items() if c["message"] in (NOT_SELECTED, NOT_YET_RUN)]
     bad = [f"{k} ({c['status']})" for k, c in checks.items() if c["status"] != "pass"]
     bad = [b for b in bad if b.split()[0] not in unrun]
     summary = f"{len(checks) - len(unrun) - len(bad)}/{len(checks)} checks passed"

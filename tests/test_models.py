@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
 from aam.data.tokenize import MASK, OTHER, PAD, START, VOCAB_SIZE, A, tokenize
 from aam.models import (
@@ -17,6 +18,7 @@ from aam.models import (
     mask_nucleotides,
 )
 from aam.models.asv_encoder import sequence_keys
+from aam.models.layers import sdpa_backends
 
 MAX_BP = 20
 ATOL = 1e-5
@@ -450,6 +452,17 @@ def test_sdpa_backends_on_cpu(batch):
     assert effective_attn_implementation("auto", "cpu") == "auto"
     with pytest.raises(ValueError):
         pred.set_attn_implementation("sdpa")
+
+
+def test_auto_attention_leaves_out_cudnn_on_gpus_only():
+    """auto on a GPU: flash, mem_efficient or math, never cuDNN attention (its per-shape plans
+    cost 3.5x at batch 8 on an H100); on a CPU PyTorch's own choice; a named kernel is itself."""
+    on_gpu = sdpa_backends("auto", "cuda")
+    assert SDPBackend.CUDNN_ATTENTION not in on_gpu
+    assert SDPBackend.EFFICIENT_ATTENTION in on_gpu and SDPBackend.MATH in on_gpu
+    assert sdpa_backends("auto", "cpu") is None
+    assert sdpa_backends("mem_efficient", "cuda") == [SDPBackend.EFFICIENT_ATTENTION]
+    assert sdpa_backends("flash", "cpu") == [SDPBackend.MATH]
 
 
 # -- degenerate inputs ----------------------------------------------------------------------
