@@ -10,7 +10,8 @@ validation excluded), whatever the batch shape.
 Achieved GFLOP/s of a pretraining run: the matmul FLOPs of every training batch of its epochs
 (``step_flops``: linear layers and attention of the three stacks, forward x 3 for forward and
 backward), divided by the training seconds of history.tsv, against this CPU's fp32 peak
-(``peak_gflops``: cores x clock x 32 FLOPs/cycle, Zen 3 and Zen 4 alike).
+(``peak_gflops``: cores x clock x 32 FLOPs/cycle, Zen 3 and Zen 4 alike); on a GPU (the stages
+run there) GFLOP/s only, no CPU percentage.
 
     python benchmarks/train_throughput.py [--data ../shared/data/oral] [--epochs 2]
         [--batch-tokens 2048] [--stages pretrain tokens frozen whole]
@@ -59,6 +60,13 @@ def peak_gflops() -> float:
         float(line.split(":")[1]) for line in open("/proc/cpuinfo") if line.startswith("cpu MHz")
     ]
     return len(mhz) * max(mhz) / 1e3 * ZEN4_FP32_FLOPS_PER_CYCLE
+
+
+def gpu_visible() -> bool:
+    """Whether the `aam` stages (device auto) run on a GPU: torch sees one."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def stack_flops(rows: int, length: int, layers: int) -> float:
@@ -207,7 +215,7 @@ def main() -> None:
         for name in budgets
         if name in args.stages
     }
-    peak = peak_gflops()
+    peak = None if gpu_visible() else peak_gflops()
     rows = []
     for stage, name, (command, *extra) in stages:
         shutil.rmtree(wd / name, ignore_errors=True)  # measure fresh runs, not resumes
@@ -217,7 +225,7 @@ def main() -> None:
     print(
         f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; "
         f"date {date.today()}; {args.samples} samples, {args.epochs} epochs; "
-        f"fp32 peak {peak:.1f} GFLOP/s"
+        + ("on the GPU" if peak is None else f"CPU fp32 peak {peak:.1f} GFLOP/s")
     )
     print()
     print(
@@ -226,7 +234,8 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|")
     for stage, sps, rss, achieved in rows:
-        rate = "-" if achieved is None else f"{achieved:.1f} ({100 * achieved / peak:.0f}%)"
+        rate = "-" if achieved is None else f"{achieved:.1f}"
+        rate += "" if achieved is None or peak is None else f" ({100 * achieved / peak:.0f}%)"
         print(
             f"| {stage} | {sps:.1f} | {sps / PUBLIC['samples_per_s']:.1f}x | {rss:.2f} | "
             f"{rss / PUBLIC['peak_rss_gb']:.2f} | {rate} |"

@@ -114,6 +114,26 @@ def test_a_nan_is_never_a_pass_and_a_crash_is_an_error(tmp_path, monkeypatch):
     )
 
 
+def test_a_run_killed_mid_way_leaves_the_checks_it_ran(tmp_path, monkeypatch):
+    """The report is rewritten after each check: a job killed at its time limit keeps them."""
+
+    def killed(ctx):
+        raise KeyboardInterrupt  # as SIGINT/SIGTERM: not an error section, the process ends
+
+    checks = dict(gpu_check.CHECK_FUNCTIONS)
+    checks["golden"] = lambda ctx: {"numbers": {"worst": 1e-7}, "message": "ok"}
+    checks["unifrac"] = killed
+    monkeypatch.setattr(gpu_check, "CHECK_FUNCTIONS", checks)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["unifrac", "golden"])
+    data = strict_json(tmp_path / "report.json")
+    assert data["checks"]["golden"]["status"] == "pass"
+    assert data["checks"]["unifrac"]["message"] == gpu_check.NOT_YET_RUN
+    assert data["checks"]["doctor"]["message"] == gpu_check.NOT_SELECTED
+    assert not data["passed"]
+    assert "1/7 checks passed; not run: unifrac, training" in data["verdict"]
+
+
 def test_unknown_check_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"unknown checks \['gpu'\]"):
         gpu_check.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["gpu"])

@@ -455,8 +455,8 @@ def test_sdpa_backends_on_cpu(batch):
 
 
 def test_auto_attention_leaves_out_cudnn_on_gpus_only():
-    """auto on a GPU: flash, mem_efficient or math, never cuDNN attention (its per-shape plans
-    cost 3.5x at batch 8 on an H100); on a CPU PyTorch's own choice; a named kernel is itself."""
+    """auto on a GPU: flash, mem_efficient or math, never cuDNN attention (3.8x slower bf16
+    pretraining at batch 8 on an H100); on a CPU PyTorch's own choice; a named kernel is itself."""
     on_gpu = sdpa_backends("auto", "cuda")
     assert SDPBackend.CUDNN_ATTENTION not in on_gpu
     assert SDPBackend.EFFICIENT_ATTENTION in on_gpu and SDPBackend.MATH in on_gpu

@@ -95,7 +95,9 @@ class ModelConfig:
     )
     # runtime
     attn_implementation: str = option(
-        "auto", "attention kernel (SDPA backend)", choices=ATTN_IMPLEMENTATIONS
+        "auto",
+        "attention kernel (SDPA backend; auto: PyTorch's choice, on GPUs not cuDNN attention)",
+        choices=ATTN_IMPLEMENTATIONS,
     )
     gradient_checkpointing: bool = option(False, "recompute activations in the backward pass")
 

@@ -3,8 +3,8 @@
 Masks follow one convention throughout: a boolean tensor, ``True`` = real position.
 
 Attention backend (``attn_implementation``): ``auto`` lets PyTorch choose (on GPUs among flash,
-mem_efficient and math: not cuDNN attention, which plans per sequence-length shape and made
-bf16 pretraining 3.5x slower at batch 8 on an H100, benchmarks/README.md); ``math``,
+mem_efficient and math: not cuDNN attention, which made bf16 pretraining 3.8x slower at batch
+8 on an H100, likely by planning per padded shape, benchmarks/README.md); ``math``,
 ``mem_efficient`` and ``flash`` restrict ``scaled_dot_product_attention`` to that one kernel via
 ``torch.nn.attention.sdpa_kernel``. The fused kernels are GPU kernels: on any device that is not
 ``cuda`` (ROCm devices are ``cuda`` too), ``mem_efficient`` and ``flash`` fall back to ``math``
