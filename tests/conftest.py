@@ -32,9 +32,9 @@ set_hypothesis_home_dir(HYPOTHESIS_HOME)
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller, not an xdist worker
-        # aam's bytecode, once, before the workers start: the ~400 processes the suite starts
-        # (its checkout copies take the .pyc along) read it instead of compiling aam each time,
-        # also where PYTHONDONTWRITEBYTECODE is set (0.2-0.3 s of CPU per process).
+        # aam's bytecode, once, before the workers start: the processes the suite starts (its
+        # checkout copies take the .pyc along) read it instead of compiling aam each time, also
+        # where PYTHONDONTWRITEBYTECODE is set (0.15-0.35 s of CPU per snakemake dry run).
         compileall.compile_dir(REPO / "aam", quiet=1)
         session.config.stash[BEFORE] = checkout.snapshot()
 
