@@ -12,41 +12,67 @@ import argparse
 import importlib
 import logging
 import os
+import platform
 import re
 import sys
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
+from aam import __version__
 from aam.errors import EXIT_INPUT, EXIT_NON_FINITE, InputError, NonFiniteError
 from aam.options import OptionError
 from aam.provenance import provenance_record, write_provenance
 
-HELP = {
-    "doctor": "Attention backends and torch stack check, with a recommendation",
-    "stage": "Copy inputs into the work area, verified, with a sha256 manifest",
-    "check-data": "The workflow's checks of a dataset's table and metadata against its config",
-    "unifrac": "UniFrac distance matrix from a BIOM table and a newick tree",
-    "unifrac-shard": "Shard i of K of a UniFrac matrix (a row block; for large tables)",
-    "unifrac-gather": "Merge the K shards of `aam unifrac-shard` into the matrix file",
-    "tree": "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)",
-    "split": "Seeded train/validation/test split, or fold k of a K-fold partition",
-    "pretrain": "Pretrain the base on UniFrac + masked nucleotides",
-    "finetune": "Fine-tune on a metadata target (regression or classes)",
-    "predict": "Predict with a fine-tuned model; metrics if truth known",
-    "baselines": "Mean predictor and random forest fitted on the train split",
-    "cross-validation": "Per-fold and mean +- sd test metrics of a cross-validated run",
-    "plot-history": "Training curves (PNG) from a history.tsv",
-    "lint-def": "Check Singularity .def files (header, sections, no aam)",
-    "profile": "Kernel table, peak memory and samples/s of a few steps",
-    "profiling-report": "HTML profiling report (kernels, memory, rules)",
-    "validate": "Golden numeric check: generate, or compare on any device",
-    "run-options-schema": "Schema of the workflow's runs.* options, from the flags",
+# The commands, in the groups and order of `aam --help`: a researcher's first, then what the
+# workflow and the clusters run, then the developers' tools. command -> one line.
+GROUPS: dict[str, dict[str, str]] = {
+    "analysis": {
+        "unifrac": "UniFrac distance matrix from a BIOM table and a newick tree",
+        "tree": "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)",
+        "split": "Seeded train/validation/test split, or fold k of a K-fold partition",
+        "pretrain": "Pretrain the base on UniFrac + masked nucleotides",
+        "finetune": "Fine-tune on a metadata target (regression or classes)",
+        "predict": "Predict with a fine-tuned model; metrics if truth known",
+        "baselines": "Mean predictor and random forest fitted on the train split",
+        "cross-validation": "Per-fold and mean +- sd test metrics of a cross-validated run",
+        "plot-history": "Training curves (PNG) from a history.tsv",
+    },
+    "workflow and cluster": {
+        "stage": "Copy inputs into the work area, verified, with a sha256 manifest",
+        "check-data": "The workflow's checks of a dataset's table and metadata against its config",
+        "unifrac-shard": "Shard i of K of a UniFrac matrix (a row block; for large tables)",
+        "unifrac-gather": "Merge the K shards of `aam unifrac-shard` into the matrix file",
+        "doctor": "Attention backends and torch stack check, with a recommendation",
+        "profile": "Kernel table, peak memory and samples/s of a few steps",
+        "profiling-report": "HTML profiling report (kernels, memory, rules)",
+        "validate": "Golden numeric check: generate, or compare on any device",
+    },
+    "developer tools": {
+        "lint-def": "Check Singularity .def files (header, sections, no aam)",
+        "run-options-schema": "Schema of the workflow's runs.* options, from the flags",
+    },
 }
 # command -> (module, help); `aam foo-bar` is the module aam.commands.foo_bar.
 COMMANDS: dict[str, tuple[str, str]] = {
-    name: (f"aam.commands.{name.replace('-', '_')}", text) for name, text in HELP.items()
+    name: (f"aam.commands.{name.replace('-', '_')}", text)
+    for commands in GROUPS.values()
+    for name, text in commands.items()
 }
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that states every option's default, unless its text already does (the training
+    flags say it with their bounds) or there is none (no value, a switch that is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = action.default in (None, False, argparse.SUPPRESS)
+        if not action.option_strings or unset or "default" in text:
+            return text
+        shown = " ".join(map(str, action.default)) if isinstance(action.default, list) else None
+        return f"{text} (default: {action.default if shown is None else shown})"
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -59,17 +85,44 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {text}; see {self.prog} --help\n")
 
 
+def version_line() -> str:
+    """``aam X (torch Y, python Z)``, read without importing torch."""
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch = "not installed"
+    return f"aam {__version__} (torch {torch}, python {platform.python_version()})"
+
+
 def _top_parser() -> argparse.ArgumentParser:
+    width = max(map(len, COMMANDS)) + 2
+    listing = "\n\n".join(
+        f"{group}:\n" + "\n".join(f"  {name:<{width}}{text}" for name, text in commands.items())
+        for group, commands in GROUPS.items()
+    )
     parser = CommandParser(
         prog="aam",
+        usage="aam [--version] [--provenance PATH] <command> [options]",
         description="Attention All Microbes: data, UniFrac, training and validation tools.",
+        epilog=f"{listing}\n\n`aam <command> --help`: the command's options and defaults.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "command",
-        choices=sorted(COMMANDS),
-        metavar="command",
-        help="one of: " + "; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()),
+        "command", choices=sorted(COMMANDS), metavar="<command>", help="one of the commands below"
     )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument(
+        "--provenance", metavar="PATH", help="also write the run's provenance record to PATH"
+    )
+    return parser
+
+
+def command_parser(name: str) -> CommandParser:
+    """The parser of `aam NAME` (its module's ``add_arguments``)."""
+    parser = CommandParser(
+        prog=f"aam {name}", description=COMMANDS[name][1], formatter_class=DefaultsFormatter
+    )
+    importlib.import_module(COMMANDS[name][0]).add_arguments(parser)
     return parser
 
 
@@ -98,13 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         _top_parser().print_help()
         return 0 if argv else 2
+    if argv[0] == "--version":
+        print(version_line())
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         _top_parser().error(f"unknown command {name!r}")
     module = importlib.import_module(COMMANDS[name][0])
-    parser = CommandParser(prog=f"aam {name}", description=COMMANDS[name][1])
-    module.add_arguments(parser)
-    args = parser.parse_args(rest)
+    args = command_parser(name).parse_args(rest)
     logging.basicConfig(level=logging.INFO, format=f"aam {name}: %(message)s")
     try:
         module.run(args)

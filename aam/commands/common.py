@@ -97,7 +97,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         help="a precomputed UniFrac matrix instead (`aam unifrac`, QIIME 2 or ssu; .h5 or "
         "lsmat .tsv), read by rows",
     )
-    io.add_argument("--output-dir", required=True, type=Path)
+    io.add_argument(
+        "--output-dir", required=True, type=Path, help="run directory (checkpoints, history)"
+    )
     io.add_argument(
         "--checkpoint-dir",
         type=Path,

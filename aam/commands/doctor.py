@@ -17,7 +17,7 @@ def _cell(value) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam doctor`."""
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (ROCm: cuda)")
     parser.add_argument("--output", type=Path, help="also write the report as JSON")
 
 

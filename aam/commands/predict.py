@@ -41,15 +41,19 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam predict`."""
     parser.add_argument("--model", required=True, type=Path, help="model.pt from `aam finetune`")
-    parser.add_argument("--table", required=True, type=Path)
-    parser.add_argument("--output-dir", required=True, type=Path)
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table of the samples")
+    parser.add_argument(
+        "--output-dir", required=True, type=Path, help="predictions.tsv, metrics.json, plots"
+    )
     parser.add_argument(
         "--metadata",
         type=Path,
         help="truth for metrics; needed by models with categorical covariates",
     )
     parser.add_argument("--split", type=Path, help="predict only one split of this split.tsv")
-    parser.add_argument("--subset", default="test", choices=SPLITS)
+    parser.add_argument(
+        "--subset", default="test", choices=SPLITS, help="the split predicted with --split"
+    )
     parser.add_argument(
         "--baselines",
         type=Path,
@@ -67,7 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--training-split", type=Path, help="the split the model was fine-tuned on")
     parser.add_argument("--scratch", help="node-local dir to copy inputs to first")
-    parser.add_argument("--batch-size", type=checked(int, minimum=1), default=32)
+    parser.add_argument(
+        "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
+    )
     add_options(parser, StudyOptions, "predict")
     add_options(parser, RuntimeConfig, "predict")
 

@@ -39,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--tree", type=Path, help="newick tree: each batch's UniFrac computed")
     source.add_argument("--unifrac", type=Path, help="a precomputed UniFrac matrix instead")
-    parser.add_argument("--output-dir", required=True, type=Path)
+    parser.add_argument(
+        "--output-dir", required=True, type=Path, help="kernel table, memory and throughput"
+    )
     parser.add_argument("--steps", type=int, default=3, help="measured training steps")
     parser.add_argument(
         "--batch-sizes",
@@ -55,8 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="attention backends to compare (default: all on the device)",
     )
     add_options(parser, RuntimeConfig, "profile")
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, default="fp32", help="auto: bf16 on GPUs that have it"
+    )
+    parser.add_argument("--seed", type=int, default=42, help="seed of the model and batches")
     parser.add_argument(
         "--profiler",
         choices=PROFILERS,

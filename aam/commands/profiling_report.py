@@ -33,7 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="memory a batch may use (default: 80%% of the device memory)",
     )
-    parser.add_argument("--memory-fraction", type=float, default=0.8)
+    parser.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=0.8,
+        help="without --memory-budget-gb: this fraction of the device memory",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -19,13 +19,15 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam split`."""
-    parser.add_argument("--table", required=True, type=Path)
+    parser.add_argument(
+        "--table", required=True, type=Path, help="BIOM table: its samples are split"
+    )
     parser.add_argument(
         "--metadata",
         type=Path,
         help="with --target-column: only samples that have a target value are assigned",
     )
-    parser.add_argument("--target-column")
+    parser.add_argument("--target-column", help="metadata column of the target (with --metadata)")
     parser.add_argument(
         "--classifier",
         action="store_true",
@@ -54,10 +56,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--val-fraction of the others val; --test-fraction is not used)",
     )
     parser.add_argument("--fold", type=int, help="which fold (1..K) with --folds")
-    parser.add_argument("--val-fraction", type=float, default=0.1)
-    parser.add_argument("--test-fraction", type=float, default=0.2)
-    parser.add_argument("--seed", type=checked(int, minimum=0, maximum=2**32 - 1), default=42)
-    parser.add_argument("--allow-missing-samples", action="store_true")
+    parser.add_argument(
+        "--val-fraction", type=float, default=0.1, help="fraction of samples for validation"
+    )
+    parser.add_argument(
+        "--test-fraction", type=float, default=0.2, help="fraction of samples for the test set"
+    )
+    parser.add_argument(
+        "--seed",
+        type=checked(int, minimum=0, maximum=2**32 - 1),
+        default=42,
+        help="seed of the split",
+    )
+    parser.add_argument(
+        "--allow-missing-samples",
+        action="store_true",
+        help="split the samples shared by the table and the metadata instead of failing",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -12,7 +12,9 @@ from aam.staging import stage_files
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam stage`."""
-    parser.add_argument("--output-dir", required=True, type=Path)
+    parser.add_argument(
+        "--output-dir", required=True, type=Path, help="work area the files are copied to"
+    )
     parser.add_argument("--manifest", default="manifest.sha256", help="manifest file name")
     parser.add_argument(
         "--file",

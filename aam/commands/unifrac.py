@@ -64,9 +64,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"output file: {'/'.join(HDF5_SUFFIXES)} (matrix + order) or "
         f"{'/'.join(TSV_SUFFIXES)} (skbio lsmat); may contain {{metric}}",
     )
-    parser.add_argument("--engine", choices=ENGINES, default="builtin")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="builtin",
+        help="builtin (numba on CPUs, torch on GPUs), or the unifrac or scikit-bio package",
+    )
     parser.add_argument("--device", type=_device, default="cpu", help="cpu, cuda or cuda:N")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float64")
+    parser.add_argument(
+        "--dtype", choices=sorted(DTYPES), default="float64", help="precision of the distances"
+    )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     add_tree_arguments(parser)
     parser.add_argument(

@@ -48,6 +48,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
         type=checked(str, choices=tuple(sorted(DTYPES))),
         default="float64",
         metavar="{" + ",".join(sorted(DTYPES)) + "}",
+        help="precision of the distances",
     )
     parser.add_argument("--shards", required=True, type=int, help="K: how many shards in all")
     add_tree_arguments(parser)

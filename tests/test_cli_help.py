@@ -1,0 +1,82 @@
+"""`aam --help` (commands grouped, one line each), `aam --version`, and every option of every
+command shown with its help and default."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+
+import aam
+from aam.cli import COMMANDS, GROUPS, DefaultsFormatter, command_parser, main
+
+
+def test_help_lists_every_command_once_in_its_group_analysis_first(capsys):
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    headers = [line for line in text.splitlines() if line.rstrip(":") in GROUPS]
+    assert headers == [f"{group}:" for group in GROUPS] and headers[0] == "analysis:"
+    listed = re.findall(r"^  ([a-z][a-z-]+)  +(\S.*)$", text, flags=re.M)
+    assert [name for name, _ in listed] == list(COMMANDS)  # each once, in the groups' order
+    assert all(line == COMMANDS[name][1] for name, line in listed)  # its one line
+    analysis = set(GROUPS["analysis"])
+    assert {"pretrain", "finetune", "predict", "unifrac"} <= analysis
+    assert not {"lint-def", "run-options-schema"} & analysis
+
+
+def test_no_command_is_the_help_and_exit_status_2(capsys):
+    assert main([]) == 2
+    assert "analysis:" in capsys.readouterr().out
+
+
+def test_version_names_aam_torch_and_python():
+    run = subprocess.run(
+        [sys.executable, "-m", "aam", "--version"], capture_output=True, text=True, check=True
+    )
+    line = run.stdout.strip()
+    assert line.startswith(f"aam {aam.__version__} (torch {metadata.version('torch')}, python 3.")
+    assert metadata.version("aam") == aam.__version__  # pyproject's version is aam.__version__
+    assert "\n" not in line and run.stderr == ""
+
+
+def _options(name: str) -> list[argparse.Action]:
+    parser = command_parser(name)
+    return [
+        a
+        for a in parser._actions
+        if a.option_strings
+        and a.help != argparse.SUPPRESS
+        and not isinstance(a, argparse._HelpAction)
+    ]
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_option_has_help_and_shows_its_default(name):
+    formatter = DefaultsFormatter(f"aam {name}")
+    for action in _options(name):
+        flag = action.option_strings[-1]
+        assert action.help, f"aam {name} {flag}: no help"
+        shown = formatter._get_help_string(action)
+        if action.default not in (None, False, argparse.SUPPRESS):
+            assert "default" in shown, f"aam {name} {flag}: default {action.default!r} not shown"
+
+
+def test_hand_written_defaults_appear_in_the_help(capsys):
+    for name, flag, default in [
+        ("unifrac", "--engine", "builtin"),
+        ("unifrac", "--dtype", "float64"),
+        ("unifrac", "--alpha", "0.5"),
+        ("split", "--val-fraction", "0.1"),
+        ("split", "--seed", "42"),
+        ("predict", "--subset", "test"),
+        ("baselines", "--trees", "500"),
+    ]:
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        text = capsys.readouterr().out
+        entry = re.search(rf"^  {flag}\b.*?(?=^  -|\Z)", text, flags=re.M | re.S)[0]
+        assert " ".join(entry.split()).endswith(f"(default: {default})"), entry
