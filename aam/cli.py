@@ -18,6 +18,7 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import NoReturn
 
 from aam import __version__
@@ -117,12 +118,13 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def command_parser(name: str) -> CommandParser:
-    """The parser of `aam NAME` (its module's ``add_arguments``)."""
+def command_parser(name: str, module: ModuleType) -> CommandParser:
+    """The parser of `aam NAME`, whose command module is ``module`` (imported by ``main``
+    alone: the code fingerprints resolve that one computed import to the command)."""
     parser = CommandParser(
         prog=f"aam {name}", description=COMMANDS[name][1], formatter_class=DefaultsFormatter
     )
-    importlib.import_module(COMMANDS[name][0]).add_arguments(parser)
+    module.add_arguments(parser)
     return parser
 
 
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         _top_parser().error(f"unknown command {name!r}")
     module = importlib.import_module(COMMANDS[name][0])
-    args = command_parser(name).parse_args(rest)
+    args = command_parser(name, module).parse_args(rest)
     logging.basicConfig(level=logging.INFO, format=f"aam {name}: %(message)s")
     try:
         module.run(args)

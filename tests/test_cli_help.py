@@ -4,6 +4,7 @@ command shown with its help and default."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def test_version_names_aam_torch_and_python():
 
 
 def _options(name: str) -> list[argparse.Action]:
-    parser = command_parser(name)
+    parser = command_parser(name, importlib.import_module(COMMANDS[name][0]))
     return [
         a
         for a in parser._actions
