@@ -257,7 +257,8 @@ def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
 
 
 @pytest.mark.slow
-def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, capsys):
+def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, capsys, caplog):
+    caplog.set_level(logging.INFO)
     baselines = tmp_path / "baselines.tsv"
     args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
     rc = aam("baselines", *args, "--split", demo["split"], "--output", baselines, "--trees", "20")
@@ -277,6 +278,15 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     forest = table[(table["model"] == "random_forest") & (table["split"] == "test")]
     mae = (forest["prediction"] - truth["age"].reindex(forest["sample_id"]).to_numpy()).abs().mean()
     assert metrics["random_forest_baseline"]["mae"] == pytest.approx(mae, rel=1e-4)
+    # ... and printed: AAM first, then the baselines, each metric with its interval
+    printed = [r.getMessage() for r in caplog.records if r.name == "aam.commands.predict"]
+    table_at = printed.index(f"metrics of {metrics['n']} samples (age), 95% bootstrap intervals:")
+    rows = printed[table_at + 1 : table_at + 4]
+    labels = [row.split()[0] for row in rows]
+    assert labels[0] == "AAM" and sorted(labels[1:]) == ["mean", "random_forest"], rows
+    low, high = metrics["intervals"]["model"]["mae"]
+    mae_cell = f"mae {metrics['model']['mae']:.3g} [{low:.3g}, {high:.3g}]"
+    assert mae_cell in rows[0] and "rmse " in rows[0] and "r2 " in rows[0]
 
     table[table["sample_id"] != forest["sample_id"].iloc[0]].to_csv(
         baselines, sep="\t", index=False
@@ -753,3 +763,21 @@ def test_pretrain_rejects_a_batch_size_word_other_than_auto(demo, tmp_path, caps
     out = tmp_path / "out"
     rc = pretrain(demo, out, "--batch-size", "big")
     assert_failed(rc, capsys, "pretrain", out, "--batch-size big: ", "whole number or auto")
+
+
+def test_metrics_lines_name_aam_and_say_undefined():
+    from aam.commands.predict import metrics_lines
+
+    metrics = {
+        "n": 3,
+        "target": "age",
+        "model": {"mae": 1.23456, "r2": None},
+        "mean_baseline": {"mae": 2.0, "r2": None},
+        "intervals": {"model": {"mae": [1.0, 1.5], "r2": None}, "mean_baseline": {"mae": None}},
+    }
+    assert metrics_lines(metrics) == [
+        "metrics of 3 samples (age), 95% bootstrap intervals:",
+        "  AAM   mae 1.23 [1, 1.5], r2 undefined",
+        "  mean  mae 2, r2 undefined",
+    ]
+    assert metrics_lines({"n": 0, "target": "age", "no_metrics": "no truth"}) == []

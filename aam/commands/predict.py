@@ -163,6 +163,34 @@ def run(args: argparse.Namespace) -> None:
         plot = out_dir / "predicted_vs_true.png"
         plot_predictions(plot, models, truth, target, metrics.get("no_metrics"))
     log.info("wrote %d predictions to %s", len(ids), out_dir / "predictions.tsv")
+    for line in metrics_lines(metrics or {}):
+        log.info("%s", line)
+
+
+def metrics_lines(metrics: dict) -> list[str]:
+    """metrics.json as a few lines: each scored model (AAM first, then the baselines) with
+    its metrics and their 95% intervals; none without metrics."""
+    names = [k for k in metrics if k == "model" or k.endswith("_baseline")]
+    if not names:
+        return []
+    width = max(len(_label(name)) for name in names)
+    lines = [f"metrics of {metrics['n']} samples ({metrics['target']}), 95% bootstrap intervals:"]
+    for name in names:
+        cells = []
+        for key, value in metrics[name].items():
+            low, high = metrics["intervals"][name].get(key) or (None, None)
+            interval = "" if low is None else f" [{low:.3g}, {high:.3g}]"
+            cells.append(f"{key} {_number(value)}{interval}")
+        lines.append(f"  {_label(name):<{width}}  " + ", ".join(cells))
+    return lines
+
+
+def _label(name: str) -> str:
+    return "AAM" if name == "model" else name.removesuffix("_baseline")
+
+
+def _number(value: float | None) -> str:
+    return "undefined" if value is None or not math.isfinite(value) else f"{value:.3g}"
 
 
 def _check_finite(predicted: np.ndarray, model_path: Path) -> None:
