@@ -1,5 +1,7 @@
-"""Simple baselines fitted on a study's training samples: the mean predictor (the majority
-class's frequencies for categorical targets) and a random forest on relative abundances.
+"""Simple baselines fitted on a study's training samples: the mean predictor (the training
+class frequencies for categorical targets), a random forest on relative abundances and, where a
+grouping column (e.g. the study) is given, the group mean: each group's training mean (class
+frequencies), which is what a model that only recognises the group can reach.
 
 Predictions take the form of the model's: target units for regression, log-probabilities over
 ``study.classes`` for classes, so the same metrics apply to all of them. Another study's table
@@ -19,8 +21,6 @@ from aam.errors import InputError
 from aam.predictions import LOG_FLOOR
 from aam.threads import usable_threads
 from aam.training.study import Study
-
-BASELINES = ("mean", "random_forest")
 
 
 def relative_abundances(samples: SampleSet, positions: np.ndarray) -> sp.csr_matrix:
@@ -62,9 +62,13 @@ def fit_predict(
     trees: int = 500,
     seed: int = 42,
     threads: int = 1,
+    groups: np.ndarray | None = None,
+    predict_groups: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Each baseline fitted on the ``train`` positions of ``study``, predicting the rows of
-    ``features`` (relative abundances on the study's ASVs, one row per sample to predict)."""
+    ``features`` (relative abundances on the study's ASVs, one row per sample to predict).
+    With ``groups`` (a group code per study sample, 0 = none) and ``predict_groups`` (one per
+    row of ``features``) the group mean too; a group without training samples gets the mean."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     y = study.targets[train]
@@ -73,17 +77,26 @@ def fit_predict(
     options = dict(n_estimators=trees, random_state=seed, n_jobs=usable_threads(threads))
     if not study.classes:
         forest = RandomForestRegressor(**options).fit(x_train, y)
-        return {
-            "mean": np.full(n, float(np.mean(y))),
-            "random_forest": forest.predict(x),
-        }
+        out = {"mean": np.full(n, float(np.mean(y))), "random_forest": forest.predict(x)}
+        if groups is not None:
+            out["group_mean"] = _group_means(y[:, None], groups[train], predict_groups)[:, 0]
+        return out
     n_classes = len(study.classes)
     labels = y.astype(np.int64)
-    prior = np.bincount(labels, minlength=n_classes) / len(labels)
+    onehot = np.eye(n_classes)[labels]
     forest = RandomForestClassifier(**options).fit(x_train, labels)
     probs = np.zeros((n, n_classes))
     probs[:, forest.classes_] = forest.predict_proba(x)  # classes absent from train stay 0
-    return {
-        "mean": np.log(np.maximum(np.tile(prior, (n, 1)), LOG_FLOOR)),
-        "random_forest": np.log(np.maximum(probs, LOG_FLOOR)),
-    }
+    out = {"mean": np.tile(onehot.mean(axis=0), (n, 1)), "random_forest": probs}
+    if groups is not None:
+        out["group_mean"] = _group_means(onehot, groups[train], predict_groups)
+    return {name: np.log(np.maximum(p, LOG_FLOOR)) for name, p in out.items()}
+
+
+def _group_means(y: np.ndarray, train_groups: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """(len(groups), y.shape[1]): the mean of ``y``'s rows over the training samples of each
+    sample's group; the mean of all rows for a group without training samples (or none, 0)."""
+    codes = np.unique(train_groups[train_groups > 0])
+    means = {int(c): y[train_groups == c].mean(axis=0) for c in codes}
+    overall = y.mean(axis=0)
+    return np.stack([means.get(int(g), overall) for g in groups]) if len(groups) else y[:0]

@@ -36,9 +36,10 @@ GROUPS: dict[str, dict[str, str]] = {
         "pretrain": "Pretrain the base on UniFrac + masked nucleotides",
         "finetune": "Fine-tune on a metadata target (regression or classes)",
         "predict": "Predict with a fine-tuned model; metrics if truth known",
-        "baselines": "Mean predictor and random forest fitted on the train split",
+        "baselines": "Mean, group-mean and random-forest baselines fitted on the train split",
         "cross-validation": "Per-fold and mean +- sd test metrics of a cross-validated run",
         "plot-history": "Training curves (PNG) from a history.tsv",
+        "overview": "The report's front page: every run's metrics beside the baselines'",
     },
     "workflow and cluster": {
         "stage": "Copy inputs into the work area, verified, with a sha256 manifest",

@@ -1,6 +1,7 @@
 """predicted_vs_true.png of `aam predict`: one panel per model (the model and its baselines).
 
-A regression target gets predicted-vs-true scatter plots on shared axes; a categorical target
+A regression target gets predicted-vs-true scatter plots on shared axes, coloured by group when
+groups are given, above the residuals (predicted - true) against the truth; a categorical target
 gets confusion matrices (true class by row, predicted class by column). When no predicted sample
 can be scored, the figure says why, so the file a run declares always exists.
 """
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from aam.atomic import atomic_output
+from aam.predictions import model_label
 
 
 def plot_predictions(
@@ -21,9 +23,11 @@ def plot_predictions(
     truth: pd.Series | None,
     target: dict,
     no_metrics: str | None = None,
+    groups: pd.Series | None = None,
 ) -> None:
-    """Write ``path``: scatter panels (regression), confusion matrices (``target["classes"]``),
-    or the reason there is nothing to plot (``no_metrics``)."""
+    """Write ``path``: scatter and residual panels (regression; coloured by ``groups``),
+    confusion matrices (``target["classes"]``), or the reason there is nothing to plot
+    (``no_metrics``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -37,31 +41,75 @@ def plot_predictions(
     elif classes:
         fig = _confusion_panels(plt, models, truth, classes, column)
     else:
-        fig = _scatter_panels(plt, models, truth, column)
+        fig = _scatter_panels(plt, models, truth, column, groups)
     fig.tight_layout()
     with atomic_output(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
-def _scatter_panels(plt, models: dict[str, np.ndarray], truth: pd.Series, column: str):
-    """Predicted vs true of the samples with a known value, one panel per model."""
+def _scatter_panels(
+    plt, models: dict[str, np.ndarray], truth: pd.Series, column: str, groups: pd.Series | None
+):
+    """Predicted vs true of the samples with a known value, one column per model, and below
+    each its residuals against the truth; a colour per group (the largest ``MAX_GROUPS``
+    named in the legend, the others grey)."""
     known = truth.notna().to_numpy()
     y = truth[known].to_numpy(dtype=np.float64)
     panels = {name: values[known] for name, values in models.items()}
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(4 * len(panels), 4.2), sharex=True, sharey=True, squeeze=False
+        2,
+        len(panels),
+        figsize=(4 * len(panels), 7.6),
+        sharex=True,
+        sharey="row",
+        squeeze=False,
+        gridspec_kw={"height_ratios": [3, 2]},
     )
+    colours = _group_colours(plt, None if groups is None else groups[known], len(y))
     values = np.concatenate([y, *panels.values()])
-    lo, hi = float(values.min()), float(values.max())
-    for ax, (name, predicted) in zip(axes[0], panels.items(), strict=True):
-        ax.scatter(y, predicted, s=10, alpha=0.7)
-        ax.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
-        ax.set_xlabel(f"true {column}")
+    pad = 0.03 * (float(values.max()) - float(values.min()) or 1.0)
+    lo, hi = float(values.min()) - pad, float(values.max()) + pad
+    for k, (name, predicted) in enumerate(panels.items()):
+        top, bottom = axes[0][k], axes[1][k]
+        for label, (mask, colour) in colours.items():
+            top.scatter(y[mask], predicted[mask], s=10, alpha=0.7, color=colour, label=label)
+            bottom.scatter(y[mask], predicted[mask] - y[mask], s=8, alpha=0.7, color=colour)
+        top.plot([lo, hi], [lo, hi], color="grey", linewidth=1)
+        bottom.axhline(0, color="grey", linewidth=1)
+        top.set_xlim(lo, hi)
+        top.set_ylim(lo, hi)
+        bottom.set_xlabel(f"true {column}")
         mae = float(np.abs(y - predicted).mean())
-        ax.set_title(f"{_label(name)}: n={len(y)}, MAE {mae:.2f}")
+        top.set_title(f"{model_label(name, _name(groups))}: n={len(y)}, MAE {mae:.2f}")
     axes[0][0].set_ylabel(f"predicted {column}")
+    axes[1][0].set_ylabel("residual (predicted - true)")
+    if groups is not None:
+        axes[0][-1].legend(title=groups.name, fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     return fig
+
+
+MAX_GROUPS = 10  # groups named in a legend; the others share one grey
+
+
+def _group_colours(plt, groups: pd.Series | None, n: int) -> dict[str, tuple[np.ndarray, object]]:
+    """Legend label -> (mask over the ``n`` samples, colour): one entry without groups; else
+    the largest ``MAX_GROUPS`` groups by size, then the rest as "other"."""
+    if groups is None:
+        return {"": (np.ones(n, dtype=bool), "C0")}
+    labels = groups.to_numpy()
+    names, counts = np.unique(labels, return_counts=True)
+    largest = [str(n) for n in names[np.argsort(-counts, kind="stable")][:MAX_GROUPS]]
+    palette = plt.get_cmap("tab10")
+    colours = {g: (labels == g, palette(k)) for k, g in enumerate(largest)}
+    rest = ~np.isin(labels, largest)
+    if rest.any():
+        colours["other"] = (rest, "lightgrey")
+    return colours
+
+
+def _name(groups: pd.Series | None) -> str | None:
+    return None if groups is None else str(groups.name)
 
 
 def _confusion_panels(
@@ -88,10 +136,6 @@ def _confusion_panels(
         ax.set_yticks(range(k), classes, fontsize=7)
         ax.set_xlabel(f"predicted {column}")
         accuracy = float((predicted == y).mean())
-        ax.set_title(f"{_label(name)}: n={len(y)}, accuracy {accuracy:.2f}")
+        ax.set_title(f"{model_label(name)}: n={len(y)}, accuracy {accuracy:.2f}")
     axes[0][0].set_ylabel(f"true {column}")
     return fig
-
-
-def _label(model: str) -> str:
-    return model.removesuffix("_baseline")

@@ -17,6 +17,17 @@ from aam.errors import InputError
 LOG_FLOOR = 1e-12  # probabilities are floored before the log: a log-probability stays finite
 
 
+def model_label(section: str, group_column: str | None = None) -> str:
+    """A reader's name of a model of metrics.json (``model``, ``<baseline>_baseline``)."""
+    names = {
+        "model": "AAM",
+        "mean_baseline": "training mean",
+        "random_forest_baseline": "random forest",
+        "group_mean_baseline": f"mean of each {group_column or 'group'}",
+    }
+    return names.get(section, section.removesuffix("_baseline"))
+
+
 def prediction_table(ids: list[str], predicted: np.ndarray, classes: list[str]) -> pd.DataFrame:
     """``sample_id``, ``prediction`` (and ``prob_<label>`` for log-probabilities over classes)."""
     if not classes:

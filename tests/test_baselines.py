@@ -11,7 +11,12 @@ from aam.baselines import fit_predict, relative_abundances
 from aam.data.batching import SampleSet
 from aam.data.split import read_split
 from aam.predictions import read_model_predictions
-from aam.training.metrics import bootstrap_intervals, classification_metrics, macro_auc
+from aam.training.metrics import (
+    bootstrap_intervals,
+    classification_metrics,
+    macro_auc,
+    paired_differences,
+)
 from aam.training.study import Study
 
 
@@ -70,6 +75,36 @@ def test_classifier_baselines_give_log_probabilities():
     assert forest["accuracy"] > 0.8 and forest["auc"] > 0.9, forest
 
 
+def test_group_mean_is_each_groups_training_mean_and_the_mean_for_an_unseen_group():
+    study = synthetic_study(n=8)
+    train = study.subset("train")  # s0-s3
+    groups = np.array([1, 1, 2, 0, 1, 2, 3, 0])  # 3: no train sample; 0: no group
+    y = study.targets
+    predicted = fit_predict(
+        study,
+        train,
+        relative_abundances(study.samples, np.arange(8)),
+        trees=5,
+        groups=groups,
+        predict_groups=groups,
+    )["group_mean"]
+    one, two, overall = y[[0, 1]].mean(), y[2], y[train].mean()
+    np.testing.assert_allclose(predicted, [one, one, two, overall, one, two, overall, overall])
+    classes = synthetic_study(n=8, classes=True)
+    log_probs = fit_predict(
+        classes,
+        train,
+        relative_abundances(classes.samples, np.arange(8)),
+        trees=5,
+        groups=groups,
+        predict_groups=groups,
+    )["group_mean"]
+    onehot = np.eye(2)[classes.targets]
+    np.testing.assert_allclose(np.exp(log_probs[4]), onehot[[0, 1]].mean(0), atol=1e-9)
+    np.testing.assert_allclose(np.exp(log_probs[6]), onehot[train].mean(0), atol=1e-9)
+    assert "group_mean" not in fit_predict(study, train, relative_abundances(study.samples, train))
+
+
 def test_macro_auc_is_the_rank_statistic():
     truth = np.array([0, 0, 1, 1, 2])
     scores = np.array([[0.9, 0.1, 0], [0.2, 0.8, 0], [0.3, 0.7, 0], [0.1, 0.9, 0], [0, 0, 1.0]])
@@ -94,6 +129,25 @@ def test_bootstrap_interval_holds_the_estimate_and_narrows_with_more_samples():
     assert bootstrap_intervals(lambda idx: {"r2": float("nan")}, 5) == {"r2": [None, None]}
 
 
+def test_paired_differences_are_model_minus_other_over_the_same_draws():
+    rng = np.random.default_rng(2)
+    truth = rng.normal(size=200)
+    close, far = truth + rng.normal(scale=0.1, size=200), truth + rng.normal(size=200)
+
+    def score(values: np.ndarray, idx: np.ndarray) -> dict[str, float]:
+        return {"mae": float(np.abs(values[idx] - truth[idx]).mean())}
+
+    out = paired_differences(score, close, {"far": far, "same": close}, 200)
+    far_mae = out["far"]["mae"]
+    assert far_mae["value"] == pytest.approx(
+        score(close, np.arange(200))["mae"] - score(far, np.arange(200))["mae"]
+    )
+    low, high = far_mae["interval"]
+    assert low <= far_mae["value"] <= high < 0  # clearly better: the interval excludes 0
+    # the same draws for both: a model against itself differs by exactly 0 in every draw
+    assert out["same"]["mae"] == {"value": 0.0, "interval": [0.0, 0.0]}
+
+
 def test_cli_writes_every_baseline_for_every_sample(demo, tmp_path):  # noqa: F811
     out = tmp_path / "baselines.tsv"
     args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
@@ -108,6 +162,24 @@ def test_cli_writes_every_baseline_for_every_sample(demo, tmp_path):  # noqa: F8
     read = read_model_predictions(out, ids, [])
     assert set(read) == {"mean", "random_forest"} and len(read["mean"]) == len(ids)
     assert read_model_predictions(out, ids[:3], [])["mean"].shape == (3,)
+
+
+def test_cli_group_column_adds_the_group_mean(demo, tmp_path):  # noqa: F811
+    out = tmp_path / "baselines.tsv"
+    args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
+    args += ["--split", demo["split"], "--output", out, "--trees", "5"]
+    assert aam("baselines", *args, "--group-column", "qiita_study_id") == 0
+    table = pd.read_csv(out, sep="\t", dtype={"sample_id": str})
+    assert sorted(table["model"].unique()) == ["group_mean", "mean", "random_forest"]
+    metadata = pd.read_csv(demo["metadata"], sep="\t", dtype=str).set_index("sample_id")
+    split = read_split(demo["split"])
+    group = table[table["model"] == "group_mean"].set_index("sample_id")
+    study = metadata.reindex(group.index)["qiita_study_id"]
+    age = pd.to_numeric(metadata["age"], errors="coerce").reindex(group.index)
+    train = group.index[split.reindex(group.index) == "train"]
+    means = age[train].groupby(study[train]).mean()
+    expected = study.map(means).fillna(age[train].mean())
+    np.testing.assert_allclose(group["prediction"], expected, rtol=1e-6)
 
 
 def test_cli_rejects_zero_trees_and_a_wrong_file_name(demo, tmp_path, capsys):  # noqa: F811

@@ -261,18 +261,39 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     caplog.set_level(logging.INFO)
     baselines = tmp_path / "baselines.tsv"
     args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
-    rc = aam("baselines", *args, "--split", demo["split"], "--output", baselines, "--trees", "20")
-    assert rc == 0
+    args += ["--split", demo["split"], "--output", baselines, "--trees", "20"]
+    assert aam("baselines", *args, "--group-column", "qiita_study_id") == 0
     out = tmp_path / "predict"
     extra = ["--metadata", demo["metadata"], "--baselines", baselines]
-    assert predict(trained / "model.pt", demo, out, *extra) == 0
+    assert predict(trained / "model.pt", demo, out, *extra, "--group-column", "qiita_study_id") == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    sections = ("model", "mean_baseline", "random_forest_baseline")
+    sections = ("model", "mean_baseline", "random_forest_baseline", "group_mean_baseline")
     assert set(metrics["intervals"]) == set(sections)
     for name in sections:
         for metric in ("mae", "rmse"):
             low, high = metrics["intervals"][name][metric]
             assert low <= metrics[name][metric] <= high, (name, metric)
+    # AAM minus each baseline, on the same samples and the same bootstrap draws
+    assert set(metrics["differences"]) == set(sections[1:])
+    for name in sections[1:]:
+        for metric, difference in metrics["differences"][name].items():
+            value = metrics["model"][metric] - metrics[name][metric]
+            assert difference["value"] == pytest.approx(value, abs=1e-9), (name, metric)
+            low, high = difference["interval"]
+            assert low <= value <= high, (name, metric)
+    # per study: every model scored on each group's test samples, largest group first
+    predicted = pd.read_csv(out / "predictions.tsv", sep="\t", dtype={"sample_id": str})
+    study = pd.read_csv(demo["metadata"], sep="\t", dtype=str).set_index("sample_id")
+    study = study["qiita_study_id"].reindex(predicted["sample_id"]).to_numpy()
+    assert metrics["group_column"] == "qiita_study_id"
+    assert [g["n"] for g in metrics["by_group"]] == sorted(
+        [int((study == g).sum()) for g in set(study)], reverse=True
+    )
+    for group in metrics["by_group"]:
+        rows = predicted[study == group["group"]]
+        mae = (rows["prediction"] - rows["true"]).abs().mean()
+        assert group["model"]["mae"] == pytest.approx(mae, rel=1e-4), group
+        assert set(group) == {"group", "n", *sections}
     table = pd.read_csv(baselines, sep="\t", dtype={"sample_id": str})
     truth = pd.read_csv(demo["metadata"], sep="\t", dtype={"sample_id": str}).set_index("sample_id")
     forest = table[(table["model"] == "random_forest") & (table["split"] == "test")]
@@ -281,9 +302,14 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     # ... and printed: AAM first, then the baselines, each metric with its interval
     printed = [r.getMessage() for r in caplog.records if r.name == "aam.commands.predict"]
     table_at = printed.index(f"metrics of {metrics['n']} samples (age), 95% bootstrap intervals:")
-    rows = printed[table_at + 1 : table_at + 4]
-    labels = [row.split()[0] for row in rows]
-    assert labels[0] == "AAM" and sorted(labels[1:]) == ["mean", "random_forest"], rows
+    rows = printed[table_at + 1 : table_at + 5]
+    labels = [row.split("  ")[1].strip() for row in rows]
+    others = ["mean of each qiita_study_id", "random forest", "training mean"]
+    assert labels[0] == "AAM" and sorted(labels[1:]) == others, rows
+    forest_mae = metrics["differences"]["random_forest_baseline"]["mae"]
+    low, high = forest_mae["interval"]
+    line = f"AAM - random forest: mae {forest_mae['value']:+.3g} [{low:+.3g}, {high:+.3g}]"
+    assert any(row.strip().startswith(line) for row in printed[table_at + 5 :]), printed
     low, high = metrics["intervals"]["model"]["mae"]
     mae_cell = f"mae {metrics['model']['mae']:.3g} [{low:.3g}, {high:.3g}]"
     assert mae_cell in rows[0] and "rmse " in rows[0] and "r2 " in rows[0]
@@ -293,6 +319,8 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     )
     rc = predict(trained / "model.pt", demo, tmp_path / "bad", *extra)
     assert_failed(rc, capsys, "predict", tmp_path / "bad", str(baselines), "no prediction for 1")
+    rc = predict(trained / "model.pt", demo, tmp_path / "bad", *extra, "--group-column", "site")
+    assert_failed(rc, capsys, "predict", tmp_path / "bad", "no column 'site' for --group-column")
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from aam.unifrac.io import read_distance_matrix
 # one worker runs the shared DAG once
 pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("workflow")]
 OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
-TRAINING = {"pretrain", "finetune", "predict", "plot_history", "summary", "all"}
+TRAINING = {"pretrain", "finetune", "predict", "plot_history", "summary", "overview", "all"}
 
 
 def _snakemake(cwd: Path, *extra: str, targets=("all",)) -> subprocess.CompletedProcess:
@@ -336,7 +336,7 @@ def test_prediction_code_change_reruns_predict_only(copy):
         "ax.scatter(y, predicted, s=10",
         "ax.scatter(y, predicted, s=12",
     )
-    assert scheduled(copy) == {"predict", "summary", "all"}
+    assert scheduled(copy) == {"predict", "summary", "overview", "all"}
 
 
 def test_unifrac_kernel_change_reruns_the_matrix_and_training_not_split_or_baselines(copy):

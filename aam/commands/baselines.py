@@ -1,6 +1,6 @@
-"""`aam baselines`: the mean predictor and a random forest on relative abundances, fitted on
-the training samples of a split, predicting every sample, or every sample of another study's
-table (``aam.baselines``)."""
+"""`aam baselines`: the mean predictor, a random forest on relative abundances and with
+``--group-column`` the group mean, fitted on the training samples of a split, predicting every
+sample, or every sample of another study's table (``aam.baselines``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from aam.atomic import atomic_output
-from aam.baselines import BASELINES, aligned_abundances, fit_predict, relative_abundances
+from aam.baselines import aligned_abundances, fit_predict, relative_abundances
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.table import load_table
 from aam.errors import InputError
@@ -43,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="predict this other study's BIOM table instead (features: the fitted table's ASVs)",
     )
+    parser.add_argument(
+        "--group-column",
+        help="categorical metadata column (e.g. the study): adds group_mean, each group's "
+        "training mean (not with --predict-table: another table's samples have no groups here)",
+    )
     parser.add_argument("--trees", type=int, default=500, help="trees of the random forest")
     seed = checked(int, minimum=0, maximum=2**32 - 1)  # scikit-learn's random_state
     parser.add_argument("--seed", type=seed, default=42, help="seed of the random forest")
@@ -62,31 +67,44 @@ def run(args: argparse.Namespace) -> None:
         target=args.target_column,
         classifier=args.classifier,
         split_path=args.split,
+        categorical=[args.group_column] if args.group_column else None,
     )
     train = study.subset("train")
     if not len(train):
         raise InputError(f"{args.split}: no train samples to fit the baselines on")
+    groups = None if study.categories is None else study.categories[:, 0]
+    predict_groups = groups
     if args.predict_table is None:
         ids = list(study.samples.sample_ids)
         split = study.split.reindex(ids).to_numpy()
         features = relative_abundances(study.samples, np.arange(len(ids)))
     else:
+        if groups is not None:
+            log.info("--predict-table: no group_mean (%s's samples have no groups)", args.table)
+            groups = predict_groups = None
         other = load_table(args.predict_table)
         ids, split = [str(s) for s in other.ids()], np.full(len(other.ids()), "")
         features = aligned_abundances(other, study.samples.asv_ids, str(args.predict_table))
         _log_unmatched(other, study.samples.asv_ids, args.predict_table)
     predicted = fit_predict(
-        study, train, features, trees=args.trees, seed=args.seed, threads=args.threads
+        study,
+        train,
+        features,
+        trees=args.trees,
+        seed=args.seed,
+        threads=args.threads,
+        groups=groups,
+        predict_groups=predict_groups,
     )
     tables = []
-    for model in BASELINES:
-        table = prediction_table(ids, predicted[model], study.classes)
+    for model, values in predicted.items():
+        table = prediction_table(ids, values, study.classes)
         table.insert(1, "split", split)
         table.insert(2, "model", model)
         tables.append(table)
     with atomic_output(args.output) as tmp:
         pd.concat(tables).to_csv(tmp, sep="\t", index=False, float_format="%.8g")
-    log.info("wrote %s: %s fitted on %d train samples", args.output, BASELINES, len(train))
+    log.info("wrote %s: %s fitted on %d train samples", args.output, list(predicted), len(train))
 
 
 def _log_unmatched(table, asv_ids: list[str], path: Path) -> None:

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--classifier", action="store_true", help="the target is categorical")
     parser.add_argument("--categorical-columns", default="", help="covariate columns (a,b)")
     parser.add_argument("--split-column", help="metadata column holding the given split")
+    parser.add_argument("--group-column", help="metadata column of the groups (e.g. the study)")
     parser.add_argument("--split-file", type=Path, help="sample_id<TAB>split TSV")
     parser.add_argument(
         "--folds", nargs="+", default=[], metavar="RUN=K", help="K folds of cross-validated RUN"
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> None:
         folds=_pairs(args.folds, "--folds", int),
         predict_on=[_predicted(item) for item in args.predict_on],
         shards=args.shards,
+        group_column=args.group_column,
     )
     with atomic_output(args.output) as tmp:
         tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in (args.table, args.metadata)))

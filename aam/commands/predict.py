@@ -20,7 +20,7 @@ from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options, checked
 from aam.prediction_plots import plot_predictions
-from aam.predictions import prediction_table, read_model_predictions
+from aam.predictions import model_label, prediction_table, read_model_predictions
 from aam.staging import localized
 from aam.threads import usable_threads
 from aam.training.config import RuntimeConfig, StudyOptions
@@ -30,6 +30,7 @@ from aam.training.metrics import (
     BOOTSTRAP_RESAMPLES,
     bootstrap_intervals,
     classification_metrics,
+    paired_differences,
     regression_metrics,
 )
 from aam.training.study import load_study
@@ -58,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--baselines",
         type=Path,
         help="`aam baselines` predictions, scored beside the model on the same samples",
+    )
+    parser.add_argument(
+        "--group-column",
+        help="categorical metadata column (e.g. the study): metrics per group as well "
+        "(metrics.json by_group) and the scatter coloured by group; needs --metadata",
     )
     parser.add_argument(
         "--target-column",
@@ -131,8 +137,9 @@ def run(args: argparse.Namespace) -> None:
     if not len(positions):
         raise InputError(f"{args.split}: no samples in split {args.subset!r}")
     ids = [study.samples.sample_ids[p] for p in positions]
-    # The truth is input: checked before the model runs.
+    # The truth and the groups are input: checked before the model runs.
     truth = _truth(args.metadata, target, ids) if args.metadata is not None else None
+    groups = _groups(args.metadata, args.group_column, ids) if args.group_column else None
     scale = None if target["classes"] else TargetScale(mean=target["mean"], std=target["std"])
     predicted = predict(
         model.to(device),
@@ -151,7 +158,7 @@ def run(args: argparse.Namespace) -> None:
     models = {"model": predicted, **{f"{k}_baseline": v for k, v in baselines.items()}}
     metrics = None
     if args.metadata is not None:
-        metrics = _metrics(models, truth, target, args.metadata, ids)
+        metrics = _metrics(models, truth, target, args.metadata, ids, groups)
     if truth is not None:
         table["true"] = truth
     with atomic_output(out_dir / "predictions.tsv") as tmp:
@@ -161,7 +168,7 @@ def run(args: argparse.Namespace) -> None:
     if metrics is not None:
         write_json(out_dir / "metrics.json", metrics)
         plot = out_dir / "predicted_vs_true.png"
-        plot_predictions(plot, models, truth, target, metrics.get("no_metrics"))
+        plot_predictions(plot, models, truth, target, metrics.get("no_metrics"), groups)
     log.info("wrote %d predictions to %s", len(ids), out_dir / "predictions.tsv")
     for line in metrics_lines(metrics or {}):
         log.info("%s", line)
@@ -169,11 +176,13 @@ def run(args: argparse.Namespace) -> None:
 
 def metrics_lines(metrics: dict) -> list[str]:
     """metrics.json as a few lines: each scored model (AAM first, then the baselines) with
-    its metrics and their 95% intervals; none without metrics."""
+    its metrics and their 95% intervals, then AAM minus each baseline with its paired
+    interval; none without metrics."""
     names = [k for k in metrics if k == "model" or k.endswith("_baseline")]
     if not names:
         return []
-    width = max(len(_label(name)) for name in names)
+    group = metrics.get("group_column")
+    width = max(len(model_label(name, group)) for name in names)
     lines = [f"metrics of {metrics['n']} samples ({metrics['target']}), 95% bootstrap intervals:"]
     for name in names:
         cells = []
@@ -181,12 +190,15 @@ def metrics_lines(metrics: dict) -> list[str]:
             low, high = metrics["intervals"][name].get(key) or (None, None)
             interval = "" if low is None else f" [{low:.3g}, {high:.3g}]"
             cells.append(f"{key} {_number(value)}{interval}")
-        lines.append(f"  {_label(name):<{width}}  " + ", ".join(cells))
+        lines.append(f"  {model_label(name, group):<{width}}  " + ", ".join(cells))
+    for name, differences in metrics.get("differences", {}).items():
+        cells = []
+        for key, difference in differences.items():
+            value, (low, high) = difference["value"], difference["interval"]
+            interval = "" if low is None else f" [{low:+.3g}, {high:+.3g}]"
+            cells.append(f"{key} {'undefined' if value is None else f'{value:+.3g}'}{interval}")
+        lines.append(f"  AAM - {model_label(name, group)}: " + ", ".join(cells))
     return lines
-
-
-def _label(name: str) -> str:
-    return "AAM" if name == "model" else name.removesuffix("_baseline")
 
 
 def _number(value: float | None) -> str:
@@ -217,16 +229,34 @@ def _truth(metadata_path: Path, target: dict, ids: list[str]) -> pd.Series | Non
     return values.reset_index(drop=True)
 
 
+def _groups(metadata_path: Path | None, column: str, ids: list[str]) -> pd.Series:
+    """The ``column`` value of each of ``ids`` as text (a missing one: "unknown")."""
+    if metadata_path is None:
+        raise InputError(f"--group-column {column}: needs --metadata")
+    metadata = load_metadata(metadata_path)
+    if column not in metadata.columns:
+        raise InputError(
+            f"{metadata_path}: no column {column!r} for --group-column "
+            f"(columns: {', '.join(map(str, metadata.columns))})"
+        )
+    values = metadata[column].reindex(ids)
+    labels = values.astype(str).where(values.notna(), "unknown")
+    return labels.reset_index(drop=True).rename(column)
+
+
 def _metrics(
     models: dict[str, np.ndarray],
     truth: pd.Series | None,
     target: dict,
     metadata_path: Path,
     ids: list[str],
+    groups: pd.Series | None = None,
 ) -> dict:
     """metrics.json content: each model's metrics on the samples with a known truth and their
-    bootstrap intervals, and which samples were left out and why (``excluded``); without any
-    known truth ``no_metrics`` says why. NonFiniteError when a metric is not finite."""
+    bootstrap intervals, AAM minus each baseline (paired intervals), with ``groups`` each
+    model's metrics per group (``by_group``), and which samples were left out and why
+    (``excluded``); without any known truth ``no_metrics`` says why. NonFiniteError when a
+    metric is not finite."""
     column = target["column"]
     if truth is None:
         reason = f"{metadata_path} has no column {column!r}"
@@ -273,6 +303,26 @@ def _metrics(
         f"95% percentile bootstrap over the {len(y)} samples ({BOOTSTRAP_RESAMPLES} resamples, "
         "the same for every model)"
     )
+    baselines = {name: v[known] for name, v in models.items() if name != "model"}
+    metrics["differences"] = paired_differences(score, models["model"][known], baselines, len(y))
+    metrics["difference_note"] = (
+        "AAM minus each baseline on the same samples, with the 95% interval of the difference "
+        "over the same bootstrap draws (paired): an interval that excludes 0 is a difference"
+    )
+    if groups is not None:
+        labels = groups[known].to_numpy()
+        metrics["group_column"] = groups.name
+        metrics["by_group"] = [
+            {
+                "group": group,
+                "n": int((labels == group).sum()),
+                **{
+                    name: score(v[known], np.flatnonzero(labels == group))
+                    for name, v in models.items()
+                },
+            }
+            for group in sorted(set(labels), key=lambda g: (-(labels == g).sum(), g))
+        ]
     metrics["baseline_note"] = (
         "baselines are fitted on the training samples: mean = the training mean (for classes, "
         "the training class frequencies), random_forest = a random forest on relative "

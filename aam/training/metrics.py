@@ -83,6 +83,31 @@ def bootstrap_intervals(
     return intervals
 
 
+def paired_differences(
+    score: Callable[[np.ndarray, np.ndarray], dict[str, float]],
+    model: np.ndarray,
+    others: dict[str, np.ndarray],
+    n: int,
+) -> dict[str, dict[str, dict]]:
+    """For each of ``others``: ``score(model, idx) - score(other, idx)`` of every metric on
+    all ``n`` samples (``value``) and its percentile bootstrap interval over the draws of
+    ``bootstrap_intervals`` (``interval``; the same draws for both: a paired interval)."""
+    everything = np.arange(n)
+    out = {}
+    for name, other in others.items():
+
+        def difference(idx: np.ndarray, other=other) -> dict[str, float]:
+            a, b = score(model, idx), score(other, idx)
+            return {key: a[key] - b[key] for key in a}
+
+        values, intervals = difference(everything), bootstrap_intervals(difference, n)
+        out[name] = {
+            key: {"value": None if not np.isfinite(v) else float(v), "interval": intervals[key]}
+            for key, v in values.items()
+        }
+    return out
+
+
 def unifrac_fit(groups: list[torch.Tensor], truth: list[torch.Tensor]) -> dict[str, float]:
     """Fit of squashed embedding distances to UniFrac over the pairs i < j within each group
     (``groups``: each group's sample embeddings; ``truth``: its pairs' distances in

@@ -30,9 +30,10 @@ def check_dataset(
     folds: Mapping[str, int] | None = None,
     predict_on: Sequence[tuple[str, str, Path]] = (),
     shards: int = 1,
+    group_column: str | None = None,
 ) -> pd.Series:
-    """Dataset ``name`` fits its config: the target and covariate columns exist, the counts fit
-    training's float32, table and metadata share samples, a regression target (not
+    """Dataset ``name`` fits its config: the target, covariate and group columns exist, the
+    counts fit training's float32, table and metadata share samples, a regression target (not
     ``classifier``) holds numbers and is not declared categorical (``#q2:types``), a given split
     (a metadata column or a file) labels every sample with a target and leaves enough of them
     for training; each cross-validated run's ``folds`` (run -> folds) can partition the samples
@@ -40,13 +41,13 @@ def check_dataset(
     dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard.
     Returns the target value of each shared sample that has one (index: sample ID)."""
     columns = load_metadata(metadata)
-    named = [target, *categorical, *([split_column] if split_column else [])]
+    named = [target, *categorical, *(c for c in (split_column, group_column) if c)]
     missing = [c for c in named if c not in columns.columns]
     if missing:
         raise InputError(
             f"datasets.{name}: {metadata} has no column(s) {missing} "
             f"(columns: {', '.join(map(str, columns.columns))}); "
-            "fix target/categorical/split_column"
+            "fix target/categorical/split_column/group_column"
         )
     for run, other, path in predict_on:
         absent = [c for c in categorical if c not in load_metadata(path).columns]

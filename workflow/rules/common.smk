@@ -31,6 +31,14 @@ IMAGE_INPUT = ancient(PLAN.image_input) if PLAN.image_input else []
 # Used only with --software-deployment-method conda, named in each rule: Snakemake's global
 # conda directive would give the running Snakemake (the login node) the environment, not jobs.
 CONDA_ENV = "../envs/aam.yaml"
+# The report's categories in reading order (Snakemake's report lists them sorted by name).
+CATEGORY = {
+    "results": "1. Results",
+    "predictions": "2. Predictions",
+    "training": "3. Training",
+    "self_check": "4. Numerical self-check of the kernels",
+    "profiling": "5. Profiling",
+}
 # The runs' batch UniFrac: config unifrac's metric and alpha, before a run's own options.
 RUN_UNIFRAC = {
     "unifrac_metric": config["unifrac"]["metric"],
@@ -106,6 +114,7 @@ def baselines_options(dataset):
         {
             "target_column": data["target"],
             "classifier": data["classifier"],
+            "group_column": data["group_column"],
             **config["baselines"],
         }
     )

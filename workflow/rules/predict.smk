@@ -1,6 +1,7 @@
 rule predict:
     """Predictions on the test split; metrics of the model beside the baselines (bootstrap
-    intervals), and a predicted-vs-true panel per model."""
+    intervals; per group of the dataset's group_column), a predicted-vs-true panel per model.
+    """
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
         table=staged("table.biom"),
@@ -12,21 +13,21 @@ rule predict:
         predictions=report(
             WORK / "runs/{run}/predict/predictions.tsv",
             caption="../report/predictions.rst",
-            category="Predictions",
+            category=CATEGORY["predictions"],
             subcategory="{run}",
             labels={"run": "{run}", "file": "predictions"},
         ),
         metrics=report(
             WORK / "runs/{run}/predict/metrics.json",
             caption="../report/metrics.rst",
-            category="Predictions",
+            category=CATEGORY["predictions"],
             subcategory="{run}",
             labels={"run": "{run}", "file": "metrics"},
         ),
         plot=report(
             WORK / "runs/{run}/predict/predicted_vs_true.png",
             caption="../report/predicted_vs_true.rst",
-            category="Predictions",
+            category=CATEGORY["predictions"],
             subcategory="{run}",
             labels={"run": "{run}", "file": "predicted vs true"},
         ),
@@ -44,6 +45,7 @@ rule predict:
         options=lambda wc: cli_flags(
             {
                 "rarefy_depth": rarefied(wc.run),
+                "group_column": dataset_of(wc)["group_column"],
                 "device": config["device"],
                 "scratch": config["scratch"],
             }
@@ -73,21 +75,21 @@ rule predict_on:
         predictions=report(
             WORK / "runs/{run}/predict_on/{dataset}/predictions.tsv",
             caption="../report/predictions_on.rst",
-            category="Predictions",
+            category=CATEGORY["predictions"],
             subcategory="{run} on {dataset}",
             labels={"run": "{run}", "dataset": "{dataset}", "file": "predictions"},
         ),
         metrics=report(
             WORK / "runs/{run}/predict_on/{dataset}/metrics.json",
             caption="../report/metrics_on.rst",
-            category="Predictions",
+            category=CATEGORY["predictions"],
             subcategory="{run} on {dataset}",
             labels={"run": "{run}", "dataset": "{dataset}", "file": "metrics"},
         ),
         shift=report(
             WORK / "runs/{run}/predict_on/{dataset}/domain_shift.json",
             caption="../report/domain_shift.rst",
-            category="Predictions",
+            category=CATEGORY["predictions"],
             subcategory="{run} on {dataset}",
             labels={"run": "{run}", "dataset": "{dataset}", "file": "domain shift"},
         ),

@@ -10,7 +10,7 @@ rule profiling_report:
         report(
             WORK / "profiling/report.html",
             caption="../report/profiling.rst",
-            category="Profiling",
+            category=CATEGORY["profiling"],
             labels={"file": "profiling report"},
         ),
     log:
@@ -28,6 +28,37 @@ rule profiling_report:
         " --benchmarks {input.benchmarks:q} --output {output:q} > {log:q} 2>&1"
 
 
+rule overview:
+    """The report's front page: every run's test metrics beside the baselines' with their
+    intervals, AAM minus each baseline (paired intervals) with a verdict, the output folders.
+    """
+    input:
+        metrics=expand(WORK / "runs/{run}/predict/metrics.json", run=list(RUNS)),
+        image=IMAGE_INPUT,
+    output:
+        report(
+            WORK / "overview.html",
+            caption="../report/overview.rst",
+            category=CATEGORY["results"],
+            labels={"file": "overview: AAM beside the baselines"},
+        ),
+    log:
+        WORK / "logs/overview/overview.log",
+    benchmark:
+        WORK / "benchmarks/overview/overview.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        code=code("overview"),
+        runs=lambda wc, input: [
+            f"{run}={spec['dataset']}={path}"
+            for (run, spec), path in zip(RUNS.items(), input.metrics)
+        ],
+    shell:
+        "python -m aam overview --run {params.runs:q} --output {output:q} > {log:q} 2>&1"
+
+
 rule summary:
     """Every run's test-split metrics beside the baselines', one TSV row per run."""
     input:
@@ -37,7 +68,7 @@ rule summary:
         report(
             WORK / "summary.tsv",
             caption="../report/summary.rst",
-            category="Summary",
+            category=CATEGORY["results"],
             labels={"file": "metrics of every run"},
         ),
     log:
@@ -73,7 +104,7 @@ rule leaderboard:
         report(
             WORK / "leaderboard.tsv",
             caption="../report/leaderboard.rst",
-            category="Summary",
+            category=CATEGORY["results"],
             labels={"file": "sweep leaderboard"},
         ),
     log:
@@ -104,7 +135,7 @@ rule cross_validation:
         report(
             WORK / "cv/{run}.tsv",
             caption="../report/cross_validation.rst",
-            category="Summary",
+            category=CATEGORY["results"],
             labels={"file": "cross-validation of {run}"},
         ),
     log:

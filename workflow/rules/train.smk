@@ -44,7 +44,7 @@ rule pretrain:
         history=report(
             WORK / "runs/{run}/pretrain/history.tsv",
             caption="../report/history.rst",
-            category="Training",
+            category=CATEGORY["training"],
             subcategory="{run}",
             labels={"run": "{run}", "stage": "pretrain", "file": "history"},
         ),
@@ -98,7 +98,7 @@ rule finetune:
         history=report(
             WORK / "runs/{run}/finetune/history.tsv",
             caption="../report/history.rst",
-            category="Training",
+            category=CATEGORY["training"],
             subcategory="{run}",
             labels={"run": "{run}", "stage": "finetune", "file": "history"},
         ),
@@ -141,7 +141,7 @@ rule plot_history:
         report(
             WORK / "runs/{run}/{stage}/history.png",
             caption="../report/curves.rst",
-            category="Training",
+            category=CATEGORY["training"],
             subcategory="{run}",
             labels={"run": "{run}", "stage": "{stage}", "file": "curves"},
         ),

@@ -7,7 +7,7 @@ rule validate:
         report=report(
             WORK / "validation/golden.json",
             caption="../report/validation.rst",
-            category="Validation",
+            category=CATEGORY["self_check"],
             labels={"file": "golden compare"},
         ),
         provenance=WORK / "validation/provenance.json",

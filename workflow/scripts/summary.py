@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 # The metrics.json sections tabulated, as column prefixes.
-PARTS = ("model", "mean_baseline", "random_forest_baseline")
+PARTS = ("model", "mean_baseline", "random_forest_baseline", "group_mean_baseline")
 
 
 def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
@@ -19,9 +19,9 @@ def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
 
     Each run is ``{"run", "dataset", "target", "metrics"}``, ``metrics`` being the content of its
     metrics.json. Columns: run, dataset, target, n, then per metric (in first-seen order)
-    ``model_<metric>`` and, when any run has them, ``mean_baseline_<metric>`` and
-    ``random_forest_baseline_<metric>``. An undefined R^2 or AUC is null in metrics.json, and a
-    run may lack a section: such cells are ``NA``.
+    ``model_<metric>`` and, when any run has them, ``mean_baseline_<metric>``,
+    ``random_forest_baseline_<metric>`` and ``group_mean_baseline_<metric>``. An undefined R^2
+    or AUC is null in metrics.json, and a run may lack a section: such cells are ``NA``.
     """
     runs = list(runs)
     sections = [[run["metrics"].get(part) or {} for part in PARTS] for run in runs]

@@ -1,0 +1,131 @@
+"""The report's front page (`aam overview`): the headline table of every run, AAM minus each
+baseline with its paired interval, the verdict, the output folders."""
+
+import json
+import re
+
+import pytest
+from test_cli_training import aam, assert_failed
+
+from aam.overview import OUTPUT_FOLDERS, RunMetrics, overview_html, verdict
+
+
+def regression(mae_difference: list[float | None]) -> dict:
+    """A metrics.json of `aam predict` with baselines; AAM - forest MAE = value, low, high."""
+    value, low, high = mae_difference
+    sections = {
+        "model": {"mae": 4.0, "rmse": 7.1, "r2": 0.3},
+        "mean_baseline": {"mae": 6.0, "rmse": 9.0, "r2": -0.01},
+        "random_forest_baseline": {"mae": 4.5, "rmse": 7.5, "r2": 0.2},
+        "group_mean_baseline": {"mae": 3.9, "rmse": 7.0, "r2": 0.31},
+    }
+    return {
+        "n": 80,
+        "target": "age",
+        "group_column": "qiita_study_id",
+        **sections,
+        "intervals": {
+            name: {k: [v - 1, v + 1] for k, v in m.items()} for name, m in sections.items()
+        },
+        "differences": {
+            "random_forest_baseline": {
+                "mae": {"value": value, "interval": [low, high]},
+                "rmse": {"value": -0.4, "interval": [-1.0, 0.2]},
+                "r2": {"value": None, "interval": [None, None]},
+            },
+            "group_mean_baseline": {"mae": {"value": 0.1, "interval": [0.05, 0.2]}},
+        },
+        "by_group": [
+            {"group": f"s{k}", "n": 20 - k, **{name: {"mae": k + 0.5} for name in sections}}
+            for k in range(17)
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    "difference, expected",
+    [
+        ([-0.5, -0.9, -0.1], "AAM is better than the random forest in MAE"),
+        ([0.5, 0.1, 0.9], "AAM is worse than the random forest in MAE"),
+        ([-0.2, -0.6, 0.3], "No clear difference in MAE"),
+        ([None, None, None], "MAE undefined"),
+    ],
+)
+def test_verdict_reads_the_paired_interval_of_the_first_metric(difference, expected):
+    line = verdict(regression(difference))
+    assert line.startswith(expected) or expected in line, line
+    if difference[0] is not None:
+        assert f"{difference[1]:+.3g} to {difference[2]:+.3g}" in line
+
+
+def test_verdict_of_a_classifier_knows_higher_accuracy_is_better():
+    metrics = {
+        "differences": {
+            "random_forest_baseline": {"accuracy": {"value": 0.1, "interval": [0.02, 0.2]}}
+        }
+    }
+    assert verdict(metrics).startswith("AAM is better than the random forest in accuracy")
+    metrics["differences"]["random_forest_baseline"]["accuracy"] = {
+        "value": -0.1,
+        "interval": [-0.2, -0.02],
+    }
+    assert verdict(metrics).startswith("AAM is worse")
+    assert verdict({}) == "no paired comparison with the random forest in this run"
+
+
+def cells(page: str, row: str) -> list[str]:
+    """The text of the cells of the table row headed ``row``."""
+    match = re.search(rf"<tr(?: class=diff)?><th>{re.escape(row)}</th>(.*?)</tr>", page)
+    assert match, row
+    return [re.sub("<[^>]+>", "", cell) for cell in re.findall(r"<td>(.*?)</td>", match.group(1))]
+
+
+def test_the_page_has_each_runs_table_with_intervals_differences_and_verdict():
+    page = overview_html([RunMetrics("tiny", "demo", regression([-0.5, -0.9, -0.1]))])
+    assert "<h2>run tiny <small>dataset demo, target age</small></h2>" in page
+    assert cells(page, "AAM") == ["4 [3, 5]", "7.1 [6.1, 8.1]", "0.3 [-0.7, 1.3]"]
+    assert cells(page, "random forest")[0] == "4.5 [3.5, 5.5]"
+    assert cells(page, "training mean")[0] == "6 [5, 7]"
+    assert cells(page, "mean of each qiita_study_id")[0] == "3.9 [2.9, 4.9]"
+    assert cells(page, "AAM - random forest") == [
+        "-0.5 [-0.9, -0.1]",
+        "-0.4 [-1, +0.2]",
+        "undefined",
+    ]
+    assert "<p class=verdict>AAM is better than the random forest in MAE" in page
+    assert "AAM is worse than the mean of each qiita_study_id in MAE" in page
+    assert "MAE (lower is better)" in page and "R² (higher is better)" in page
+    # per group: the largest 15, each model's MAE
+    assert "<h3>MAE by qiita_study_id</h3>" in page
+    assert cells(page, "s0") == ["20", "0.5", "0.5", "0.5", "0.5"]
+    assert cells(page, "s14")[0] == "6" and "s15" not in page
+    assert "2 smaller groups in metrics.json (by_group)" in page
+    for folder in OUTPUT_FOLDERS:
+        assert f"<code>{folder.replace('<', '&lt;').replace('>', '&gt;')}</code>" in page
+
+
+def test_names_are_escaped_and_an_unscored_run_says_why():
+    unscored = {"n": 0, "target": "age", "no_metrics": "metadata has no column 'age'"}
+    page = overview_html([RunMetrics("<b>x", "d&d", unscored)])
+    assert "&lt;b&gt;x" in page and "d&amp;d" in page and "<b>x" not in page
+    assert "Not scored: metadata has no column &#x27;age&#x27;" in page
+
+
+def test_cli_writes_the_page_and_refuses_bad_runs_leaving_nothing(tmp_path, capsys):
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps(regression([-0.5, -0.9, -0.1])))
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    out = pages / "overview.html"
+    run = f"tiny=demo={metrics}"
+    assert aam("overview", "--run", run, "--output", out) == 0
+    assert "mean of each qiita_study_id" in out.read_text()
+    out.unlink()
+    for bad, words in [
+        (["--run", "tiny=demo"], ["--run tiny=demo", "RUN=DATASET=METRICS"]),
+        (["--run", f"tiny=demo={tmp_path}/absent.json"], ["absent.json", "aam predict"]),
+    ]:
+        rc = aam("overview", *bad, "--output", out)
+        assert_failed(rc, capsys, "overview", pages, *words)
+    rc = aam("overview", "--run", run, "--output", pages / "page.txt")
+    assert_failed(rc, capsys, "overview", pages, "page.txt", "*.html")
