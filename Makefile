@@ -22,7 +22,8 @@ demo: $(STAMP)
 	$(BIN)/snakemake all --profile profiles/local
 	$(BIN)/snakemake all --profile profiles/local --report results/workflow/report.html
 	@echo "predictions: results/workflow/runs/demo/predict/predictions.tsv"
-	@echo "metrics (model vs mean predictor): results/workflow/runs/demo/predict/metrics.json"
+	@echo "metrics (AAM beside the baselines): results/workflow/runs/demo/predict/metrics.json"
+	@echo "front page: results/workflow/overview.html"
 	@echo "report: results/workflow/report.html"
 
 test: $(STAMP)

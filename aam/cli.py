@@ -40,6 +40,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "cross-validation": "Per-fold and mean +- sd test metrics of a cross-validated run",
         "plot-history": "Training curves (PNG) from a history.tsv",
         "overview": "The report's front page: every run's metrics beside the baselines'",
+        "pcoa": "PCoA of a UniFrac matrix, and its ordination and lsmat for QIIME 2",
     },
     "workflow and cluster": {
         "stage": "Copy inputs into the work area, verified, with a sha256 manifest",

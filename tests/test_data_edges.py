@@ -484,3 +484,13 @@ def test_patience_without_validation_samples_is_refused(micro, tmp_path, capsys)
     out = tmp_path / "run"
     rc = finetune(*micro, out, "--val-fraction", "0", "--patience", "1", "--epochs", "3")
     refused(rc, capsys, "finetune", out, "--patience 1: early stopping needs validation samples")
+
+
+def test_a_group_column_must_exist_and_differ_from_the_target(micro, tmp_path):
+    table, _ = micro
+    metadata = write_metadata(tmp_path / "m.tsv", AGES)
+    message = one_line_error(check_dataset, "d", table, metadata, "age", group_column="age")
+    assert message.startswith("datasets.d.group_column: 'age' is the target") and "null" in message
+    message = one_line_error(check_dataset, "d", table, metadata, "age", group_column="study")
+    assert f"{metadata} has no column(s) ['study']" in message and "group_column" in message
+    assert len(check_dataset("d", table, metadata, "age", group_column="site")) == len(IDS)

@@ -4,6 +4,7 @@ outputs and report, then which rules a dry run schedules after each kind of code
 The run's target column has a hostile name (spaces, quotes, `$(...)`, backticks, `;`), as a
 metadata file from someone else may have: it must work end to end and execute nothing."""
 
+import html
 import json
 import re
 import shutil
@@ -16,11 +17,13 @@ import biom
 import numpy as np
 import pandas as pd
 import pytest
+import skbio
 import yaml
 from biom.util import biom_open
 from checkout import copy_checkout, dry_run, stopped_by_check
 
 from aam.cli import main
+from aam.overview import verdict
 from aam.unifrac.io import read_distance_matrix
 
 # one worker runs the shared DAG once
@@ -95,6 +98,7 @@ def _extend(config: dict, root: Path) -> dict:
         "target": "qiita_study_id",
         "classifier": True,
         "categorical": [],
+        "group_column": None,  # its target: a group mean would be the answer
     }
     config["runs"]["sweep"] = {**tiny, "sweep": {"finetune.lr": [0.001, 0.0003]}}
     config["runs"]["tinycv"] = {**tiny, "cv": {"folds": 2}}
@@ -139,7 +143,16 @@ def test_outputs_of_the_whole_dag(completed):
     assert summary.loc[0, "target"].startswith("host age $(touch ")
     assert summary.loc[0, "n"] == len(predictions)
     assert {"model_mae", "mean_baseline_mae", "model_r2", "mean_baseline_r2"} <= set(summary)
-    assert "random_forest_baseline_mae" in summary
+    assert "random_forest_baseline_mae" in summary and "group_mean_baseline_mae" in summary
+    # the report's front page: the run's table, AAM minus the forest, the verdict, per study
+    scored = json.loads(metrics)
+    page = (completed / "results/test/overview.html").read_text()
+    forest = scored["differences"]["random_forest_baseline"]["mae"]
+    low, high = forest["interval"]
+    assert f"{forest['value']:+.3g} <span class=ci>[{low:+.3g}, {high:+.3g}]</span>" in page
+    assert html.escape(verdict(scored)) in page and "mean of each qiita_study_id" in page
+    assert scored["group_column"] == "qiita_study_id" and "<h3>MAE by qiita_study_id</h3>" in page
+    assert sum(group["n"] for group in scored["by_group"]) == scored["n"]
     for stage in ("pretrain", "finetune", "predict"):
         provenance = (run / stage / "provenance.json").read_text()
         assert '"code_fingerprint"' in provenance and '"torch"' in provenance
@@ -149,12 +162,22 @@ def test_outputs_of_the_whole_dag(completed):
     # the test config asks for the UniFrac matrix (unifrac.matrix: true): all builds it
     ids, matrix = read_distance_matrix(completed / "results/test/unifrac/demo.unweighted.h5")
     assert len(ids) == 400 and matrix.shape == (400, 400)
+    # ... and its PCoA, with the ordination and the lsmat that QIIME 2 imports
+    pcoa = completed / "results/test/unifrac/demo.unweighted.pcoa"
+    assert (pcoa / "pcoa.png").read_bytes()[:4] == b"\x89PNG"
+    lsmat = skbio.DistanceMatrix.read(str(pcoa / "distance-matrix.tsv"), format="lsmat")
+    assert list(lsmat.ids) == ids and np.array_equal(lsmat.data, matrix)
+    ordination = skbio.OrdinationResults.read(str(pcoa / "ordination.txt"), format="ordination")
+    assert list(ordination.samples.index) == ids and ordination.samples.shape[1] == 10
 
 
 def test_report_is_produced(extended, tmp_path):
     run = _snakemake(extended, "--report", str(tmp_path / "report.html"), targets=EXTENDED_TARGETS)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert (tmp_path / "report.html").stat().st_size > 10_000
+    report = (tmp_path / "report.html").read_text()
+    assert report.index('"1. Results"') < report.index('"2. Predictions"')  # sorted by name
+    assert "4. Numerical self-check of the kernels" in report and '"Validation"' not in report
+    assert "overview.html" in report
 
 
 def test_validate_and_profiling_report_targets(extended):
@@ -333,8 +356,8 @@ def test_model_change_reruns_training_prediction_and_validation_only(copy):
 def test_prediction_code_change_reruns_predict_only(copy):
     _edit(
         copy / "aam/prediction_plots.py",
-        "ax.scatter(y, predicted, s=10",
-        "ax.scatter(y, predicted, s=12",
+        "bottom.scatter(y[mask], predicted[mask] - y[mask], s=8",
+        "bottom.scatter(y[mask], predicted[mask] - y[mask], s=9",
     )
     assert scheduled(copy) == {"predict", "summary", "overview", "all"}
 

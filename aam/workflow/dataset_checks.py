@@ -40,6 +40,11 @@ def check_dataset(
     with a target; the metadata of each dataset a run of this one predicts (``predict_on``: run,
     dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard.
     Returns the target value of each shared sample that has one (index: sample ID)."""
+    if group_column is not None and group_column == target:
+        raise InputError(
+            f"datasets.{name}.group_column: {group_column!r} is the target; its group means "
+            "would be the answer: name another column (e.g. the study) or null"
+        )
     columns = load_metadata(metadata)
     named = [target, *categorical, *(c for c in (split_column, group_column) if c)]
     missing = [c for c in named if c not in columns.columns]

@@ -88,3 +88,42 @@ else:
             "python -m aam --provenance {output.provenance:q} unifrac-gather --table {input.table:q} --tree {input.tree:q}"
             " --metric {wildcards.metric:q} --output {output.matrix:q} --partials {input.partials:q}"
             " {params.options} > {log:q} 2>&1"
+
+
+rule pcoa:
+    """PCoA of a dataset's UniFrac matrix, coloured by its group_column, and the files QIIME 2
+    imports: the ordination and the matrix as an lsmat TSV."""
+    input:
+        matrix=WORK / "unifrac/{dataset}.{metric}.h5",
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+        image=IMAGE_INPUT,
+    output:
+        plot=report(
+            WORK / "unifrac/{dataset}.{metric}.pcoa/pcoa.png",
+            caption="../report/pcoa.rst",
+            category=CATEGORY["results"],
+            labels={"file": "PCoA of {dataset} ({metric} UniFrac)"},
+        ),
+        ordination=WORK / "unifrac/{dataset}.{metric}.pcoa/ordination.txt",
+        lsmat=WORK / "unifrac/{dataset}.{metric}.pcoa/distance-matrix.tsv",
+    log:
+        WORK / "logs/pcoa/{dataset}.{metric}.log",
+    benchmark:
+        WORK / "benchmarks/pcoa/{dataset}.{metric}.tsv"
+    conda:
+        CONDA_ENV
+    threads: config["threads"]  # BLAS threads of the eigendecomposition
+    params:
+        code=code("pcoa"),
+        out_dir=lambda wc, output: Path(output.plot).parent,
+        options=lambda wc, input: cli_flags(
+            {
+                "metadata": (
+                    input.metadata if DATASETS[wc.dataset]["group_column"] else None
+                ),
+                "color_column": DATASETS[wc.dataset]["group_column"],
+            }
+        ),
+    shell:
+        "python -m aam pcoa --matrix {input.matrix:q} --output-dir {params.out_dir:q}"
+        " {params.options} > {log:q} 2>&1"

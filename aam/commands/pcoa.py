@@ -1,0 +1,60 @@
+"""`aam pcoa`: PCoA of a UniFrac matrix (a plot coloured by a metadata column) and the files
+QIIME 2 imports: the ordination and the matrix as an lsmat TSV (``aam.ordination``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from aam.atomic import check_output_dir
+from aam.data.metadata import load_metadata
+from aam.errors import InputError
+from aam.ordination import ordinate, plot_ordination, write_lsmat, write_ordination
+from aam.unifrac.io import read_distance_matrix
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam pcoa`."""
+    parser.add_argument("--matrix", required=True, type=Path, help="`aam unifrac` matrix")
+    parser.add_argument(
+        "--output-dir",
+        required=True,
+        type=Path,
+        help="pcoa.png, ordination.txt and distance-matrix.tsv (lsmat)",
+    )
+    parser.add_argument("--metadata", type=Path, help="sample metadata TSV (colours)")
+    parser.add_argument("--color-column", help="metadata column the points are coloured by")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Ordinate the matrix; write the plot, the ordination and the lsmat TSV."""
+    if (args.metadata is None) != (args.color_column is None):
+        raise InputError("--metadata and --color-column: give both or neither")
+    out_dir = check_output_dir(args.output_dir, "output")
+    ids, matrix = read_distance_matrix(args.matrix)
+    if len(ids) < 3:
+        raise InputError(f"{args.matrix}: {len(ids)} samples; a PCoA needs at least 3")
+    groups = None
+    if args.metadata is not None:
+        metadata = load_metadata(args.metadata)
+        if args.color_column not in metadata.columns:
+            raise InputError(
+                f"{args.metadata}: no column {args.color_column!r} for --color-column "
+                f"(columns: {', '.join(map(str, metadata.columns))})"
+            )
+        groups = metadata[args.color_column].astype("string")
+    result = ordinate(ids, matrix)
+    plot_ordination(out_dir / "pcoa.png", result, groups, f"PCoA of {args.matrix.name}")
+    write_ordination(out_dir / "ordination.txt", result)
+    write_lsmat(out_dir / "distance-matrix.tsv", ids, matrix)
+    explained = result.proportion_explained
+    log.info(
+        "%s: %d samples; PC1 %.1f%%, PC2 %.1f%% of the variance",
+        out_dir,
+        len(ids),
+        100 * explained.iloc[0],
+        100 * explained.iloc[1],
+    )
