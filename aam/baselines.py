@@ -54,6 +54,18 @@ def aligned_abundances(table: biom.Table, asv_ids: Sequence[str], name: str) -> 
     return sp.csr_matrix((values, (rows, asvs)), shape=(len(totals), len(asv_ids)))
 
 
+def fit_forest(study: Study, train: np.ndarray, *, trees: int, seed: int, threads: int):
+    """The random forest fitted on the ``train`` positions' relative abundances (a regressor,
+    or a classifier of class indices)."""
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    x_train = relative_abundances(study.samples, train)
+    options = dict(n_estimators=trees, random_state=seed, n_jobs=usable_threads(threads))
+    if not study.classes:
+        return RandomForestRegressor(**options).fit(x_train, study.targets[train])
+    return RandomForestClassifier(**options).fit(x_train, study.targets[train].astype(np.int64))
+
+
 def fit_predict(
     study: Study,
     train: np.ndarray,
@@ -69,14 +81,10 @@ def fit_predict(
     ``features`` (relative abundances on the study's ASVs, one row per sample to predict).
     With ``groups`` (a group code per study sample, 0 = none) and ``predict_groups`` (one per
     row of ``features``) the group mean too; a group without training samples gets the mean."""
-    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
-
     y = study.targets[train]
-    x_train = relative_abundances(study.samples, train)
     x, n = features, features.shape[0]
-    options = dict(n_estimators=trees, random_state=seed, n_jobs=usable_threads(threads))
+    forest = fit_forest(study, train, trees=trees, seed=seed, threads=threads)
     if not study.classes:
-        forest = RandomForestRegressor(**options).fit(x_train, y)
         out = {"mean": np.full(n, float(np.mean(y))), "random_forest": forest.predict(x)}
         if groups is not None:
             out["group_mean"] = _group_means(y[:, None], groups[train], predict_groups)[:, 0]
@@ -84,7 +92,6 @@ def fit_predict(
     n_classes = len(study.classes)
     labels = y.astype(np.int64)
     onehot = np.eye(n_classes)[labels]
-    forest = RandomForestClassifier(**options).fit(x_train, labels)
     probs = np.zeros((n, n_classes))
     probs[:, forest.classes_] = forest.predict_proba(x)  # classes absent from train stay 0
     out = {"mean": np.tile(onehot.mean(axis=0), (n, 1)), "random_forest": probs}

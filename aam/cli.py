@@ -41,6 +41,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "plot-history": "Training curves (PNG) from a history.tsv",
         "overview": "The report's front page: every run's metrics beside the baselines'",
         "pcoa": "PCoA of a UniFrac matrix, and its ordination and lsmat for QIIME 2",
+        "importance": "Which ASVs carry the signal: AAM's and the forest's importance",
     },
     "workflow and cluster": {
         "stage": "Copy inputs into the work area, verified, with a sha256 manifest",

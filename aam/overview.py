@@ -22,12 +22,15 @@ OUTPUT_FOLDERS = {
     "leaderboard.tsv": "each sweep's runs ranked on validation (the test split beside it)",
     "cv/<run>.tsv": "a cross-validated run's metrics per fold, their mean and sd",
     "data/<dataset>/": "the staged table, tree and metadata, split.tsv and the checks' manifests",
-    "unifrac/": "UniFrac distance matrices (<dataset>.<metric>.h5)",
+    "unifrac/": "UniFrac distance matrices (<dataset>.<metric>.h5) and their PCoA "
+    "(<dataset>.<metric>.pcoa/: pcoa.png, ordination.txt, lsmat distance-matrix.tsv)",
     "baselines/": "the baselines' predictions of every sample (<dataset>.tsv)",
     "runs/<run>/pretrain/": "the pretrained encoder (encoder.pt), history.tsv, checkpoints/",
     "runs/<run>/finetune/": "the fine-tuned model (model.pt), history.tsv/.png, summary.json "
     "(the epoch chosen on validation)",
     "runs/<run>/predict/": "test-split predictions.tsv, metrics.json, predicted_vs_true.png",
+    "runs/<run>/importance/": "each ASV's importance to AAM and to the forest "
+    "(importance.tsv, .json, .png)",
     "runs/<run>/predict_on/<dataset>/": "predictions of another dataset, domain_shift.json",
     "validation/golden.json": "numerical self-check of the model's kernels on this device",
     "profiling/": "kernel profile and report.html (target profiling_report)",

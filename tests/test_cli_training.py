@@ -809,3 +809,42 @@ def test_metrics_lines_name_aam_and_say_undefined():
         "  mean  mae 2, r2 undefined",
     ]
     assert metrics_lines({"n": 0, "target": "age", "no_metrics": "no truth"}) == []
+
+
+@pytest.mark.slow
+def test_importance_ranks_every_training_asv_by_aam_and_the_forest(demo, trained, tmp_path):
+    out = tmp_path / "importance"
+    inputs = ["--model", trained / "model.pt", "--table", demo["table"]]
+    inputs += ["--metadata", demo["metadata"], "--split", demo["split"]]
+    args = [*inputs, "--output-dir", out, "--trees", "20", "--max-samples", "5", "--top", "4"]
+    assert aam("importance", *args) == 0
+    table = pd.read_csv(out / "importance.tsv", sep="\t")
+    # every ASV of the training samples once, ranked by AAM
+    split = read_split(demo["split"])
+    counts = biom.load_table(str(demo["table"]))
+    train = counts.filter(split.index[split == "train"], inplace=False)
+    train_asvs = set(train.remove_empty(axis="observation").ids("observation"))
+    assert set(table["asv"]) == train_asvs and table["asv"].is_unique
+    assert table["aam_rank"].is_monotonic_increasing
+    # AAM credits only ASVs present in the 5 explained test samples (the first 5 of the split)
+    explained = [s for s in counts.ids() if split[s] == "test"][:5]
+    present = set(
+        counts.filter(explained, inplace=False).remove_empty(axis="observation").ids("observation")
+    )
+    credited = set(table.loc[table["aam_score"] > 0, "asv"])
+    assert credited and credited <= present
+    # the forest: at most 50 ASVs measured, the others 0
+    scored = table[table["forest_scored"]]
+    assert 0 < len(scored) <= 50 and (table.loc[~table["forest_scored"], "forest_score"] == 0).all()
+    summary = json.loads((out / "importance.json").read_text())
+    expected = scored["aam_score"].corr(scored["forest_score"], method="spearman")
+    assert summary["spearman_aam_forest"] == pytest.approx(expected)
+    assert summary["explained_test_samples"] == 5 and summary["asvs"] == len(table)
+    assert (out / "importance.png").read_bytes()[:4] == b"\x89PNG"
+    # the same inputs, the same scores (a fixed forest seed, AAM in eval mode)
+    again = tmp_path / "again"
+    assert (
+        aam("importance", *inputs, "--output-dir", again, "--trees", "20", "--max-samples", "5")
+        == 0
+    )
+    pd.testing.assert_frame_equal(pd.read_csv(again / "importance.tsv", sep="\t"), table)

@@ -29,7 +29,10 @@ from aam.unifrac.io import read_distance_matrix
 # one worker runs the shared DAG once
 pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("workflow")]
 OPTIONS = ["--profile", "profiles/local", "--configfile", "config/test.yaml"]
-TRAINING = {"pretrain", "finetune", "predict", "plot_history", "summary", "overview", "all"}
+TRAINING = {
+    *("pretrain", "finetune", "predict", "importance", "plot_history"),
+    *("summary", "overview", "all"),
+}
 
 
 def _snakemake(cwd: Path, *extra: str, targets=("all",)) -> subprocess.CompletedProcess:
@@ -162,6 +165,25 @@ def test_outputs_of_the_whole_dag(completed):
     # the test config asks for the UniFrac matrix (unifrac.matrix: true): all builds it
     ids, matrix = read_distance_matrix(completed / "results/test/unifrac/demo.unweighted.h5")
     assert len(ids) == 400 and matrix.shape == (400, 400)
+    # what the model learned: every training ASV ranked by AAM and by the forest
+    importance = pd.read_csv(run / "importance/importance.tsv", sep="\t")
+    assert list(importance.columns) == [
+        *("asv", "aam_rank", "aam_score", "forest_rank", "forest_score", "forest_scored"),
+        *("prevalence", "mean_abundance"),
+    ]
+    scored = importance[importance["forest_scored"]]
+    assert (
+        0 < len(scored) <= 50
+        and (importance.loc[~importance["forest_scored"], "forest_score"] == 0).all()
+    )
+    assert importance["aam_rank"].is_monotonic_increasing and importance["aam_rank"].iloc[0] == 1
+    assert (importance["aam_score"] >= 0).all() and importance["aam_score"].iloc[0] > 0
+    assert (importance["forest_score"] != 0).any() and importance["prevalence"].between(0, 1).all()
+    summary = json.loads((run / "importance/importance.json").read_text())
+    spearman = scored["aam_score"].corr(scored["forest_score"], method="spearman")
+    assert summary["spearman_aam_forest"] == pytest.approx(spearman)
+    assert summary["asvs"] == len(importance) and summary["explained_test_samples"] == 80
+    assert (run / "importance/importance.png").read_bytes()[:4] == b"\x89PNG"
     # ... and its PCoA, with the ordination and the lsmat that QIIME 2 imports
     pcoa = completed / "results/test/unifrac/demo.unweighted.pcoa"
     assert (pcoa / "pcoa.png").read_bytes()[:4] == b"\x89PNG"
@@ -261,6 +283,12 @@ def test_classifier_run_writes_every_declared_output(extended):
     summary = pd.read_csv(work / "summary.tsv", sep="\t").set_index("run")
     assert summary.loc["classes", "target"] == "qiita_study_id"
     assert {"model_accuracy", "random_forest_baseline_accuracy"} <= set(summary)
+    # the front page's table of the run, judged on accuracy, and the ASVs of the classifier
+    page = (work / "overview.html").read_text()
+    assert "<h2>run classes <small>dataset classes, target qiita_study_id</small></h2>" in page
+    assert html.escape(verdict(metrics)) in page and "accuracy" in verdict(metrics)
+    importance = pd.read_csv(work / "runs/classes/importance/importance.tsv", sep="\t")
+    assert importance["aam_score"].iloc[0] > 0 and (importance["forest_score"] != 0).any()
 
 
 def _other_dataset(root: Path, target: str) -> dict:
@@ -366,7 +394,7 @@ def test_unifrac_kernel_change_reruns_the_matrix_and_training_not_split_or_basel
     # the matrix (the test config asks for it) and the training stages, which compute each
     # batch's UniFrac with the same kernel; not split, baselines or validate (no UniFrac there)
     _edit(copy / "aam/unifrac/cpu_kernel.py", "TILE = 128", "TILE = 64")
-    assert scheduled(copy) == {"unifrac", *TRAINING}
+    assert scheduled(copy) == {"unifrac", "pcoa", *TRAINING}
 
 
 def test_tokenizer_edit_reruns_split_training_and_validation_not_unifrac(copy):

@@ -71,6 +71,12 @@ class Plan:
         return [member for members in self.sweeps.values() for member in members]
 
     @property
+    def importance_runs(self) -> list[str]:
+        """The runs whose ASV importance is a target: not a sweep's point, not a fold."""
+        members = {m for spec in self.cv.values() for m in spec["members"]}
+        return [run for run in self.runs if run not in members and run not in self.sweep_runs]
+
+    @property
     def checked_datasets(self) -> list[str]:
         """The datasets the runs train on or predict: rule check_data checks each."""
         names = {

@@ -118,3 +118,51 @@ rule predict_on:
         " --training-table {input.training_table:q} --training-split {input.training_split:q}"
         " --baselines {input.baselines:q} --threads {threads}"
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
+
+
+rule importance:
+    """Which ASVs carry the signal: AAM's gradient x input and the random forest's permutation
+    importance on the test split, side by side, and a heatmap of the top ASVs."""
+    input:
+        model=WORK / "runs/{run}/finetune/model.pt",
+        table=staged("table.biom"),
+        metadata=staged("metadata.tsv"),
+        split=split_of,
+        image=IMAGE_INPUT,
+    output:
+        table=report(
+            WORK / "runs/{run}/importance/importance.tsv",
+            caption="../report/importance.rst",
+            category=CATEGORY["predictions"],
+            subcategory="{run}",
+            labels={"run": "{run}", "file": "ASV importance"},
+        ),
+        summary=WORK / "runs/{run}/importance/importance.json",
+        plot=report(
+            WORK / "runs/{run}/importance/importance.png",
+            caption="../report/importance.rst",
+            category=CATEGORY["predictions"],
+            subcategory="{run}",
+            labels={"run": "{run}", "file": "top ASVs"},
+        ),
+    log:
+        WORK / "logs/importance/{run}.log",
+    benchmark:
+        WORK / "benchmarks/importance/{run}.tsv"
+    conda:
+        CONDA_ENV
+    threads: config["threads"]
+    params:
+        out_dir=lambda wc, output: Path(output.table).parent,
+        code=code("importance"),
+        options=lambda wc: cli_flags(
+            {
+                "rarefy_depth": rarefied(wc.run),
+                "device": config["device"],
+                **config["baselines"],
+            }
+        ),
+    shell:
+        "python -m aam importance --model {input.model:q} --table {input.table:q}"
+        " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
+        " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"

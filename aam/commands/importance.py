@@ -1,0 +1,130 @@
+"""`aam importance`: which ASVs carry the signal, by AAM (gradient x input) and by the random
+forest (permutation importance) on the test split, side by side (``aam.importance``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from aam.atomic import atomic_output, check_output_dir, write_json
+from aam.errors import InputError
+from aam.importance import (
+    FOREST_CANDIDATES,
+    PERMUTATION_REPEATS,
+    aam_importance,
+    forest_importance,
+    importance_table,
+    rank_agreement,
+)
+from aam.importance_plot import plot_importance
+from aam.models.files import load_model_file
+from aam.options import add_options, checked
+from aam.threads import usable_threads
+from aam.training.config import RuntimeConfig, StudyOptions
+from aam.training.device import resolve_device
+from aam.training.study import load_study
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam importance`."""
+    parser.add_argument("--model", required=True, type=Path, help="model.pt from `aam finetune`")
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table of the samples")
+    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
+    parser.add_argument("--split", required=True, type=Path, help="the model's split.tsv")
+    parser.add_argument(
+        "--output-dir",
+        required=True,
+        type=Path,
+        help="importance.tsv, importance.json, importance.png",
+    )
+    parser.add_argument(
+        "--max-samples",
+        type=checked(int, minimum=1),
+        default=200,
+        help="test samples AAM's attributions are averaged over (the first ones)",
+    )
+    parser.add_argument(
+        "--top", type=checked(int, minimum=1), default=20, help="ASVs in the heatmap"
+    )
+    parser.add_argument("--trees", type=checked(int, minimum=1), default=500, help="forest trees")
+    seed = checked(int, minimum=0, maximum=2**32 - 1)
+    parser.add_argument("--seed", type=seed, default=42, help="seed of the forest")
+    parser.add_argument(
+        "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
+    )
+    add_options(parser, StudyOptions, "importance")
+    add_options(parser, RuntimeConfig, "importance")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Write importance.tsv (one row per training ASV), importance.json (the rank agreement
+    and the methods) and importance.png (the top ASVs' abundances against the target)."""
+    if args.threads:
+        torch.set_num_threads(usable_threads(args.threads))
+    device = resolve_device(args.device)
+    out_dir = check_output_dir(args.output_dir, "output")
+    model, state = load_model_file(args.model, "predictor", ("target", "categorical"))
+    target, categorical = state["target"], state["categorical"]
+    study = load_study(
+        args.table,
+        max_bp=model.config.max_bp,
+        metadata_path=args.metadata,
+        target=target["column"],
+        classifier=bool(target["classes"]),
+        categorical=categorical["columns"],
+        category_levels=categorical["levels"],
+        split_path=args.split,
+        rarefy_depth=args.rarefy_depth,
+        allow_missing=args.allow_missing_samples,
+        training=False,
+    )
+    train, test = study.subset("train"), study.subset("test")
+    if not len(train) or not len(test):
+        raise InputError(f"{args.split}: needs train and test samples ({len(train)}, {len(test)})")
+    explained = test[: args.max_samples]
+    aam = aam_importance(
+        model.to(device),
+        study,
+        explained,
+        device,
+        batch_size=args.batch_size,
+        token_limit=model.config.token_limit,
+    )
+    forest, candidates = forest_importance(
+        study, train, test, trees=args.trees, seed=args.seed, threads=args.threads or 1
+    )
+    if not (np.isfinite(aam).all() and np.isfinite(forest).all()):
+        raise InputError(f"{args.model}: an importance is not finite; check the model's weights")
+    table = importance_table(study, train, aam, forest, candidates)
+    spearman = rank_agreement(table)
+    with atomic_output(out_dir / "importance.tsv") as tmp:
+        table.to_csv(tmp, sep="\t", index=False, float_format="%.6g")
+    write_json(
+        out_dir / "importance.json",
+        {
+            "spearman_aam_forest": spearman,
+            "spearman_over": f"the forest's {len(candidates)} candidate ASVs (both scores)",
+            "asvs": len(table),
+            "explained_test_samples": len(explained),
+            "test_samples": len(test),
+            "aam": "mean over the explained test samples of |gradient x input| on each ASV's "
+            "embedding entering the sample encoder (0 where absent)",
+            "forest": f"permutation importance on the test split ({PERMUTATION_REPEATS} "
+            f"shuffles each) of the {FOREST_CANDIDATES} ASVs of highest impurity importance; "
+            "the others 0",
+        },
+    )
+    plot_importance(out_dir / "importance.png", study, test, table, args.top, spearman)
+    log.info(
+        "%s: %d ASVs; Spearman of AAM's and the forest's importance %.2f; top ASV by AAM: %s",
+        out_dir,
+        len(table),
+        spearman,
+        table["asv"].iloc[0],
+    )
