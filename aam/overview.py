@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aam.predictions import model_label
+from aam.training.config import LOWER_IS_BETTER
 
 # What a reader finds where, relative to the workflow's workdir.
 OUTPUT_FOLDERS = {
@@ -36,7 +37,6 @@ OUTPUT_FOLDERS = {
     "profiling/": "kernel profile and report.html (target profiling_report)",
     "logs/, benchmarks/": "each job's log, wall time and memory",
 }
-LOWER_IS_BETTER = frozenset({"mae", "rmse"})
 METRIC_NAMES = {
     "mae": "MAE",
     "rmse": "RMSE",

@@ -25,6 +25,8 @@ from biom.util import biom_open
 from read_only import read_only_dir
 
 from aam.cli import main
+from aam.commands.plot_history import history_figure
+from aam.training.trainer import epoch_line
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 TINY = (
@@ -751,6 +753,45 @@ def test_plot_history_of_a_damaged_history(tmp_path, capsys, content):
     out = tmp_path / "plots" / "history.png"
     rc = aam("plot-history", "--history", history, "--output", out)
     assert_failed(rc, capsys, "plot-history", out.parent, str(history))
+
+
+def test_the_epoch_line_holds_the_few_numbers_that_matter():
+    row = {"epoch": 1, "step": 5, "lr": 0.001, "train_loss": 1.5, "train_nuc_loss": 0.9}
+    row |= {"val_loss": 1.7, "val_mae": 5.25, "val_r2": 0.1, "val_nuc_loss": 0.8}
+    row |= {"samples_per_s": 31.6, "epoch_seconds": 9.14, "peak_memory_mb": 100.0}
+    assert epoch_line(row, "val_r2") == (
+        "train loss 1.5, val loss 1.7, val mae 5.25, val r2 0.1, 32 samples/s, 9.1 s "
+        "(every column: history.tsv)"
+    )
+    del row["val_loss"], row["val_mae"], row["val_r2"]  # no validation samples
+    assert epoch_line(row, "val_loss").startswith("train loss 1.5, 32 samples/s")
+
+
+def test_history_figure_marks_the_chosen_epoch_and_the_mean_baseline(tmp_path, capsys):
+    history = pd.DataFrame(
+        {"epoch": [1, 2, 3], "train_loss": [3.0, 2.0, 1.5], "val_loss": [3.1, 2.2, 2.4]}
+        | {"val_mae": [9.0, 7.0, 7.5]}
+    )
+    panels = [("loss", "objective"), ("mae", "MAE of {target} (its units)")]
+    summary = {"best_epoch": 2, "mean_baseline": {"val_mae": 8.25}}
+    loss, mae = history_figure(history, panels, summary, "age").axes
+    assert mae.get_title() == "MAE of age (its units)"
+    for ax in (loss, mae):
+        assert all(float(t).is_integer() for t in ax.get_xticks())  # whole epochs only
+        assert [2, 2] in [list(line.get_xdata()) for line in ax.lines]  # the chosen epoch
+    assert [8.25, 8.25] in [list(line.get_ydata()) for line in mae.lines]  # the mean's MAE
+    assert [8.25, 8.25] not in [list(line.get_ydata()) for line in loss.lines]
+    # through the command, and a damaged summary is one line naming it
+    path = tmp_path / "history.tsv"
+    history.to_csv(path, sep="\t", index=False)
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "plots" / "history.png"
+    args = ["--history", path, "--summary", tmp_path / "summary.json", "--output", out]
+    assert aam("plot-history", *args) == 0 and out.read_bytes()[:4] == b"\x89PNG"
+    out.unlink()
+    (tmp_path / "summary.json").write_text("{not json")
+    rc = aam("plot-history", *args)
+    assert_failed(rc, capsys, "plot-history", out.parent, "summary.json", "not a summary.json")
 
 
 @pytest.mark.parametrize("content", [b"", b"\xff\xfe\x00garbage\x00"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -11,9 +12,9 @@ from aam.atomic import atomic_output, check_output_path
 from aam.errors import InputError
 
 SERIES = (
-    ("loss", "loss"),
-    ("unifrac_loss", "UniFrac fit (MSE)"),
-    ("mae", "MAE"),
+    ("loss", "objective: the weighted sum of the losses"),
+    ("unifrac_loss", "UniFrac fit (MSE of the distances)"),
+    ("mae", "MAE of {target} (its units)"),
     ("nuc_accuracy", "masked-nucleotide accuracy"),
 )
 
@@ -22,10 +23,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam plot-history`."""
     parser.add_argument("--history", required=True, type=Path, help="history.tsv of a stage")
     parser.add_argument("--output", required=True, type=Path, help="PNG to write")
+    parser.add_argument(
+        "--summary",
+        type=Path,
+        help="the stage's summary.json: marks the chosen epoch and the training mean's MAE",
+    )
+    parser.add_argument("--target-column", default="the target", help="the target's name")
 
 
 def run(args: argparse.Namespace) -> None:
-    """One panel per measured series; train and validation curves per epoch."""
+    """One panel per measured series; train and validation curves per epoch, the chosen epoch
+    and the training mean's validation MAE (from --summary) as reference lines."""
     if not args.history.is_file():
         raise InputError(f"{args.history}: history not found; train first")
     check_output_path(args.output, "plot")
@@ -37,23 +45,47 @@ def run(args: argparse.Namespace) -> None:
     ]
     if history.empty or not panels:
         raise InputError(f"{args.history}: no epochs recorded; train first")
+    summary = _summary(args.summary) if args.summary else {}
+    fig = history_figure(history, panels, summary, args.target_column)
+    with atomic_output(args.output) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    fig.clear()
+
+
+def history_figure(history: pd.DataFrame, panels: list, summary: dict, target: str):
+    """The figure: a panel per (key, title) of ``panels``; ``summary``'s ``best_epoch`` as a
+    dotted vertical line, its training mean's validation MAE as a dashed one on the MAE."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
+    chosen = summary.get("best_epoch")
+    baseline = (summary.get("mean_baseline") or {}).get("val_mae")
+    fig = Figure(figsize=(3.8 * len(panels), 3.4), layout="tight")
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, (key, title) in zip(axes[0], panels, strict=True):
         for split in ("train", "val"):
             if f"{split}_{key}" in history:
                 ax.plot(history["epoch"], history[f"{split}_{key}"], marker="o", label=split)
-        ax.set_title(title)
+        if chosen:
+            ax.axvline(chosen, color="grey", linestyle=":", label=f"chosen: epoch {chosen}")
+        if key == "mae" and baseline is not None:
+            ax.axhline(baseline, color="red", linestyle="--", label="training mean (val)")
+        ax.set_title(title.format(target=target), fontsize=9)
         ax.set_xlabel("epoch")
-        ax.legend()
-    fig.tight_layout()
-    with atomic_output(args.output) as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
-    plt.close(fig)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _summary(path: Path) -> dict:
+    """The stage's summary.json; InputError when it cannot be read."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"{path}: not a summary.json ({err}); train again") from None
 
 
 def read_history(path: Path) -> pd.DataFrame:

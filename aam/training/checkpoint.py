@@ -30,7 +30,7 @@ from torch import nn
 
 from aam.atomic import atomic_output, remove_stale_temporaries
 from aam.errors import InputError, NonFiniteError
-from aam.training.config import check_best_metric
+from aam.training.config import LOWER_IS_BETTER, check_best_metric
 from aam.training.distributed import DistContext, any_rank, broadcast_from_main
 from aam.training.fsdp import (
     is_sharded,
@@ -43,7 +43,6 @@ from aam.training.fsdp import (
 from aam.training.state import TrainState
 
 log = logging.getLogger(__name__)
-LOWER_IS_BETTER = {"loss", "mae", "rmse", "unifrac_loss", "nuc_loss", "target_loss"}
 
 
 class _Missing:

@@ -43,6 +43,10 @@ BEST_METRICS = {
 }
 
 
+# Metrics (without their train_/val_ prefix) where lower is better; for the others higher is.
+LOWER_IS_BETTER = frozenset({"loss", "mae", "rmse", "unifrac_loss", "nuc_loss", "target_loss"})
+
+
 def check_best_metric(name: str, measured: tuple[str, ...], where: str) -> None:
     """OptionError unless --best-metric ``name`` (``val_`` optional) is one of ``measured``,
     the validation metrics of a run (``where`` says which)."""

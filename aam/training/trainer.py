@@ -49,6 +49,19 @@ class Preempted(Exception):
     """A SLURM signal arrived; ``latest.pt`` was saved and the job should exit to be resumed."""
 
 
+# The numbers of the per-epoch log line (those a row has); history.tsv holds every column.
+EPOCH_LINE = ("train_loss", "val_loss", "val_mae", "val_accuracy", "val_unifrac_r")
+
+
+def epoch_line(row: dict, best_metric: str) -> str:
+    """The few numbers of an epoch that matter: train and validation loss, the validation
+    metric of the target (or of the UniFrac fit) and the run's ``best_metric``, throughput."""
+    keys = [k for k in dict.fromkeys((*EPOCH_LINE, best_metric)) if isinstance(row.get(k), float)]
+    cells = [f"{k.replace('_', ' ')} {row[k]:.4g}" for k in keys]
+    cells.append(f"{row['samples_per_s']:.0f} samples/s, {row['epoch_seconds']:.1f} s")
+    return ", ".join(cells) + " (every column: history.tsv)"
+
+
 @dataclass
 class TrainResult:
     """Weights to publish (best epoch, or last if there is no validation set) and history."""
@@ -265,9 +278,7 @@ class Trainer:
         row["epoch_seconds"] = seconds
         row["peak_memory_mb"] = peak_memory_mb(self.device)
         (log.info if self.ctx.is_main else log.debug)(
-            "epoch %d: %s",
-            epoch + 1,
-            ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)),
+            "epoch %d/%d: %s", epoch + 1, self.cfg.epochs, epoch_line(row, self.cfg.best_metric)
         )
         return row
 

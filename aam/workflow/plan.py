@@ -71,6 +71,11 @@ class Plan:
         return [member for members in self.sweeps.values() for member in members]
 
     @property
+    def pretraining_runs(self) -> list[str]:
+        """The runs that pretrain an encoder (the others reuse one: ``encoder_from``)."""
+        return sorted({spec["encoder_from"] or run for run, spec in self.runs.items()})
+
+    @property
     def importance_runs(self) -> list[str]:
         """The runs whose ASV importance is a target: not a sweep's point, not a fold."""
         members = {m for spec in self.cv.values() for m in spec["members"]}

@@ -133,9 +133,11 @@ rule finetune:
 
 
 rule plot_history:
-    """Training curves for the report."""
+    """Training curves for the report: train and validation per epoch, the chosen epoch and
+    the training mean's validation MAE marked."""
     input:
         history=WORK / "runs/{run}/{stage}/history.tsv",
+        summary=WORK / "runs/{run}/{stage}/summary.json",
         image=IMAGE_INPUT,
     output:
         report(
@@ -154,5 +156,7 @@ rule plot_history:
         CONDA_ENV
     params:
         code=code("plot-history"),
+        target=lambda wc: dataset_of(wc)["target"],
     shell:
-        "python -m aam plot-history --history {input.history:q} --output {output:q} > {log:q} 2>&1"
+        "python -m aam plot-history --history {input.history:q} --summary {input.summary:q}"
+        " --target-column {params.target:q} --output {output:q} > {log:q} 2>&1"
