@@ -41,6 +41,7 @@ rule pretrain:
         image=IMAGE_INPUT,
     output:
         encoder=WORK / "runs/{run}/pretrain/encoder.pt",
+        summary=WORK / "runs/{run}/pretrain/summary.json",
         history=report(
             WORK / "runs/{run}/pretrain/history.tsv",
             caption="../report/history.rst",
