@@ -846,8 +846,8 @@ def test_metrics_lines_name_aam_and_say_undefined():
     }
     assert metrics_lines(metrics) == [
         "metrics of 3 samples (age), 95% bootstrap intervals:",
-        "  AAM   mae 1.23 [1, 1.5], r2 undefined",
-        "  mean  mae 2, r2 undefined",
+        "  AAM            mae 1.23 [1, 1.5], r2 undefined",
+        "  training mean  mae 2, r2 undefined",
     ]
     assert metrics_lines({"n": 0, "target": "age", "no_metrics": "no truth"}) == []
 

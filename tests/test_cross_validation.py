@@ -198,7 +198,8 @@ def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, 
         ),
         (
             {"folds": 2},
-            {"target": "qiita_study_id", "classifier": True, "categorical": []},
+            {"target": "qiita_study_id", "classifier": True, "categorical": []}
+            | {"group_column": None},
             "config runs.tiny.cv.folds (dataset demo, samples with a target): 2 folds but class "
             "'10052' has only 1 sample(s)",
         ),

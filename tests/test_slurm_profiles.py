@@ -71,11 +71,12 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, slurm_runs,
     assert (work / "runs/tiny/predict/predictions.tsv").is_file()
     assert (work / "runs/tiny/predict/metrics.json").is_file()
     # the rest are localrules; predict runs in the fine-tuning job (the profile's job group)
-    gpu_and_cpu_jobs = {"unifrac", "pcoa", "baselines", "pretrain", "finetune_predict", "validate"}
+    gpu_and_cpu_jobs = {"unifrac", "pcoa", "baselines", "pretrain", "finetune_predict"}
+    gpu_and_cpu_jobs |= {"importance", "validate"}
     named = {_job_name(profile, name): name for name in gpu_and_cpu_jobs}
     jobs = {named.get(name, name): ids for name, ids in jobs_by_rule(work).items()}
     assert set(jobs) == gpu_and_cpu_jobs, jobs
-    # one sbatch per job, 6 (7 without the job group), and the retry of a signalled pretraining
+    # one sbatch per job, 7 (8 without the job group), and the retry of a signalled pretraining
     retries = len(jobs["pretrain"]) - 1
     assert sum(len(ids) for ids in jobs.values()) == len(gpu_and_cpu_jobs) + retries, jobs
     assert (work / "validation/golden.json").is_file()
