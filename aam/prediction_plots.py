@@ -2,8 +2,9 @@
 
 A regression target gets predicted-vs-true scatter plots on shared axes, coloured by group when
 groups are given, above the residuals (predicted - true) against the truth; a categorical target
-gets confusion matrices (true class by row, predicted class by column). When no predicted sample
-can be scored, the figure says why, so the file a run declares always exists.
+gets confusion matrices (true class by row, predicted class by column) above one-vs-rest ROC
+curves. When no predicted sample can be scored, the figure says why, so the file a run declares
+always exists.
 """
 
 from __future__ import annotations
@@ -115,16 +116,21 @@ def _name(groups: pd.Series | None) -> str | None:
 def _confusion_panels(
     plt, models: dict[str, np.ndarray], truth: pd.Series, classes: list[str], column: str
 ):
-    """Confusion matrix of the samples whose class the model knows, one panel per model
-    (``models`` hold log-probabilities over ``classes``)."""
+    """Confusion matrix of the samples whose class the model knows, one column per model
+    (``models`` hold log-probabilities over ``classes``), and below it the one-vs-rest ROC
+    curve of each class with positive and negative samples (the largest ``MAX_GROUPS``)."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
     lookup = {label: k for k, label in enumerate(classes)}
     true_index = truth.astype(str).map(lookup)
     known = truth.notna().to_numpy() & true_index.notna().to_numpy()
     y = true_index[known].to_numpy(dtype=np.int64)
     k = len(classes)
     size = max(4.0, 0.5 * k + 2)
-    fig, axes = plt.subplots(1, len(models), figsize=(size * len(models), size), squeeze=False)
-    for ax, (name, values) in zip(axes[0], models.items(), strict=True):
+    fig, axes = plt.subplots(2, len(models), figsize=(size * len(models), 2 * size), squeeze=False)
+    counts_of = np.bincount(y, minlength=k)
+    curves = [c for c in np.argsort(-counts_of, kind="stable") if 0 < counts_of[c] < len(y)]
+    for ax, roc, (name, values) in zip(axes[0], axes[1], models.items(), strict=True):
         predicted = values[known].argmax(axis=1)
         counts = np.zeros((k, k), dtype=np.int64)
         np.add.at(counts, (y, predicted), 1)
@@ -137,5 +143,15 @@ def _confusion_panels(
         ax.set_xlabel(f"predicted {column}")
         accuracy = float((predicted == y).mean())
         ax.set_title(f"{model_label(name)}: n={len(y)}, accuracy {accuracy:.2f}")
+        for c in curves[:MAX_GROUPS]:
+            scores = values[known][:, c]
+            fpr, tpr, _ = roc_curve(y == c, scores)
+            auc = roc_auc_score(y == c, scores)
+            roc.plot(fpr, tpr, linewidth=1, label=f"{classes[c]} (AUC {auc:.2f})")
+        roc.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
+        roc.set_xlabel("false positive rate")
+        roc.set_title("one-vs-rest ROC", fontsize=9)
+        roc.legend(fontsize=6, loc="lower right")
+    axes[1][0].set_ylabel("true positive rate")
     axes[0][0].set_ylabel(f"true {column}")
     return fig

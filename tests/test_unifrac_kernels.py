@@ -11,8 +11,10 @@ import pytest
 import scipy.sparse as sp
 import skbio
 
+from aam.unifrac import cpu_kernel
 from aam.unifrac.abundance import NodeAbundance, node_abundance
 from aam.unifrac.cpu_kernel import TILE, block_pair_sums, pair_sums_cpu
+from aam.unifrac.cpu_kernel import _progress as progress_bar
 from aam.unifrac.metrics import METRICS, distance_matrix
 from aam.unifrac.torch_kernel import pair_sums_torch
 from aam.unifrac.tree import tree_arrays
@@ -111,6 +113,29 @@ def test_dense_and_sparse_paths_agree_bit_for_bit(dtype):
         ours, whole = getattr(block, field), getattr(full, field)[start:stop, start:]
         rows, columns = np.triu_indices(stop - start, 1, m=ours.shape[1])
         np.testing.assert_array_equal(ours[rows, columns], whole[rows, columns])
+
+
+def test_the_progress_bar_counts_every_sample_pair_and_changes_no_sum(monkeypatch):
+    rng = np.random.default_rng(3)
+    p = random_proportions(rng, 30, 2 * TILE + 50, np.linspace(0.02, 0.98, 30))
+    lengths = rng.random(30) + 0.1
+    bars = []
+
+    def recorded(enabled, total):
+        bar = progress_bar(enabled, total)
+        bars.append(bar)
+        return bar
+
+    monkeypatch.setattr(cpu_kernel, "_progress", recorded)
+    start, stop = 77, 200
+    shown = block_pair_sums(p, lengths, ALL_KINDS, start, stop, alpha=0.5, progress=True)
+    quiet = block_pair_sums(p, lengths, ALL_KINDS, start, stop, alpha=0.5)
+    for field in FIELDS:
+        np.testing.assert_array_equal(getattr(shown, field), getattr(quiet, field))
+    rows, columns = stop - start, p.shape[1] - start
+    pairs = sum(columns - i - 1 for i in range(rows))  # (i, j > i), i a row of the block
+    assert bars[0].total == bars[0].n == 3 * pairs  # 3 passes: shared length, min, generalized
+    assert bars[0].unit == "pair" and bars[1].disable
 
 
 def test_cpu_kernel_only_computes_requested_sums(abundance_150):

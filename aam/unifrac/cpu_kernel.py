@@ -171,27 +171,34 @@ def block_pair_sums(
         numba.set_num_threads(usable_threads(threads))
     sums = PairSums()
     todo = [(kind, mode) for kind, mode in _MODES if kind in kinds]
-    with _progress(progress, len(todo)) as bar:
+    n = proportions.shape[1]
+    pairs = (stop - start) * (n - start) - (stop - start) * (stop - start + 1) // 2
+    with _progress(progress, len(todo) * pairs) as bar:
         for kind, mode in todo:
             if mode == 0:
                 entries, flipped = _complemented(proportions)
             else:
                 entries, flipped = proportions, None
-            out_a, out_b = _run(entries, lengths, mode, start, stop, alpha, dtype, serial)
+            out_a, out_b = _run(entries, lengths, mode, start, stop, alpha, dtype, serial, bar)
             if flipped is not None:
                 _add_complement_terms(out_a, proportions, lengths, flipped, start)
             if mode == 2:
                 sums.gen_num, sums.gen_den = out_a, out_b
             else:
                 setattr(sums, kind, out_a)
-            bar.update(1)
     return sums
 
 
+PROGRESS_STEPS = 100  # kernel calls per pass when a progress bar is shown
+
+
 def _progress(enabled: bool, total: int):
+    """A bar over the sample pairs of every pass (one pass per kind of sum)."""
     from tqdm import tqdm  # 0.1 s of imports, only for a progress bar
 
-    return tqdm(total=total, unit="sum", disable=not enabled, desc="UniFrac")
+    return tqdm(
+        total=total, unit="pair", unit_scale=True, disable=not enabled, desc="UniFrac pairs"
+    )
 
 
 @numba.njit(cache=True, nogil=True)
@@ -254,8 +261,10 @@ def _complement_rows(indptr, indices, flipped, n_samples):  # pragma: no cover -
     return out_ptr, out
 
 
-def _run(entries, lengths, mode, start, stop, alpha, dtype, serial):
-    """The kernel over one node x sample entry matrix, for rows start..stop-1."""
+def _run(entries, lengths, mode, start, stop, alpha, dtype, serial, bar):
+    """The kernel over one node x sample entry matrix, for rows start..stop-1. With an enabled
+    progress ``bar`` the tile pairs run in ``PROGRESS_STEPS`` calls, the bar advanced by the
+    sample pairs of each (each tile pair writes its own block: the same sums, bit for bit)."""
     n_nodes, n_samples = entries.shape
     n_columns = n_samples - start
     rows = stop - start
@@ -280,23 +289,30 @@ def _run(entries, lengths, mode, start, stop, alpha, dtype, serial):
     out_a = np.zeros((rows, n_columns), dtype=dtype)
     out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
     kernel = _tile_pairs_serial if serial else _tile_pairs_parallel
-    kernel(
-        pair_i,
-        pair_j,
-        (
-            ptr,
-            samples,
-            values,
-            powered,
-            lengths.astype(dtype),
-            tile_start,
-            dtype(alpha),
-            mode,
-            DENSE_RUN,
-            out_a,
-            out_b,
-        ),
+    arguments = (
+        ptr,
+        samples,
+        values,
+        powered,
+        lengths.astype(dtype),
+        tile_start,
+        dtype(alpha),
+        mode,
+        DENSE_RUN,
+        out_a,
+        out_b,
     )
+    if bar.disable:
+        kernel(pair_i, pair_j, arguments)
+        return out_a, out_b
+    size = np.diff(tile_start)
+    # sample pairs j > i of each tile pair (a row tile with itself: its upper triangle)
+    pairs = np.where(
+        pair_i == pair_j, size[pair_i] * (size[pair_i] - 1) // 2, size[pair_i] * size[pair_j]
+    )
+    for chunk in np.array_split(np.arange(len(pair_i)), min(PROGRESS_STEPS, len(pair_i)) or 1):
+        kernel(pair_i[chunk], pair_j[chunk], arguments)
+        bar.update(int(pairs[chunk].sum()))
     return out_a, out_b
 
 
