@@ -111,7 +111,9 @@ def test_two_processes_on_the_tree_train_to_the_weights_of_one_on_the_matrix(
     run = subprocess.run(
         [*TORCHRUN, "-m", "aam", *args], capture_output=True, text=True, timeout=300
     )
-    assert run.returncode == 0, run.stderr[-3000:]
+    # a rank's one-line error first: rank 0's traceback in a collective would hide it
+    errors = [line for line in run.stderr.splitlines() if "error:" in line]
+    assert run.returncode == 0, "\n".join(errors) + "\n" + run.stderr[-3000:]
     ours, theirs = latest(out), latest(from_matrix)
     assert (ours["epoch"], ours["step"]) == (theirs["epoch"], theirs["step"]) == (1, 9)
     assert_same_training(ours, theirs, lr=1e-3, steps=ours["step"])
