@@ -80,25 +80,17 @@ def test_group_mean_is_each_groups_training_mean_and_the_mean_for_an_unseen_grou
     train = study.subset("train")  # s0-s3
     groups = np.array([1, 1, 2, 0, 1, 2, 3, 0])  # 3: no train sample; 0: no group
     y = study.targets
-    predicted = fit_predict(
-        study,
-        train,
-        relative_abundances(study.samples, np.arange(8)),
-        trees=5,
-        groups=groups,
-        predict_groups=groups,
-    )["group_mean"]
+
+    def group_mean(of: Study) -> np.ndarray:
+        every = relative_abundances(of.samples, np.arange(8))
+        fitted = fit_predict(of, train, every, trees=5, groups=groups, predict_groups=groups)
+        return fitted["group_mean"]
+
     one, two, overall = y[[0, 1]].mean(), y[2], y[train].mean()
-    np.testing.assert_allclose(predicted, [one, one, two, overall, one, two, overall, overall])
+    expected = [one, one, two, overall, one, two, overall, overall]
+    np.testing.assert_allclose(group_mean(study), expected)
     classes = synthetic_study(n=8, classes=True)
-    log_probs = fit_predict(
-        classes,
-        train,
-        relative_abundances(classes.samples, np.arange(8)),
-        trees=5,
-        groups=groups,
-        predict_groups=groups,
-    )["group_mean"]
+    log_probs = group_mean(classes)
     onehot = np.eye(2)[classes.targets]
     np.testing.assert_allclose(np.exp(log_probs[4]), onehot[[0, 1]].mean(0), atol=1e-9)
     np.testing.assert_allclose(np.exp(log_probs[6]), onehot[train].mean(0), atol=1e-9)
