@@ -39,7 +39,7 @@ def aam_importance(
     token_limit: int,
 ) -> np.ndarray:
     """(n_asvs,) mean over ``positions`` of |gradient x input| of each table ASV (see above)."""
-    model.eval()
+    model.eval().requires_grad_(False)  # gradients of the inputs only
     with torch.no_grad():
         table_embeddings = encode_table_asvs(model, study.samples, device)
     captured: list[torch.Tensor] = []
@@ -71,7 +71,6 @@ def aam_importance(
             )
     finally:
         hook.remove()
-        model.zero_grad(set_to_none=True)
     return total / max(len(positions), 1)
 
 

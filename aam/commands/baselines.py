@@ -48,18 +48,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="categorical metadata column (e.g. the study): adds group_mean, each group's "
         "training mean (not with --predict-table: another table's samples have no groups here)",
     )
-    parser.add_argument("--trees", type=int, default=500, help="trees of the random forest")
+    add_forest_options(parser)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads of the forest")
+
+
+def add_forest_options(parser: argparse.ArgumentParser) -> None:
+    """The random forest's flags (`aam baselines`, and `aam importance`, which refits it)."""
+    trees = checked(int, minimum=1)
+    parser.add_argument("--trees", type=trees, default=500, help="trees of the random forest")
     seed = checked(int, minimum=0, maximum=2**32 - 1)  # scikit-learn's random_state
     parser.add_argument("--seed", type=seed, default=42, help="seed of the random forest")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads of the forest")
 
 
 def run(args: argparse.Namespace) -> None:
     """Fit every baseline on the split's train samples; write the predictions of every sample
     of the table (split as in the split file), or of ``--predict-table`` (split empty)."""
     check_output_file(args.output, TSV_SUFFIXES, "baseline predictions")
-    if args.trees < 1:
-        raise InputError(f"--trees {args.trees}: must be at least 1")
     study = load_study(
         args.table,
         max_bp=1,

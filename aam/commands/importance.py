@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from aam.atomic import atomic_output, check_output_dir, write_json
-from aam.errors import InputError
+from aam.commands.baselines import add_forest_options
+from aam.errors import InputError, NonFiniteError
 from aam.importance import (
     FOREST_CANDIDATES,
     PERMUTATION_REPEATS,
@@ -52,9 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--top", type=checked(int, minimum=1), default=20, help="ASVs in the heatmap"
     )
-    parser.add_argument("--trees", type=checked(int, minimum=1), default=500, help="forest trees")
-    seed = checked(int, minimum=0, maximum=2**32 - 1)
-    parser.add_argument("--seed", type=seed, default=42, help="seed of the forest")
+    add_forest_options(parser)
     parser.add_argument(
         "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
     )
@@ -100,7 +99,10 @@ def run(args: argparse.Namespace) -> None:
         study, train, test, trees=args.trees, seed=args.seed, threads=args.threads or 1
     )
     if not (np.isfinite(aam).all() and np.isfinite(forest).all()):
-        raise InputError(f"{args.model}: an importance is not finite; check the model's weights")
+        raise NonFiniteError(
+            f"{args.model}: an importance is NaN or infinite (the model's weights or gradients "
+            "overflow); retrain the model (e.g. with a lower --lr)"
+        )
     table = importance_table(study, train, aam, forest, candidates)
     spearman = rank_agreement(table)
     with atomic_output(out_dir / "importance.tsv") as tmp:
