@@ -16,7 +16,7 @@ import biom
 import numpy as np
 import scipy.sparse as sp
 
-from aam.data.batching import SampleSet
+from aam.data.samples import SampleSet
 from aam.errors import InputError
 from aam.predictions import LOG_FLOOR
 from aam.threads import usable_threads

@@ -11,8 +11,8 @@ import biom
 import numpy as np
 import pandas as pd
 
-from aam.data.batching import SampleSet
 from aam.data.metadata import load_metadata
+from aam.data.samples import SampleSet
 from aam.data.split import read_split
 from aam.data.table import load_table
 from aam.errors import InputError

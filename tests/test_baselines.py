@@ -8,7 +8,7 @@ import torch
 from test_cli_training import aam, assert_failed, demo  # noqa: F401  (module fixture)
 
 from aam.baselines import fit_predict, relative_abundances
-from aam.data.batching import SampleSet
+from aam.data.samples import SampleSet
 from aam.data.split import read_split
 from aam.predictions import read_model_predictions
 from aam.training.metrics import (

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aam.data.batching import SampleSet
+from aam.data.samples import SampleSet
 from aam.data.table import counts_of, load_counts
 from aam.training.config import UniFracOptions
 from aam.training.distances import TreeDistances

@@ -4,7 +4,8 @@ import biom
 import numpy as np
 import pytest
 
-from aam.data.batching import SampleSet, batch_indices, make_batch, select_asvs
+from aam.data.batching import batch_indices, make_batch, select_asvs
+from aam.data.samples import SampleSet
 from aam.data.tokenize import PAD, START
 from aam.errors import InputError
 

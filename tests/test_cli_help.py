@@ -81,3 +81,16 @@ def test_hand_written_defaults_appear_in_the_help(capsys):
         text = capsys.readouterr().out
         entry = re.search(rf"^  {flag}\b.*?(?=^  -|\Z)", text, flags=re.M | re.S)[0]
         assert " ".join(entry.split()).endswith(f"(default: {default})"), entry
+
+
+# Stages that read tables, metadata or metrics but no model: `import torch` is ~3 s of CPU per
+# process, paid by every such job of a workflow (and, on a cluster, by every SLURM job).
+NO_MODEL = ("split", "baselines", "check-data", "stage", "cross-validation", "overview", "pcoa")
+
+
+@pytest.mark.parametrize("name", NO_MODEL)
+def test_a_command_that_reads_no_model_does_not_import_torch(name):
+    module = COMMANDS[name][0]
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False"], f"aam {name} imports torch"

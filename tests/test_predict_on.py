@@ -20,7 +20,7 @@ from test_cli_training import (
 )
 
 from aam.baselines import aligned_abundances
-from aam.data.batching import SampleSet
+from aam.data.samples import SampleSet
 from aam.domain_shift import (
     asv_overlap,
     depth_comparison,

@@ -1,87 +1,22 @@
-"""Samples as ASV lists, and batches padded to their own longest sample.
+"""Batches of samples (``aam.data.samples``) as tensors, padded to their own longest sample.
 
-Every distinct ASV sequence of a table is tokenized once. A batch holds each of its distinct
-ASVs once (``unique_tokens``) and, per sample, indices into them (``asv_index``), so the
-nucleotide encoder never sees the same sequence twice in a batch and never sees padding rows.
+A batch holds each of its distinct ASVs once (``unique_tokens``) and, per sample, indices into
+them (``asv_index``), so the nucleotide encoder never sees the same sequence twice in a batch
+and never sees padding rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import Protocol
 
-import biom
 import numpy as np
 import torch
 
-from aam.data.tokenize import PAD, tokenize
-from aam.errors import InputError
+from aam.data.samples import ReadDraw, SampleSet, sample_reads
+from aam.data.tokenize import PAD
 
 ASV_SAMPLING = ("first", "abundance", "random")
-
-
-@dataclass(frozen=True)
-class SampleSet:
-    """A table's samples as ASV index lists (CSR) plus the tokens of every table ASV."""
-
-    sample_ids: list[str]
-    asv_ids: list[str]  # table observation IDs (the ASV sequences), row k of ``tokens``
-    tokens: np.ndarray  # (n_asvs, max_bp + 1) uint8, row k = table observation k
-    asv_ptr: np.ndarray  # sample s owns asv_idx[asv_ptr[s]:asv_ptr[s + 1]]
-    asv_idx: np.ndarray  # table observation indices, table order within a sample
-    counts: np.ndarray  # reads of each (sample, ASV) entry, float64 (as UniFrac reads them)
-
-    @classmethod
-    def from_table(cls, table: biom.Table, max_bp: int, table_name: str = "table") -> SampleSet:
-        """Index ``table`` (observation IDs must be the ASV sequences)."""
-        matrix = table.matrix_data.tocsc()
-        matrix.eliminate_zeros()
-        matrix.sort_indices()
-        sample_ids = [str(s) for s in table.ids()]
-        empty = [s for s, n in zip(sample_ids, np.diff(matrix.indptr), strict=True) if n == 0]
-        if empty:
-            raise InputError(
-                f"{table_name}: {len(empty)} samples have no ASVs (e.g. {', '.join(empty[:3])}); "
-                "drop them (rarefaction does) before training"
-            )
-        asv_ids = [str(o) for o in table.ids("observation")]
-        return cls(
-            sample_ids=sample_ids,
-            asv_ids=asv_ids,
-            tokens=tokenize(asv_ids, max_bp),
-            asv_ptr=matrix.indptr.astype(np.int64),
-            asv_idx=matrix.indices.astype(np.int64),
-            counts=matrix.data.astype(np.float64),
-        )
-
-    def __len__(self) -> int:
-        return len(self.sample_ids)
-
-    def lengths(self, token_limit: int) -> np.ndarray:
-        """ASVs each sample brings to a batch: its ASV count, at most ``token_limit``."""
-        return np.minimum(np.diff(self.asv_ptr), token_limit)
-
-    def sample_asvs(self, s: int) -> tuple[np.ndarray, np.ndarray]:
-        """(table ASV indices, read counts) of sample ``s``."""
-        lo, hi = self.asv_ptr[s], self.asv_ptr[s + 1]
-        return self.asv_idx[lo:hi], self.counts[lo:hi]
-
-
-class ReadDraw(Protocol):
-    """Which reads of a sample a batch sees: a fresh rarefaction per epoch, for instance
-    (``aam.data.rarefy.EpochDraw``)."""
-
-    def reads(self, samples: SampleSet, s: int) -> tuple[np.ndarray, np.ndarray]:
-        """(table ASV indices, read counts) of sample ``s`` as drawn."""
-        ...
-
-
-def sample_reads(
-    samples: SampleSet, s: int, draw: ReadDraw | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sample ``s``'s ASVs and reads: as in the table, or as ``draw`` draws them."""
-    return samples.sample_asvs(s) if draw is None else draw.reads(samples, s)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from aam.data.reconcile import preview
 from aam.errors import InputError
 
 if TYPE_CHECKING:
-    from aam.data.batching import SampleSet
+    from aam.data.samples import SampleSet
 
 log = logging.getLogger(__name__)
 _MAX_READS = 2**62  # biom draws reads with int64 arithmetic

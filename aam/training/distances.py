@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from aam.data.batching import ReadDraw, SampleSet, sample_reads
+from aam.data.samples import ReadDraw, SampleSet, sample_reads
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
 

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from aam.data.batching import Batch, SampleSet
+from aam.data.batching import Batch
+from aam.data.samples import SampleSet
 from aam.training.device import unwrap
 from aam.training.study import Study
 from aam.training.target_scale import TargetScale

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from aam.data.batching import Batch, ReadDraw, SampleSet, batch_indices, make_batch
 from aam.data.metadata import declared_types, load_metadata, numeric_column
 from aam.data.rarefy import EVALUATION, EpochDraw, check_drawable, rarefy
 from aam.data.reconcile import preview, reconcile_sample_ids
+from aam.data.samples import ReadDraw, SampleSet
 from aam.data.split import MIN_TRAIN, SPLITS, make_split, read_split, split_counts
 from aam.data.table import check_training_counts, counts_of, load_table
 from aam.errors import InputError
@@ -29,6 +29,7 @@ from aam.unifrac.metrics import DTYPES
 from aam.unifrac.tree import load_tree
 
 if TYPE_CHECKING:
+    from aam.data.batching import Batch
     from aam.training.config import UniFracOptions
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class Study:
     ) -> Batch:
         """The batch of ``positions`` (reads as ``draw`` draws them) with targets and
         categories; ``aam.training.batches`` adds its UniFrac block."""
+        from aam.data.batching import make_batch  # torch: only where batches are made
+
         return make_batch(
             self.samples,
             positions,
@@ -92,6 +95,8 @@ class Study:
     ) -> Iterator[Batch]:
         """Every one of ``positions`` once, in order, ``batch_size`` at a time, as evaluation
         and inference read them (evaluation's fixed draw under --rarefy-each-epoch)."""
+        from aam.data.batching import batch_indices
+
         draw = self.draw(EVALUATION)
         for idx in batch_indices(len(positions), batch_size, shuffle=False):
             yield self.batch(positions[idx], token_limit, asv_sampling, draw=draw)
