@@ -1,10 +1,16 @@
 """The workflow runs on the test SLURM cluster, started together (fixture `slurm_runs`).
 
-Three `snakemake` runs through the real executor plugin, each on its own copy of the checkout:
+Two `snakemake` runs through the real executor plugin, each on its own copy of the checkout:
 
-- `cosmos`, `lumi`: `snakemake all` with the unchanged site profile (test_slurm_profiles.py);
-- `two_nodes`: the Cosmos profile pretraining on both nodes, signalled (USR1) after its first
-  epoch: the retry must resume on both nodes (test_slurm_two_nodes.py).
+- `cosmos`: `snakemake all` with the Cosmos profile, its pretraining on both nodes
+  (`pretrain_nodes=2`) and signalled (USR1) after its first epoch: the retry must resume on
+  both nodes (test_slurm_two_nodes.py), the rest of the DAG runs as the profile asks
+  (test_slurm_profiles.py);
+- `lumi`: the LUMI profile, unchanged, up to the predictions and the UniFrac matrix
+  (`LUMI_TARGETS`): CPU jobs of its `small` partition (unifrac, baselines), its 4-GCD
+  pretraining and its fine-tuning job group on `small-g`. Its other jobs ask for what these
+  ask, on the same partitions, and would cost CI a SLURM job each (a Python start, a workflow
+  parse, torch).
 
 Most of a run's wall time is the plugin's status polling (it adds 10 s to its interval after each
 round in which no job finished), so the runs poll side by side instead of one after the other.
@@ -42,6 +48,7 @@ STATUS_POLLING = (
     "2",
 )
 TIMEOUT = 900
+LUMI_TARGETS = ("{work}/runs/tiny/predict/metrics.json", "{work}/unifrac/demo.unweighted.h5")
 
 
 @dataclass
@@ -73,7 +80,11 @@ def jobs_by_rule(work: Path) -> dict[str, list[str]]:
 
 
 def _start(
-    root: Path, profile: str, target: str = "all", extra: tuple[str, ...] = (), env_extra=None
+    root: Path,
+    profile: str,
+    targets: tuple[str, ...] = ("all",),
+    extra: tuple[str, ...] = (),
+    env_extra=None,
 ) -> SiteRun:
     """Start the run of the checkout copy ``root/repo``, its outputs in ``root/work``."""
     repo, work = root / "repo", root / "work"
@@ -88,7 +99,7 @@ def _start(
         sys.executable,
         "-m",
         "snakemake",
-        target.format(work=work),
+        *(target.format(work=work) for target in targets),
         "--profile",
         f"profiles/{profile}",
         "--configfile",
@@ -129,8 +140,8 @@ def _edit_yaml(path: Path, edit) -> None:
 
 
 def _two_node_overlay(repo: Path) -> None:
-    """One process per node and one thread per process (2 CPU cores here); masking and dropout
-    off, so that two ranks draw no random numbers one process would not
+    """Pretraining: one process per node and one thread per process (2 CPU cores here);
+    masking and dropout off, so that two ranks draw no random numbers one process would not
     (test_slurm_two_nodes.py)."""
 
     def profile(settings: dict) -> None:
@@ -150,24 +161,22 @@ def _two_node_overlay(repo: Path) -> None:
 
 @pytest.fixture(scope="session")
 def slurm_runs(slurm_cluster, tmp_path_factory) -> Iterator[dict[str, SiteRun]]:
-    """The three runs, started together; each test waits for its own."""
-    roots = {name: tmp_path_factory.mktemp(name) for name in ("cosmos", "lumi", "two_nodes")}
+    """The two runs, started together; each test waits for its own."""
+    roots = {name: tmp_path_factory.mktemp(name) for name in ("cosmos", "lumi")}
     for root in roots.values():
         copy_checkout(root / "repo")
-    _two_node_overlay(roots["two_nodes"] / "repo")
+    _two_node_overlay(roots["cosmos"] / "repo")
     runs = {
-        "cosmos": _start(roots["cosmos"], "cosmos"),
-        "lumi": _start(roots["lumi"], "lumi"),
-        "two_nodes": _start(
-            roots["two_nodes"],
+        "cosmos": _start(
+            roots["cosmos"],
             "cosmos",
-            target="{work}/runs/tiny/pretrain/encoder.pt",
-            extra=("pretrain_nodes=2", "--verbose"),  # verbose: the plugin's sbatch call
+            extra=("pretrain_nodes=2", "--verbose"),  # verbose: the plugin's sbatch calls
             env_extra={"GLOO_SOCKET_IFNAME": NODE_IFACE},
         ),
+        "lumi": _start(roots["lumi"], "lumi", targets=LUMI_TARGETS),
     }
     signaller = threading.Thread(
-        target=_signal_pretraining_after_its_first_epoch, args=(runs["two_nodes"],), daemon=True
+        target=_signal_pretraining_after_its_first_epoch, args=(runs["cosmos"],), daemon=True
     )
     signaller.start()
     yield runs

@@ -1,6 +1,7 @@
-"""The Cosmos and LUMI profiles, unchanged, submit the demo DAG through the real SLURM executor
-plugin to the real two-node test cluster. (The preemption test, a pretraining job signalled with
-USR1 mid-run and resumed by its retry, is the two-node run's: test_slurm_two_nodes.py.)
+"""The Cosmos and LUMI profiles submit the demo DAG through the real SLURM executor plugin to the
+real two-node test cluster, each job asking for what its profile says. (The Cosmos run's
+pretraining runs on two nodes, is signalled with USR1 mid-run and resumed by its retry:
+test_slurm_two_nodes.py.)
 
 The runs and their test overlay: tests/slurm_runs.py (fixture `slurm_runs`).
 """
@@ -10,15 +11,24 @@ import re
 
 import pytest
 import yaml
-from checkout import REPO
-from slurm_runs import SITE_ENV, jobs_by_rule
+from slurm_runs import SITE_ENV, SiteRun, jobs_by_rule
 
 # one cluster per machine: one xdist worker
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 
-def _settings(profile: str) -> dict:
-    return yaml.safe_load((REPO / f"profiles/{profile}/config.yaml").read_text())
+# The SLURM jobs of each run: the rest are localrules; predict runs in the fine-tuning job (the
+# profiles' job group). LUMI's run stops at the predictions and the matrix (LUMI_TARGETS).
+JOBS = {
+    "cosmos": {"unifrac", "pcoa", "baselines", "pretrain", "finetune_predict", "importance"}
+    | {"validate"},
+    "lumi": {"unifrac", "baselines", "pretrain", "finetune_predict"},
+}
+
+
+def _settings(run: SiteRun) -> dict:
+    """The run's profile (the Cosmos run's, with the two-node overlay of slurm_runs.py)."""
+    return yaml.safe_load((run.repo / f"profiles/{run.profile}/config.yaml").read_text())
 
 
 def _rules_of(settings: dict, name: str) -> list[str]:
@@ -28,15 +38,15 @@ def _rules_of(settings: dict, name: str) -> list[str]:
     return sorted(rule for rule in grouped if rule != "predict_on") or [name]
 
 
-def _job_name(profile: str, name: str) -> str:
+def _job_name(run: SiteRun, name: str) -> str:
     """The plugin's name of a job (its log folder): a group job is `<group>_<its rules>`."""
-    rules = _rules_of(_settings(profile), name)
+    rules = _rules_of(_settings(run), name)
     return name if rules == [name] else "_".join([name, *rules])
 
 
-def _expected(profile: str, name: str) -> dict:
+def _expected(run: SiteRun, name: str) -> dict:
     """What the job of a rule, or of a job group (its rules run one after the other), asks for."""
-    settings = _settings(profile)
+    settings = _settings(run)
     rules = _rules_of(settings, name)
     asked = [
         {**settings["default-resources"], **settings["set-resources"].get(rule, {})}
@@ -46,7 +56,7 @@ def _expected(profile: str, name: str) -> dict:
     assert len(partitions) == 1, (name, partitions)  # a group job runs on one partition
     partition = partitions.pop()
     if "$" in partition:
-        partition = SITE_ENV[profile]["AAM_SLURM_PARTITION"]
+        partition = SITE_ENV[run.profile]["AAM_SLURM_PARTITION"]
     return {
         "partition": partition,
         "gpu": max(r.get("gpu") or r.get("gpus_per_node", 0) for r in asked),
@@ -70,19 +80,18 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, slurm_runs,
     work = run.work
     assert (work / "runs/tiny/predict/predictions.tsv").is_file()
     assert (work / "runs/tiny/predict/metrics.json").is_file()
-    # the rest are localrules; predict runs in the fine-tuning job (the profile's job group)
-    gpu_and_cpu_jobs = {"unifrac", "pcoa", "baselines", "pretrain", "finetune_predict"}
-    gpu_and_cpu_jobs |= {"importance", "validate"}
-    named = {_job_name(profile, name): name for name in gpu_and_cpu_jobs}
+    named = {_job_name(run, name): name for name in JOBS[profile]}
     jobs = {named.get(name, name): ids for name, ids in jobs_by_rule(work).items()}
-    assert set(jobs) == gpu_and_cpu_jobs, jobs
-    # one sbatch per job, 7 (8 without the job group), and the retry of a signalled pretraining
+    assert set(jobs) == JOBS[profile], jobs
+    # one sbatch per job (Cosmos: 7, 8 without the job group), and the retry of a signalled
+    # pretraining
     retries = len(jobs["pretrain"]) - 1
-    assert sum(len(ids) for ids in jobs.values()) == len(gpu_and_cpu_jobs) + retries, jobs
-    assert (work / "validation/golden.json").is_file()
-    for rule in sorted(gpu_and_cpu_jobs):
-        want = _expected(profile, rule)
-        # every attempt asks for the rule's resources (LUMI's pretraining: signalled, retried)
+    assert retries == (profile == "cosmos"), jobs
+    assert sum(len(ids) for ids in jobs.values()) == len(JOBS[profile]) + retries, jobs
+    assert (work / "validation/golden.json").is_file() == (profile == "cosmos")
+    for rule in sorted(JOBS[profile]):
+        want = _expected(run, rule)
+        # every attempt asks for the rule's resources (Cosmos's pretraining: signalled, retried)
         attempts = sorted(jobs[rule], key=int)
         for jobid in attempts:
             job = slurm_cluster.scontrol_job(jobid)

@@ -3,11 +3,12 @@ plugin: srun starts one torchrun per node, their ranks (gloo, one per node) meet
 rendezvous on the first node. The job is signalled (USR1) after its first epoch, the retry
 resumes from latest.pt on both nodes, and the encoder equals the same training on one node.
 
-The run (`slurm_runs["two_nodes"]`) and its overlay are in tests/slurm_runs.py: one process per
-node instead of 4 APUs, one thread per process (2 CPU cores in all), 3 epochs, gloo told to use
-the nodes' interface (GLOO_SOCKET_IFNAME=aam0, as a site names its Slingshot interfaces).
-Masking and dropout are off, as in test_distributed.py (which compares two ranks with one
-process): the comparison covers the pairwise UniFrac loss over the gathered embeddings.
+It is the pretraining of the Cosmos site run (`slurm_runs["cosmos"]`, whose other jobs
+test_slurm_profiles.py checks); its overlay is in tests/slurm_runs.py: one process per node
+instead of 4 APUs, one thread per process (2 CPU cores in all), 3 epochs, gloo told to use the
+nodes' interface (GLOO_SOCKET_IFNAME=aam0, as a site names its Slingshot interfaces). Masking
+and dropout are off, as in test_distributed.py (which compares two ranks with one process): the
+comparison covers the pairwise UniFrac loss over the gathered embeddings.
 """
 
 import os
@@ -71,7 +72,7 @@ def _local_encoder(run: SiteRun, output: str, out: Path, launcher: list[str]) ->
 def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
     slurm_cluster, slurm_runs, tmp_path
 ):
-    run = slurm_runs["two_nodes"]
+    run = slurm_runs["cosmos"]
     output = run.wait()
     assert run.proc.returncode == 0, output[-5000:]
     assert run.signalled, "pretraining ended before it could be signalled"
