@@ -6,9 +6,11 @@ import json
 import math
 import statistics
 
+import biom
 import pandas as pd
 import pytest
 import yaml
+from biom.util import biom_open
 from checkout import REPO, dry_run, stopped_by_check
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -144,6 +146,12 @@ def test_a_cv_run_that_cannot_be_expanded_is_one_line(runs, message):
 
 
 def _config(tmp_path, cv, **dataset):
+    if dataset.get("table") == "{ten}":  # the demo's first 10 samples (a DAG of 11 folds)
+        table = biom.load_table(str(REPO / "data/demo/table.biom"))
+        ten = table.filter(table.ids()[:10], inplace=False).remove_empty(axis="observation")
+        dataset["table"] = str(tmp_path / "ten.biom")
+        with biom_open(dataset["table"], "w") as handle:
+            ten.to_hdf5(handle, "ten samples")
     if dataset.get("split_file") == "{split}":  # a valid split of every demo sample
         ids = pd.read_csv(REPO / "data/demo/metadata.tsv", sep="\t", dtype=str)["sample_id"]
         dataset["split_file"] = str(tmp_path / "given.tsv")
@@ -191,10 +199,10 @@ def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, 
     ("cv", "dataset", "message"),
     [
         (
-            {"folds": 401},
-            {},
-            "config runs.tiny.cv.folds (dataset demo, samples with a target): 401 folds but "
-            "only 400 samples; use at most 400 folds",
+            {"folds": 11},
+            {"table": "{ten}"},
+            "config runs.tiny.cv.folds (dataset demo, samples with a target): 11 folds but "
+            "only 10 samples; use at most 10 folds",
         ),
         (
             {"folds": 2},

@@ -36,8 +36,9 @@ TINY = (
     "--epochs 1 --batch-size 8 --threads 2 --no-progress"
 ).split()
 OLD = b"the previous file, which must survive\n"
-# A one-epoch run on 24 samples validates on few: their correlation may be undefined.
-pytestmark = pytest.mark.filterwarnings(r"ignore:cov\(\)")
+# A one-epoch run on 24 samples validates on few: their correlation may be undefined. One
+# worker runs the module: its fixtures run every writer against a full disk once.
+pytestmark = [pytest.mark.filterwarnings(r"ignore:cov\(\)"), pytest.mark.xdist_group("disk_full")]
 MODES = ("tmpfs", "rlimit")
 
 # Runs in the subprocess, for each case: copy its seed files in, leave ``budget`` bytes

@@ -14,6 +14,9 @@ from tiny_model import TINY_FLAGS
 
 from aam.training.checkpoint import load_checkpoint
 
+# one worker runs the module: the uninterrupted reference run is made once
+pytestmark = pytest.mark.xdist_group("resume")
+
 
 def _command(study, out, *extra):
     return [
