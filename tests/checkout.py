@@ -60,11 +60,11 @@ def dry_run(cwd: Path, config: Path, *extra: str) -> subprocess.CompletedProcess
 
 
 def stopped_by_check(config: Path, work: Path, dataset: str) -> str:
-    """Bad data: a dry run of ``config`` (workdir ``work``) still plans (parsing reads no data
-    file); the run, in a copy of the checkout beside ``work``, stops at rule check_data of
-    ``dataset`` before any training job. Returns the check's one-line error (its log)."""
+    """Bad data: the run of ``config`` (workdir ``work``), in a copy of the checkout beside
+    ``work``, stops at rule check_data of ``dataset`` before any training job. Returns the
+    check's one-line error (its log). (That a dry run plans whatever the data hold, since
+    parsing reads no data file: test_workflow_edges.py.)"""
     cwd = copy_checkout(work.parent / "checked-repo")
-    assert dry_run(cwd, config).returncode == 0
     cmd = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local"]
     run = subprocess.run(
         [*cmd, "--configfile", str(config), "--cores", "1"], cwd=cwd, capture_output=True, text=True

@@ -1,5 +1,6 @@
-"""The workflow at its edges: a bad tree stopped by its first job, named by the path in the
-config. (A classifier run end to end: tests/test_workflow.py, run `classes`.)"""
+"""The workflow at its edges: planning reads no data file, a bad tree stopped by its first job,
+named by the path in the config. (A classifier run end to end: tests/test_workflow.py, run
+`classes`.)"""
 
 import re
 import subprocess
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from checkout import copy_checkout
+from checkout import copy_checkout, dry_run, stopped_by_check
 
 
 def _config(root):
@@ -33,3 +34,23 @@ def test_a_tree_without_branch_lengths_stops_at_staging_named_as_configured(tmp_
     assert log.startswith("aam stage: error: my trees/no lengths.nwk: ") and "\n" not in log, log
     assert "branch(es) lack a finite length" in log
     assert not (root / "results/test/runs").exists()  # no training job started
+
+
+@pytest.mark.workflow
+def test_a_dry_run_reads_no_data_file(tmp_path, checkout_copy):
+    """Table, tree and metadata that are not data files at all: the dry run plans (the cost of
+    `snakemake -n` does not grow with the data); the run's first job names a bad file."""
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    config = _config(checkout_copy)
+    config["workdir"] = str(tmp_path / "work")
+    for key, name in (("table", "table.biom"), ("tree", "tree.nwk"), ("metadata", "meta.tsv")):
+        (garbage / name).write_bytes(b"\x00\x01 not a data file\n")
+        config["datasets"]["demo"][key] = str(garbage / name)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    planned = dry_run(checkout_copy, path)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    assert re.search(r"^pretrain\s+1$", planned.stdout, flags=re.M), planned.stdout[-2000:]
+    line = stopped_by_check(path, tmp_path / "work", "demo")
+    assert f"{garbage}/" in line, line
