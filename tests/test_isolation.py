@@ -32,11 +32,15 @@ def test_snapshot_sees_created_removed_and_modified_files_but_not_caches(tmp_pat
     ]
 
 
-def _pytest(repo: Path, test_body: str, *options: str, env=None) -> subprocess.CompletedProcess:
-    """Run pytest on one test file in ``repo``, a copy of the suite's own session setup."""
+def _pytest(
+    repo: Path, test_body: str, *options: str, env=None, suite_setup: bool = True
+) -> subprocess.CompletedProcess:
+    """Run pytest on one test file in ``repo``, with a copy of the suite's own session setup
+    (conftest.py and what it imports; ``suite_setup=False``: plain pytest and its plugins)."""
     tests = repo / "tests"
     tests.mkdir(parents=True)
-    for name in ("conftest.py", "checkout.py", "slurm_cluster.py", "slurm_runs.py"):
+    setup = ("conftest.py", "checkout.py", "slurm_cluster.py", "slurm_runs.py")
+    for name in setup if suite_setup else ():
         shutil.copy(checkout.REPO / "tests" / name, tests / name)
     (repo / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     (tests / "test_probe.py").write_text(textwrap.dedent(test_body))
@@ -88,7 +92,10 @@ def test_xdist_keeps_a_group_on_one_worker(tmp_path):
     records = tmp_path / "records"
     records.mkdir()
     env = {**os.environ, "RECORDS": str(records)}
-    run = _pytest(tmp_path / "repo", body, "-n", "2", "--dist", "loadgroup", env=env)
+    # the installed pytest and pytest-xdist alone (the suite's conftest would only add its
+    # imports to the three processes)
+    options = ("-n", "2", "--dist", "loadgroup")
+    run = _pytest(tmp_path / "repo", body, *options, env=env, suite_setup=False)
     assert run.returncode == 0, run.stdout[-2000:]
     assert len(list(records.iterdir())) == 6
     workers = {p.read_text() for p in records.iterdir()}
