@@ -85,6 +85,7 @@ def from_matrix(small_study, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow  # two trainings (one in the module fixture)
 def test_one_process_on_the_tree_trains_to_the_weights_of_the_matrix(
     small_study, demo_dir, from_matrix, tmp_path
 ):

@@ -120,8 +120,8 @@ def namespace_refused() -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """Inputs, and each output written once with room to spare (its size sets the budget)."""
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    """A 24-sample table, its metadata, its UniFrac matrix and one shard of it."""
     root = tmp_path_factory.mktemp("written")
     full = biom.load_table(str(DEMO / "table.biom"))
     table = full.filter(full.ids()[:24], inplace=False).remove_empty(axis="observation")
@@ -138,6 +138,14 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     paths["shard"] = root / "part1.h5"
     shard = ["--shard", "1", "--shards", "2", "--output", paths["shard"]]
     assert aam("unifrac-shard", *inputs, *shard) == 0
+    return paths
+
+
+@pytest.fixture(scope="module")
+def runs(inputs, tmp_path_factory) -> dict[str, Path]:
+    """Inputs, and each output written once with room to spare (its size sets the budget)."""
+    root = tmp_path_factory.mktemp("trained")
+    paths = dict(inputs)
     paths["pretrain"] = root / "pretrain"
     training = ["--table", paths["table"], "--unifrac", paths[".h5"], *TINY]
     assert aam("pretrain", *training, "--output-dir", paths["pretrain"]) == 0
@@ -278,33 +286,33 @@ def test_out_of_space_is_one_line_and_keeps_the_previous_file(outcomes, writer, 
     assert str(target.relative_to(work / "out")) in seed  # the file kept is among them
 
 
-def test_refused_run_creates_no_output_directory(runs, tmp_path, capsys):
+def test_refused_run_creates_no_output_directory(inputs, tmp_path, capsys):
     """Bad input is refused before the output directory (or its parents) is made."""
     out = tmp_path / "out"
-    argv = ["--table", runs["table"], "--unifrac", tmp_path / "missing.h5", *TINY]
+    argv = ["--table", inputs["table"], "--unifrac", tmp_path / "missing.h5", *TINY]
     assert aam("pretrain", *argv, "--output-dir", out) == 2
     assert "missing.h5: distance matrix not found" in capsys.readouterr().err
     assert not out.exists()
     target = tmp_path / "new" / "unifrac.h5"
-    inputs = ["--table", tmp_path / "missing.biom", "--tree", DEMO / "tree.nwk"]
-    assert aam("unifrac", *inputs, "--metric", "unweighted", "--output", target) == 2
+    missing = ["--table", tmp_path / "missing.biom", "--tree", DEMO / "tree.nwk"]
+    assert aam("unifrac", *missing, "--metric", "unweighted", "--output", target) == 2
     assert "aam unifrac: error: " in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 
 
-def test_refused_run_into_a_new_nested_directory_creates_nothing(runs, tmp_path, capsys):
+def test_refused_run_into_a_new_nested_directory_creates_nothing(inputs, tmp_path, capsys):
     out = tmp_path / "results" / "new"
-    argv = ["--table", runs["table"], "--unifrac", tmp_path / "missing.h5", *TINY]
+    argv = ["--table", inputs["table"], "--unifrac", tmp_path / "missing.h5", *TINY]
     assert aam("pretrain", *argv, "--output-dir", out) == 2
     assert "missing.h5: distance matrix not found" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()
 
 
-def test_unwritable_output_location_is_refused_before_any_work(runs, tmp_path, capsys):
+def test_unwritable_output_location_is_refused_before_any_work(inputs, tmp_path, capsys):
     """A file where a directory should be: refused at once, nothing created."""
     (tmp_path / "file").write_text("x")
     out = tmp_path / "file" / "out"
-    argv = ["--table", runs["table"], "--unifrac", runs[".h5"], *TINY, "--output-dir", out]
+    argv = ["--table", inputs["table"], "--unifrac", inputs[".h5"], *TINY, "--output-dir", out]
     assert aam("pretrain", *argv) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"aam pretrain: error: {out}: cannot create the output"), line

@@ -5,6 +5,8 @@ import logging
 import subprocess
 import sys
 
+import pytest
+
 from aam.threads import available_cpus, usable_threads
 
 
@@ -32,6 +34,7 @@ def test_more_threads_than_cpus_are_capped_with_a_note(caplog):
     assert f"--threads {available_cpus() + 23}: this process may run on" in caplog.text
 
 
+@pytest.mark.slow  # a subprocess that imports torch
 def test_torch_in_a_one_cpu_process_asked_for_24_threads_runs_one():
     """A process pinned to CPU 0 (as SLURM pins a job to its allocation) sets up a run with
     the Cosmos profile's 24 threads: torch gets 1."""
