@@ -132,12 +132,12 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     kept = set(table.ids())
     rows = [line for line in metadata[1:] if line.split("\t", 1)[0] in kept]
     paths["metadata"].write_text("\n".join([metadata[0], *rows]) + "\n")
-    inputs = ["--table", paths["table"], "--tree", DEMO / "tree.nwk", "--metric", "unweighted"]
+    unifrac = ["--table", paths["table"], "--tree", DEMO / "tree.nwk", "--metric", "unweighted"]
     paths[".h5"] = root / "unifrac.h5"
-    assert aam("unifrac", *inputs, "--output", paths[".h5"], "--no-progress") == 0
+    assert aam("unifrac", *unifrac, "--output", paths[".h5"], "--no-progress") == 0
     paths["shard"] = root / "part1.h5"
     shard = ["--shard", "1", "--shards", "2", "--output", paths["shard"]]
-    assert aam("unifrac-shard", *inputs, *shard) == 0
+    assert aam("unifrac-shard", *unifrac, *shard) == 0
     return paths
 
 
