@@ -4,11 +4,13 @@ the schema is generated from the parsers, committed, and checked before any job.
 import argparse
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 import yaml
 from checkout import REPO, dry_run
 from jsonschema import Draft202012Validator
+from planning import plan_error
 
 from aam.commands import common
 from aam.commands import run_options_schema as run_options
@@ -162,35 +164,35 @@ def test_rule_flags_are_passed_by_the_rules():
         assert flag in rules or f'"{name}"' in rules, f"{name} is not set by train.smk"
 
 
-def _dry_run(tmp_path, checkout_copy, section: str, key: str, value):
+def _config(tmp_path, section: str, key: str, value) -> Path:
+    """The test config with ``runs.tiny.<section>.<key>: value``, writing under tmp_path/work."""
     config = yaml.safe_load((REPO / "config/test.yaml").read_text())
     config["workdir"] = str(tmp_path / "work")
     config["runs"]["tiny"][section][key] = value
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    run = dry_run(checkout_copy, path)
+    return path
+
+
+@pytest.mark.workflow
+def test_a_typo_stops_the_dry_run_with_one_line_naming_the_key(tmp_path, checkout_copy):
+    """The one end-to-end case: Snakemake prints plan()'s line once and starts nothing (the
+    other config errors are found in process, tests/planning.py)."""
+    run = dry_run(checkout_copy, _config(tmp_path, "model", "embeding_dim", 64))
     assert run.returncode != 0
     assert not (tmp_path / "work").exists()
     lines = [ln for ln in (run.stdout + run.stderr).splitlines() if re.match(r"config \S", ln)]
     assert len(lines) == 1, run.stdout[-2000:] + run.stderr[-2000:]
-    return lines[0]
+    assert lines[0].startswith("config runs.tiny.model.embeding_dim: unknown key"), lines[0]
+    assert "did you mean embedding_dim?" in lines[0]
 
 
-@pytest.mark.workflow
-def test_a_typo_stops_before_any_job_naming_the_key(tmp_path, checkout_copy):
-    line = _dry_run(tmp_path, checkout_copy, "model", "embeding_dim", 64)
-    assert line.startswith("config runs.tiny.model.embeding_dim: unknown key"), line
-    assert "did you mean embedding_dim?" in line
-
-
-@pytest.mark.workflow
-def test_a_wrong_type_stops_before_any_job_naming_the_key(tmp_path, checkout_copy):
-    line = _dry_run(tmp_path, checkout_copy, "pretrain", "epochs", "three")
+def test_a_wrong_type_stops_before_any_job_naming_the_key(tmp_path):
+    line = plan_error(_config(tmp_path, "pretrain", "epochs", "three"))
     assert line.startswith("config runs.tiny.pretrain.epochs: 'three' is not of type 'integer'")
     assert "--epochs" in line
 
 
-@pytest.mark.workflow
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
@@ -198,14 +200,13 @@ def test_a_wrong_type_stops_before_any_job_naming_the_key(tmp_path, checkout_cop
         ("mask_rate", float("nan"), "nan is not a finite number (--mask-rate"),
     ],
 )
-def test_a_value_out_of_range_stops_before_any_job(tmp_path, checkout_copy, key, value, expected):
-    line = _dry_run(tmp_path, checkout_copy, "pretrain", key, value)
+def test_a_value_out_of_range_stops_before_any_job(tmp_path, key, value, expected):
+    line = plan_error(_config(tmp_path, "pretrain", key, value))
     assert line.startswith(f"config runs.tiny.pretrain.{key}: {expected}"), line
 
 
-@pytest.mark.workflow
-def test_a_best_metric_of_the_other_target_kind_stops_before_any_job(tmp_path, checkout_copy):
-    line = _dry_run(tmp_path, checkout_copy, "finetune", "best_metric", "accuracy")
+def test_a_best_metric_of_the_other_target_kind_stops_before_any_job(tmp_path):
+    line = plan_error(_config(tmp_path, "finetune", "best_metric", "accuracy"))
     assert line == (
         "config runs.tiny.finetune.best_metric: 'accuracy' not measured for a regression target "
         "(datasets.demo); choose from " + ", ".join(REGRESSION_METRICS)

@@ -18,9 +18,10 @@ import pytest
 import skbio
 import yaml
 from biom.util import biom_open
-from checkout import dry_run, stopped_by_check
+from checkout import dry_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from planning import check_data_error
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
@@ -363,10 +364,8 @@ def test_shards_3_schedule_three_shard_jobs_and_a_gather(tmp_path, checkout_copy
     assert not (tmp_path / "work").exists()
 
 
-@pytest.mark.workflow
-def test_more_shards_than_samples_stop_before_any_job(tmp_path, checkout_copy):
-    config = _config(tmp_path, checkout_copy, 401)
-    line = stopped_by_check(config, tmp_path / "work", "demo")
+def test_more_shards_than_samples_stop_before_any_job(tmp_path):
+    line = check_data_error(_config(tmp_path, REPO, 401), "demo")
     assert (
         "config unifrac.shards (dataset demo, data/demo/table.biom): 401 shards but only 400"
         in line

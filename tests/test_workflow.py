@@ -20,7 +20,7 @@ import pytest
 import skbio
 import yaml
 from biom.util import biom_open
-from checkout import copy_checkout, dry_run, stopped_by_check
+from checkout import copy_checkout
 
 from aam.cli import main
 from aam.overview import verdict
@@ -424,90 +424,6 @@ def test_metadata_reader_edit_reruns_split_and_its_dependants_not_unifrac(copy):
     # pretrain's own code is unchanged: it reruns only because the split is rebuilt
     assert why["pretrain"].startswith("Input files updated by another job")
     assert "Params" not in why["pretrain"]
-
-
-@pytest.mark.parametrize(
-    ("predict_on", "message", "at_parse"),
-    [
-        ("nope", "runs.r.predict_on: 'nope' is not a dataset other than the run's own (demo)", 1),
-        ("bare", "(datasets.bare) has no covariate column(s) ['qiita_study_id']", 0),
-    ],
-    ids=["unknown-dataset", "missing-covariate-column"],
-)
-def test_bad_predict_on_stops_before_any_job(
-    tmp_path, checkout_copy, demo_dir, predict_on, message, at_parse
-):
-    """A config error stops at parse time; the data's, in the staging check of the dataset."""
-    bare = tmp_path / "bare.tsv"  # the demo's metadata without the covariate
-    metadata = pd.read_csv(demo_dir / "metadata.tsv", sep="\t", dtype=str)
-    metadata.drop(columns="qiita_study_id").to_csv(bare, sep="\t", index=False)
-    files = "table: data/demo/table.biom, tree: data/demo/tree.nwk, target: age"
-    lines = [f"workdir: {tmp_path / 'work'}", "datasets:"]
-    lines += [
-        f"  demo: {{{files}, metadata: data/demo/metadata.tsv, categorical: [qiita_study_id]}}"
-    ]
-    lines += [f"  bare: {{{files}, metadata: {bare}}}"]
-    lines += ["runs:", f"  r: {{dataset: demo, predict_on: [{predict_on}]}}"]
-    config = tmp_path / "config.yaml"
-    config.write_text("\n".join(lines) + "\n")
-    if not at_parse:
-        line = stopped_by_check(config, tmp_path / "work", "demo")
-        assert (
-            line.startswith(f"aam check-data: error: runs.r.predict_on: {bare} ")
-            and message in line
-        )
-        return
-    run = dry_run(checkout_copy, config)
-    assert run.returncode != 0
-    assert message in run.stdout + run.stderr, (run.stdout + run.stderr)[-2000:]
-    assert not (tmp_path / "work").exists()
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"table": "data/demo/missing.biom"}, "datasets.demo.table: data/demo/missing.biom"),
-        ({"target": "height"}, "datasets.demo: data/demo/metadata.tsv has no column(s) ['height']"),
-        ({"metadata": "{other}"}, "share no sample IDs"),
-        ({"bogus_key": 1}, "bogus_key"),
-        ({"split_column": "qiita_study_id"}, "unknown split label(s) ['10052'"),
-        ({"split_file": "{split}"}, "no split label for"),
-    ],
-    ids=[
-        "missing-file",
-        "absent-target",
-        "no-shared-samples",
-        "unknown-key",
-        "split-column-labels",
-        "split-file-missing-samples",
-    ],
-)
-def test_bad_config_stops_before_any_job(tmp_path, checkout_copy, change, message):
-    """A config error stops at parse time; bad data in the staging check, before training."""
-    other = tmp_path / "other.tsv"
-    other.write_text("sample_id\tage\tqiita_study_id\nx1\t30\t1\nx2\t40\t1\n")
-    split = tmp_path / "split.tsv"  # labels two samples: the others have none
-    split.write_text("sample_id\tsplit\n10317.000003995\ttrain\n550.L6S86.s.6.sequence\ttest\n")
-    dataset = {
-        "table": "data/demo/table.biom",
-        "tree": "data/demo/tree.nwk",
-        "metadata": "data/demo/metadata.tsv",
-        "target": "age",
-    }
-    paths = {"{other}": str(other), "{split}": str(split)}
-    dataset.update({k: paths.get(str(v), str(v)) for k, v in change.items()})
-    lines = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:"]
-    lines += [f"    {key}: {value}" for key, value in dataset.items()]
-    lines += ["runs:", "  r:", "    dataset: demo"]
-    config = tmp_path / "config.yaml"
-    config.write_text("\n".join(lines) + "\n")
-    if "table" not in change and "bogus_key" not in change:  # the data's: the staging check's
-        assert message in stopped_by_check(config, tmp_path / "work", "demo")
-        return
-    run = dry_run(checkout_copy, config)
-    assert run.returncode != 0
-    assert message in run.stdout + run.stderr, run.stdout[-2000:]
-    assert not (tmp_path / "work").exists()
 
 
 # --- the UniFrac matrix: an analysis output, built only when the config asks for it ---------

@@ -1,5 +1,6 @@
-"""``plan(config, repo)``: everything the Snakefile needs from a schema-validated config, at
-parse time, without reading a data file (each SLURM job parses the Snakefile again).
+"""``plan(config, repo)``: everything the Snakefile needs from its config (checked against the
+config schema, defaults filled in), at parse time, without reading a data file (each SLURM job
+parses the Snakefile again).
 
 Every problem of the config is one PlanError line naming the field and the fix; the Snakefile
 turns it into its WorkflowError in one place. The data is checked by each dataset's check_data
@@ -14,11 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
 from aam.errors import InputError
 from aam.workflow import checks
 from aam.workflow.config import (
     check_sweep_values,
     cli_flags,
+    config_error_line,
     expand_cv,
     expand_sweeps,
     run_option_names,
@@ -26,6 +31,7 @@ from aam.workflow.config import (
 from aam.workflow.containers import built_image, lint_def
 from aam.workflow.launch import Layout, layout_of
 
+CONFIG_SCHEMA = "workflow/schemas/config.schema.yaml"
 RUN_OPTIONS_SCHEMA = "workflow/schemas/run_options.schema.json"
 
 
@@ -113,9 +119,14 @@ def plan(
     repo: str | os.PathLike[str],
     resources: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Plan:
-    """The Plan of ``config`` (validated against the config schema, defaults filled in) for
-    the checkout ``repo``; ``resources``: the profile's set-resources (rule -> raw values).
-    PlanError (one line) for a config the workflow cannot run."""
+    """The Plan of ``config`` for the checkout ``repo``; ``resources``: the profile's
+    set-resources (rule -> raw values). ``config`` is checked against the config schema with
+    Snakemake's validate, which fills in its defaults in place. PlanError (one line) for a
+    config the workflow cannot run."""
+    try:
+        validate(config, str(Path(repo) / CONFIG_SCHEMA))
+    except WorkflowError as err:
+        raise PlanError(config_error_line(err)) from None
     try:
         return _plan(config, Path(repo), resources or {})
     except (InputError, ValueError) as err:

@@ -4,21 +4,16 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 REPO = Path(workflow.basedir).parent
 sys.path.insert(0, str(REPO))
 # No torch and no data file at parse time: every SLURM job parses this again, on any node.
 from aam.cli import COMMANDS  # noqa: E402
-from aam.workflow.config import cli_flags, config_error_line  # noqa: E402
+from aam.workflow.config import cli_flags  # noqa: E402
 from aam.workflow.fingerprint import code_fingerprint  # noqa: E402
 from aam.workflow.plan import PlanError, plan  # noqa: E402
 
-# Snakemake's schema check fills in the defaults; plan() does the rest (one error type).
-try:
-    validate(config, "../schemas/config.schema.yaml")
-except WorkflowError as err:
-    raise WorkflowError(config_error_line(err)) from None
+# The schema check (Snakemake's validate fills in the defaults) and the rest: one error type.
 try:
     PLAN = plan(config, REPO, workflow.resource_settings.overwrite_resources)
 except PlanError as err:

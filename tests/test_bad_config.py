@@ -1,0 +1,83 @@
+"""A bad config stops at parse time with one line; bad data stops the dataset's check_data job
+(the first job, before any training), with one line naming the config field. Both found in
+this process (tests/planning.py)."""
+
+import pandas as pd
+import pytest
+from planning import check_data_error, plan_error
+
+
+@pytest.mark.parametrize(
+    ("predict_on", "message", "at_parse"),
+    [
+        ("nope", "runs.r.predict_on: 'nope' is not a dataset other than the run's own (demo)", 1),
+        ("bare", "(datasets.bare) has no covariate column(s) ['qiita_study_id']", 0),
+    ],
+    ids=["unknown-dataset", "missing-covariate-column"],
+)
+def test_bad_predict_on_stops_before_any_job(tmp_path, demo_dir, predict_on, message, at_parse):
+    """A config error stops at parse time; the data's, in the staging check of the dataset."""
+    bare = tmp_path / "bare.tsv"  # the demo's metadata without the covariate
+    metadata = pd.read_csv(demo_dir / "metadata.tsv", sep="\t", dtype=str)
+    metadata.drop(columns="qiita_study_id").to_csv(bare, sep="\t", index=False)
+    files = "table: data/demo/table.biom, tree: data/demo/tree.nwk, target: age"
+    lines = [f"workdir: {tmp_path / 'work'}", "datasets:"]
+    lines += [
+        f"  demo: {{{files}, metadata: data/demo/metadata.tsv, categorical: [qiita_study_id]}}"
+    ]
+    lines += [f"  bare: {{{files}, metadata: {bare}}}"]
+    lines += ["runs:", f"  r: {{dataset: demo, predict_on: [{predict_on}]}}"]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    if not at_parse:
+        line = check_data_error(config, "demo")
+        assert (
+            line.startswith(f"aam check-data: error: runs.r.predict_on: {bare} ")
+            and message in line
+        )
+        return
+    assert message in plan_error(config)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"table": "data/demo/missing.biom"}, "datasets.demo.table: data/demo/missing.biom"),
+        ({"target": "height"}, "datasets.demo: data/demo/metadata.tsv has no column(s) ['height']"),
+        ({"metadata": "{other}"}, "share no sample IDs"),
+        ({"bogus_key": 1}, "bogus_key"),
+        ({"split_column": "qiita_study_id"}, "unknown split label(s) ['10052'"),
+        ({"split_file": "{split}"}, "no split label for"),
+    ],
+    ids=[
+        "missing-file",
+        "absent-target",
+        "no-shared-samples",
+        "unknown-key",
+        "split-column-labels",
+        "split-file-missing-samples",
+    ],
+)
+def test_bad_config_stops_before_any_job(tmp_path, change, message):
+    """A config error stops at parse time; bad data in the staging check, before training."""
+    other = tmp_path / "other.tsv"
+    other.write_text("sample_id\tage\tqiita_study_id\nx1\t30\t1\nx2\t40\t1\n")
+    split = tmp_path / "split.tsv"  # labels two samples: the others have none
+    split.write_text("sample_id\tsplit\n10317.000003995\ttrain\n550.L6S86.s.6.sequence\ttest\n")
+    dataset = {
+        "table": "data/demo/table.biom",
+        "tree": "data/demo/tree.nwk",
+        "metadata": "data/demo/metadata.tsv",
+        "target": "age",
+    }
+    paths = {"{other}": str(other), "{split}": str(split)}
+    dataset.update({k: paths.get(str(v), str(v)) for k, v in change.items()})
+    lines = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:"]
+    lines += [f"    {key}: {value}" for key, value in dataset.items()]
+    lines += ["runs:", "  r:", "    dataset: demo"]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    if "table" not in change and "bogus_key" not in change:  # the data's: the staging check's
+        assert message in check_data_error(config, "demo")
+        return
+    assert message in plan_error(config)
