@@ -6,11 +6,11 @@ Two `snakemake` runs through the real executor plugin, each on its own copy of t
   (`pretrain_nodes=2`) and signalled (USR1) after its first epoch: the retry must resume on
   both nodes (test_slurm_two_nodes.py), the rest of the DAG runs as the profile asks
   (test_slurm_profiles.py);
-- `lumi`: the LUMI profile, unchanged, up to the predictions and the UniFrac matrix
-  (`LUMI_TARGETS`): CPU jobs of its `small` partition (unifrac, baselines), its 4-GCD
-  pretraining and its fine-tuning job group on `small-g`. Its other jobs ask for what these
-  ask, on the same partitions, and would cost CI a SLURM job each (a Python start, a workflow
-  parse, torch).
+- `lumi`: the LUMI profile, unchanged, up to the pretrained encoder and the UniFrac matrix
+  (`LUMI_TARGETS`): a CPU job of its `small` partition (unifrac) and its 4-GCD pretraining on
+  `small-g`. Its other jobs ask for the same partitions with other numbers, through the same
+  resources as the Cosmos run's jobs (the job group included), and would cost CI a SLURM job
+  each (two Snakemake starts, torch).
 
 Most of a run's wall time is the plugin's status polling (it adds 10 s to its interval after each
 round in which no job finished), so the runs poll side by side instead of one after the other.
@@ -48,7 +48,7 @@ STATUS_POLLING = (
     "2",
 )
 TIMEOUT = 900
-LUMI_TARGETS = ("{work}/runs/tiny/predict/metrics.json", "{work}/unifrac/demo.unweighted.h5")
+LUMI_TARGETS = ("{work}/runs/tiny/pretrain/encoder.pt", "{work}/unifrac/demo.unweighted.h5")
 
 
 @dataclass
