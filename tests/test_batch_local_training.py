@@ -1,8 +1,8 @@
 """Training on batch-local UniFrac (`aam pretrain --tree`): the weights of a run whose batches'
 distances are computed from their reads and the tree equal those of a run that reads the
 precomputed matrix (1 process, and 2 processes under torchrun with gloo); per-epoch
-rarefaction (`--rarefy-each-epoch`) draws, resumes mid-epoch to identical weights, and
-evaluates on one fixed draw; and bad inputs stop with one line before the first step.
+rarefaction (`--rarefy-each-epoch`) draws and evaluates on one fixed draw (its resume mid-epoch
+to identical weights: test_resume.py); and bad inputs stop with one line before the first step.
 
 Runs use the 48-sample study, one thread per process (CPU training is bit-reproducible only
 with one), no dropout and no masks (drawn per rank), as tests/test_fsdp.py's do.
@@ -10,7 +10,6 @@ with one), no dropout and no masks (drawn per rank), as tests/test_fsdp.py's do.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +36,6 @@ from aam.unifrac.tree import load_tree
 sys.path.insert(0, str(Path(__file__).parent))
 from test_cli_training import aam, assert_failed  # noqa: E402
 from test_fsdp import TINY_RUN, TORCHRUN, assert_same_training  # noqa: E402
-from test_resume import _interrupt, _weights  # noqa: E402
 
 DEPTH = 500  # --rarefy-depth of the per-epoch draws (every demo sample has 1000 reads)
 RUN = TINY_RUN
@@ -232,38 +230,6 @@ def test_evaluation_reads_one_fixed_draw(drawn):
     assert torch.equal(truth[0], torch.from_numpy(fixed_block[i, j]))
     epoch_block = drawn.distances.block(val, drawn.draw(0))
     assert not np.array_equal(fixed_block, epoch_block)
-
-
-# --- resuming a run that draws every epoch --------------------------------------------------
-
-
-def rarefied_command(study: Path, tree: Path, out: Path, *extra: str) -> list[str]:
-    per_epoch = ("--tree", tree, "--rarefy-each-epoch", "--rarefy-depth", DEPTH)
-    args = pretrain_args(study / "table.biom", out, *per_epoch, *extra, epochs=3, val=0.1)
-    return [sys.executable, "-m", "aam", *args]
-
-
-@pytest.mark.slow
-def test_a_run_drawing_every_epoch_resumes_mid_epoch_to_identical_weights(
-    small_study, demo_dir, tmp_path
-):
-    tree = demo_dir / "tree.nwk"
-    straight = tmp_path / "straight"
-    assert aam(*rarefied_command(small_study, tree, straight)[3:]) == 0
-    out = tmp_path / "killed"
-    cmd = rarefied_command(small_study, tree, out, "--checkpoint-every-minutes", "1e-9")
-    state = out / "checkpoints" / "latest.pt"
-    result = _interrupt(cmd, state, lambda p: p.send_signal(signal.SIGKILL))
-    assert result["returncode"] == -signal.SIGKILL
-    saved = load_checkpoint(state)
-    assert saved["epoch"] >= 1 and saved["batch"] > 0  # resumes mid-epoch
-    finished = subprocess.run(cmd, capture_output=True, text=True)
-    assert finished.returncode == 0, finished.stderr
-    assert "resumed from" in finished.stderr
-    resumed, expected = _weights(out / "encoder.pt"), _weights(straight / "encoder.pt")
-    assert resumed.keys() == expected.keys()
-    for name, tensor in expected.items():
-        assert torch.equal(resumed[name], tensor), name
 
 
 # --- bad input: one line, exit 2, before the first step -------------------------------------

@@ -1,5 +1,10 @@
-"""Training resume: a run killed mid-epoch and restarted ends with the same weights."""
+"""Training resume: a run killed mid-epoch and restarted ends with the same weights.
 
+The runs draw every epoch's reads afresh (`--rarefy-each-epoch`, UniFrac of each batch from the
+tree): the resumed run must redraw the killed epoch's reads and continue its batches. (Resume
+with the matrix, `--unifrac`: test_fsdp.py.)"""
+
+import json
 import shutil
 import signal
 import subprocess
@@ -12,13 +17,14 @@ import pytest
 import torch
 from tiny_model import TINY_FLAGS
 
+from aam.run_lock import LOCK_NAME
 from aam.training.checkpoint import load_checkpoint
 
 # one worker runs the module: the uninterrupted reference run is made once
 pytestmark = pytest.mark.xdist_group("resume")
 
 
-def _command(study, out, *extra):
+def _command(study, tree, out, *extra):
     return [
         sys.executable,
         "-m",
@@ -26,8 +32,11 @@ def _command(study, out, *extra):
         "pretrain",
         "--table",
         str(study / "table.biom"),
-        "--unifrac",
-        str(study / "unifrac.h5"),
+        "--tree",
+        str(tree),
+        "--rarefy-each-epoch",
+        "--rarefy-depth",
+        "500",
         "--output-dir",
         str(out),
         "--epochs",
@@ -71,7 +80,7 @@ def _interrupt(cmd, latest, send) -> dict:
         if proc.poll() is None:
             proc.kill()
     assert not (latest.parent.parent / "encoder.pt").exists(), "run finished before the kill"
-    return {"returncode": proc.returncode, "stderr": proc.stderr.read()}
+    return {"returncode": proc.returncode, "stderr": proc.stderr.read(), "pid": proc.pid}
 
 
 def _weights(path):
@@ -79,21 +88,28 @@ def _weights(path):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(small_study, tmp_path_factory):
+def uninterrupted(small_study, demo_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("straight")
-    subprocess.run(_command(small_study, out), check=True, capture_output=True)
+    subprocess.run(
+        _command(small_study, demo_dir / "tree.nwk", out), check=True, capture_output=True
+    )
     return _weights(out / "encoder.pt")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["sigkill", "sigterm"])
-def test_interrupted_run_resumes_to_identical_weights(small_study, tmp_path, uninterrupted, how):
+def test_interrupted_run_resumes_to_identical_weights(
+    small_study, demo_dir, tmp_path, uninterrupted, how
+):
     out = tmp_path / how
-    cmd = _command(small_study, out, "--checkpoint-every-minutes", "1e-9")
+    every_step = ("--checkpoint-every-minutes", "1e-9")
+    cmd = _command(small_study, demo_dir / "tree.nwk", out, *every_step)
     latest = out / "checkpoints" / "latest.pt"
     if how == "sigkill":
         result = _interrupt(cmd, latest, lambda p: p.send_signal(signal.SIGKILL))
         assert result["returncode"] == -signal.SIGKILL
+        # its run lock is left behind (the OS freed the lock itself); the rerun takes it over
+        assert json.loads((out / LOCK_NAME).read_text())["pid"] == result["pid"]
     else:  # SLURM's warning before walltime: save latest.pt and exit 75 to be rerun
         result = _interrupt(cmd, latest, lambda p: p.send_signal(signal.SIGTERM))
         assert result["returncode"] == 75, result["stderr"]
@@ -103,6 +119,9 @@ def test_interrupted_run_resumes_to_identical_weights(small_study, tmp_path, uni
     finished = subprocess.run(cmd, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr
     assert "resumed from" in finished.stderr
+    taken_over = f"taking over the lock of aam pretrain pid {result['pid']}" in finished.stderr
+    assert taken_over == (how == "sigkill"), finished.stderr
+    assert not (out / LOCK_NAME).exists() and not (out / "checkpoints" / LOCK_NAME).exists()
     resumed = _weights(out / "encoder.pt")
     assert resumed.keys() == uninterrupted.keys()
     for name, tensor in uninterrupted.items():
