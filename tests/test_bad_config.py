@@ -81,3 +81,23 @@ def test_bad_config_stops_before_any_job(tmp_path, change, message):
         assert message in check_data_error(config, "demo")
         return
     assert message in plan_error(config)
+
+
+@pytest.mark.parametrize(
+    ("rarefy", "message"),
+    [
+        (
+            "{depth: 0, seed: 1}",
+            "config datasets.demo.rarefy.depth: 0 is less than the minimum of 1",
+        ),
+        ("{depth: 1000}", "config datasets.demo.rarefy: 'seed' is a required property"),
+    ],
+)
+def test_a_bad_rarefaction_stops_before_any_job(tmp_path, rarefy, message):
+    files = "table: data/demo/table.biom, metadata: data/demo/metadata.tsv, target: age"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"workdir: {tmp_path / 'work'}\ndatasets:\n  demo: {{{files}, rarefy: {rarefy}}}\n"
+        "runs:\n  r: {dataset: demo}\n"
+    )
+    assert plan_error(config).startswith(message)

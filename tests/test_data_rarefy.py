@@ -6,8 +6,10 @@ from pathlib import Path
 import biom
 import numpy as np
 import pytest
+from biom.util import biom_open
 from errors import one_line_error
 
+from aam.cli import main
 from aam.data.rarefy import rarefy
 from aam.data.table import load_table
 from aam.errors import InputError
@@ -88,3 +90,48 @@ def test_fractional_counts_cannot_be_rarefied():
 def test_counts_beyond_int64_cannot_be_rarefied():
     table = biom.Table(np.array([[2.0**62, 1], [2.0**62, 3]]), ["o1", "o2"], ["s1", "s2"])
     assert "a sample has 9.22e+18 reads" in one_line_error(rarefy, table, 4, seed=1)
+
+
+# --- `aam rarefy`: rule rarefy's command -------------------------------------------------------
+
+
+def _write(table: biom.Table, path: Path) -> Path:
+    with biom_open(str(path), "w") as handle:
+        table.to_hdf5(handle, "test")
+    return path
+
+
+def test_the_command_writes_the_seeded_draw_without_the_shallow_samples(tmp_path, caplog):
+    source = _write(small_table(), tmp_path / "raw.biom")
+    out = tmp_path / "out" / "rarefied.biom"
+    args = ["rarefy", "--table", str(source), "--rarefy-depth", "20", "--seed", "3"]
+    with caplog.at_level(logging.INFO):
+        assert main([*args, "--output", str(out)]) == 0
+    written = load_table(out)
+    expected, dropped = rarefy(small_table(), 20, seed=3)
+    assert dropped == ["s2", "s3"] and list(written.ids()) == list(expected.ids())
+    np.testing.assert_array_equal(matrix(written), matrix(expected))
+    assert list(written.ids("observation")) == list(expected.ids("observation"))
+    assert "2 samples at 20 reads (seed 3), 2 dropped" in caplog.text
+    again = tmp_path / "again.biom"
+    assert main([*args[:-1], "4", "--output", str(again)]) == 0  # another seed, another draw
+    assert not np.array_equal(matrix(load_table(again)), matrix(written))
+
+
+@pytest.mark.parametrize(
+    ("depth", "message"),
+    [("0", "--rarefy-depth 0: "), ("101", "--rarefy-depth 101: no sample has that many reads")],
+)
+def test_the_command_refuses_a_depth_with_one_line_and_writes_nothing(
+    tmp_path, capsys, depth, message
+):
+    source = _write(small_table(), tmp_path / "raw.biom")
+    out = tmp_path / "rarefied.biom"
+    args = ["rarefy", "--table", str(source), "--rarefy-depth", depth, "--output", str(out)]
+    try:
+        code = main(args)
+    except SystemExit as err:  # argparse: a flag's own bounds
+        code = err.code
+    assert code == 2 and sorted(tmp_path.iterdir()) == [source]
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("aam rarefy: ") and message in line, line

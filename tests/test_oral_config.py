@@ -1,5 +1,10 @@
 """config/oral.yaml, the full oral study of the README's table: valid, and its DAG is the one
-the README describes (one pretraining shared by the microbiome-only and the covariate run)."""
+the README describes (one pretraining shared by the microbiome-only and the covariate run);
+config/oral-full.yaml, the same study unrarefied: rarefied once in the pipeline, and a run that
+draws afresh each epoch from the raw counts."""
+
+import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -24,3 +29,44 @@ def test_the_oral_config_plans_one_pretraining_for_both_runs(tmp_path, checkout_
     assert all("/tree.nwk " in line and "--unifrac " not in line for line in finetune)
     covariates = [line for line in finetune if "--categorical-columns qiita_study_id" in line]
     assert len(covariates) == 1 and "runs/oral_study/" in covariates[0]
+
+
+@pytest.mark.workflow
+def test_the_unrarefied_oral_config_rarefies_once_but_for_per_epoch_training(
+    tmp_path, checkout_copy
+):
+    config = yaml.safe_load((REPO / "config/oral-full.yaml").read_text())
+    config["workdir"] = work = str(tmp_path / "work")
+    path = tmp_path / "oral-full.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run = dry_run(checkout_copy, path, "--printshellcmds")
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = run.stdout.split("Job stats:")[1].split("total")[0]
+    counts = dict(line.split() for line in table.splitlines()[3:] if line.strip())
+    assert counts["rarefy"] == counts["baselines"] == counts["split"] == "1"
+    assert counts["pretrain"] == counts["finetune"] == counts["predict"] == "2"
+    data = f"{work}/data/oral_full"
+    rarefy = next(line for line in run.stdout.splitlines() if " -m aam rarefy " in line)
+    assert f"--table {data}/table.biom --output {data}/rarefied.biom" in rarefy
+    assert "--rarefy-depth 1000 --seed 42" in rarefy
+    # (command, run or None) -> the table it reads, and whether it draws each epoch / once
+    read = {}
+    for line in run.stdout.splitlines():
+        found = re.search(r" -m aam (?:--provenance \S+ )?([\w-]+) .*--table (\S+)", line)
+        if found and found[1] != "check-data":
+            owner = re.search(r"/runs/(\w+)/", line)
+            key = (found[1], owner[1] if owner and found[1] != "rarefy" else None)
+            read[key] = (Path(found[2]).name, "--rarefy-each-epoch" in line)
+    raw, once = ("table.biom", False), ("rarefied.biom", False)
+    assert read[("split", None)] == read[("baselines", None)] == read[("unifrac", None)] == once
+    for command in ("pretrain", "finetune", "predict", "importance"):
+        assert read[(command, "once")] == once, command
+        each = ("pretrain", "finetune")
+        assert read[(command, "each_epoch")] == ("table.biom", command in each), command
+    assert read[("rarefy", None)] == raw
+    predict = next(
+        line
+        for line in run.stdout.splitlines()
+        if " predict --model " in line and "runs/each_epoch/" in line
+    )
+    assert "--rarefy-depth 1000" in predict  # evaluation reads one fixed draw

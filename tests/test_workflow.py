@@ -102,6 +102,7 @@ def _extend(config: dict, root: Path) -> dict:
         "classifier": True,
         "categorical": [],
         "group_column": None,  # its target: a group mean would be the answer
+        "rarefy": {"depth": 500, "seed": 1},  # its jobs read the table rarefied once
     }
     config["runs"]["sweep"] = {**tiny, "sweep": {"finetune.lr": [0.001, 0.0003]}}
     config["runs"]["tinycv"] = {**tiny, "cv": {"folds": 2}}
@@ -269,8 +270,17 @@ def test_a_sweep_and_a_cross_validation_run_in_one_dag(extended, tmp_path):
 
 
 def test_classifier_run_writes_every_declared_output(extended):
-    """Run `classes`: a categorical target (``classifier: true``, the demo's study IDs)."""
+    """Run `classes`: a categorical target (``classifier: true``, the demo's study IDs), on its
+    dataset's table rarefied once to 500 reads (``rarefy:``)."""
     work = extended / "results/test"
+    rarefied = biom.load_table(str(work / "data/classes/rarefied.biom"))
+    assert set(rarefied.sum(axis="sample")) == {500.0} and rarefied.shape[1] == 400
+    staged = biom.load_table(str(work / "data/classes/table.biom"))
+    assert staged.sum() == 400 * 1000  # the staged copy stays as given
+    for stage in ("pretrain", "finetune", "predict"):
+        command = json.loads((work / f"runs/classes/{stage}/provenance.json").read_text())
+        table = command["command"][command["command"].index("--table") + 1]
+        assert table == "results/test/data/classes/rarefied.biom", (stage, table)
     out = work / "runs/classes/predict"
     predictions = pd.read_csv(out / "predictions.tsv", sep="\t", dtype=str)
     split = pd.read_csv(work / "data/classes/split.tsv", sep="\t", dtype=str)

@@ -2,7 +2,7 @@ rule baselines:
     """The mean predictor and a random forest on relative abundances, fitted on the training
     samples of the dataset's split; `predict` scores them beside the model."""
     input:
-        table=WORK / "data/{dataset}/table.biom",
+        table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
         split=WORK / "data/{dataset}/split.tsv",
         image=IMAGE_INPUT,
@@ -28,7 +28,7 @@ rule baselines:
 rule cv_baselines:
     """`baselines`, fitted on the training samples of one fold of a cross-validation."""
     input:
-        table=WORK / "data/{dataset}/table.biom",
+        table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
         split=WORK / "data/{dataset}/cv/{folds}x{seed}/fold{fold}.split.tsv",
         image=IMAGE_INPUT,
@@ -57,10 +57,10 @@ rule baselines_on:
     another dataset's table, on the fitted table's ASVs (`aam baselines --predict-table`).
     """
     input:
-        table=WORK / "data/{dataset}/table.biom",
+        table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
         split=WORK / "data/{dataset}/split.tsv",
-        other=WORK / "data/{other}/table.biom",
+        other=lambda wc: table_of(wc.other),
         image=IMAGE_INPUT,
     output:
         predictions=WORK / "baselines_on/{dataset}/{other}.tsv",

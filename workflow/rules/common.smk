@@ -64,6 +64,31 @@ def staged(name):
     return lambda wildcards: WORK / "data" / RUNS[wildcards.run]["dataset"] / name
 
 
+def table_of(dataset):
+    """The table a dataset's jobs read: rarefied once (its `rarefy:`), or as staged."""
+    name = "rarefied.biom" if DATASETS[dataset]["rarefy"] else "table.biom"
+    return WORK / "data" / dataset / name
+
+
+def dataset_table(wildcards):
+    """Input function: table_of the job's dataset."""
+    return table_of(wildcards.dataset)
+
+
+def run_table(section):
+    """Input function of a run's `section` (pretrain, finetune) stage and what reads its
+    model: the table as staged where that stage draws afresh each epoch (rarefy_each_epoch),
+    else table_of its dataset."""
+
+    def table(wildcards):
+        run = RUNS[wildcards.run]
+        if run[section].get("rarefy_each_epoch"):
+            return WORK / "data" / run["dataset"] / "table.biom"
+        return table_of(run["dataset"])
+
+    return table
+
+
 def fold_part(run):
     """`cv/<folds>x<seed>/fold<k>` of a fold run (its split and baselines), else None: runs
     with the same folds and seed on a dataset share them."""

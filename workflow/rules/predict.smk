@@ -4,7 +4,7 @@ rule predict:
     """
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
-        table=staged("table.biom"),
+        table=run_table("finetune"),
         metadata=staged("metadata.tsv"),
         split=split_of,
         baselines=baselines_of,
@@ -64,9 +64,9 @@ rule predict_on:
     """
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
-        table=WORK / "data/{dataset}/table.biom",
+        table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
-        training_table=staged("table.biom"),
+        training_table=run_table("finetune"),
         training_split=staged("split.tsv"),
         baselines=lambda wc: WORK
         / f"baselines_on/{RUNS[wc.run]['dataset']}/{wc.dataset}.tsv",
@@ -125,7 +125,7 @@ rule importance:
     importance on the test split, side by side, and a heatmap of the top ASVs."""
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
-        table=staged("table.biom"),
+        table=run_table("finetune"),
         metadata=staged("metadata.tsv"),
         split=split_of,
         image=IMAGE_INPUT,

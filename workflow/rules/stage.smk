@@ -59,6 +59,35 @@ rule check_data:
         " > {log:q} 2>&1"
 
 
+rule rarefy:
+    """Subsample every sample of a dataset's staged table once to the depth its config asks
+    (`rarefy:`), seeded; every job of the dataset then reads it (table_of), but the training
+    of a run that draws afresh each epoch."""
+    input:
+        table=WORK / "data/{dataset}/table.biom",
+        image=IMAGE_INPUT,
+    output:
+        table=WORK / "data/{dataset}/rarefied.biom",
+    log:
+        WORK / "logs/rarefy/{dataset}.log",
+    benchmark:
+        WORK / "benchmarks/rarefy/{dataset}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        code=code("rarefy"),
+        options=lambda wc: cli_flags(
+            {
+                "rarefy_depth": DATASETS[wc.dataset]["rarefy"]["depth"],
+                "seed": DATASETS[wc.dataset]["rarefy"]["seed"],
+            }
+        ),
+    shell:
+        "python -m aam rarefy --table {input.table:q} --output {output.table:q} {params.options}"
+        " > {log:q} 2>&1"
+
+
 rule stage_tree:
     """Copy a dataset's configured tree into the work area (`aam stage`, like rule `stage`).
 
@@ -90,7 +119,7 @@ rule split:
     """Train/validation/test split of the samples that have a target value: seeded, or the
     dataset's own (split_column / split_file), validated."""
     input:
-        table=WORK / "data/{dataset}/table.biom",
+        table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
         given=lambda wc: DATASETS[wc.dataset]["split_file"] or [],
         image=IMAGE_INPUT,
@@ -124,7 +153,7 @@ rule cv_split:
     (stratified by class for classifiers): the fold's samples `test`, a seeded validation
     fraction (split.val_fraction) of the others `val`, the rest `train`."""
     input:
-        table=WORK / "data/{dataset}/table.biom",
+        table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
         image=IMAGE_INPUT,
     output:

@@ -35,7 +35,7 @@ rule pretrain:
     """Self-supervised base: UniFrac distances (each batch's, from the table and the tree) +
     masked nucleotides (resumes from checkpoints)."""
     input:
-        table=staged("table.biom"),
+        table=run_table("pretrain"),
         tree=run_tree,
         split=pretrain_split_of,
         image=IMAGE_INPUT,
@@ -87,7 +87,7 @@ rule pretrain:
 rule finetune:
     """Fine-tune on the dataset's target from a pretrained encoder."""
     input:
-        table=staged("table.biom"),
+        table=run_table("finetune"),
         metadata=staged("metadata.tsv"),
         tree=run_tree,
         split=split_of,

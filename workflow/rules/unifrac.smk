@@ -5,7 +5,7 @@ if PLAN.shards == 1:
     rule unifrac:
         """A dataset's N x N UniFrac matrix (for analysis; training does not read it)."""
         input:
-            table=WORK / "data/{dataset}/table.biom",
+            table=dataset_table,
             tree=lambda wc: tree_of(wc.dataset),
             image=IMAGE_INPUT,
         output:
@@ -36,7 +36,7 @@ else:
     rule unifrac_shard:
         """Row block {shard} of K of a UniFrac matrix (unifrac.shards: K)."""
         input:
-            table=WORK / "data/{dataset}/table.biom",
+            table=dataset_table,
             tree=lambda wc: tree_of(wc.dataset),
             image=IMAGE_INPUT,
         output:
@@ -67,7 +67,7 @@ else:
                 shard=range(1, PLAN.shards + 1),
                 allow_missing=True,
             ),
-            table=WORK / "data/{dataset}/table.biom",
+            table=dataset_table,
             tree=lambda wc: tree_of(wc.dataset),
             image=IMAGE_INPUT,
         output:
