@@ -2,7 +2,7 @@ rule profile:
     """A short training segment: kernel table (rocprofv3 on ROCm, torch.profiler elsewhere),
     peak memory and samples/s over batch sizes and attention backends."""
     input:
-        table=run_table("pretrain"),
+        table=lambda wc: table_of(RUNS[wc.run]["dataset"]),  # rarefied where the dataset asks
         tree=run_tree,
         image=IMAGE_INPUT,
     output:
