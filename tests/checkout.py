@@ -4,6 +4,7 @@ suite can prove it left a user's checkout (their `results/`, `.snakemake/`, edit
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,12 @@ def dry_run(cwd: Path, config: Path, *extra: str) -> subprocess.CompletedProcess
     cmd = [sys.executable, "-m", "snakemake", "all", "--profile", "profiles/local"]
     cmd += ["--configfile", str(config), "--dry-run", *extra]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Jobs per rule of the "Job stats" table Snakemake prints (a dry run's plan)."""
+    table = output.split("Job stats:")[1].split("total")[0]
+    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.M)}
 
 
 def stopped_by_check(config: Path, work: Path, dataset: str) -> str:

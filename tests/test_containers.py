@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from checkout import copy_checkout
+from checkout import copy_checkout, job_counts
 
 from aam.cli import main
 from aam.errors import InputError
@@ -437,8 +437,7 @@ def _jobs(run: subprocess.CompletedProcess) -> set[str]:
     assert run.returncode == 0, run.stderr[-3000:]
     if "Nothing to be done" in run.stdout + run.stderr:
         return set()
-    table = (run.stdout + run.stderr).split("Job stats:")[1].split("total")[0]
-    return set(re.findall(r"^(\w+)\s+\d+\s*$", table, flags=re.M))
+    return set(job_counts(run.stdout + run.stderr))
 
 
 COSMOS = '{"platform": "cosmos", "dir": "images"}'

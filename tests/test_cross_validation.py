@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from biom.util import biom_open
-from checkout import REPO, dry_run
+from checkout import REPO, dry_run, job_counts
 from planning import check_data_error, plan_error
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -179,12 +179,11 @@ def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, 
     path.write_text(yaml.safe_dump(config))
     run = dry_run(checkout_copy, path, "--printshellcmds")
     assert run.returncode == 0, run.stderr[-2000:]
-    table = run.stdout.split("Job stats:")[1].split("total")[0]
-    counts = dict(line.split() for line in table.splitlines()[3:] if line.strip())
+    counts = job_counts(run.stdout)
     # the two runs share the 3 folds and their baselines (same folds and seed)
-    assert counts["cv_split"] == counts["cv_baselines"] == "3" and "split" not in counts
-    assert counts["pretrain"] == "4" and counts["finetune"] == "6"
-    assert counts["cross_validation"] == "2"
+    assert counts["cv_split"] == counts["cv_baselines"] == 3 and "split" not in counts
+    assert counts["pretrain"] == 4 and counts["finetune"] == 6
+    assert counts["cross_validation"] == 2
     pretrain = [line for line in run.stdout.splitlines() if " pretrain --table" in line]
     splits = {line.split("/runs/")[1].split("/")[0]: line for line in pretrain}
     assert sorted(splits) == ["shared_f1", "strict_f1", "strict_f2", "strict_f3"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from checkout import REPO, dry_run
+from checkout import REPO, dry_run, job_counts
 
 
 @pytest.mark.workflow
@@ -19,11 +19,10 @@ def test_the_oral_config_plans_one_pretraining_for_both_runs(tmp_path, checkout_
     path.write_text(yaml.safe_dump(config))
     run = dry_run(checkout_copy, path, "--printshellcmds")
     assert run.returncode == 0, run.stderr[-2000:]
-    table = run.stdout.split("Job stats:")[1].split("total")[0]
-    counts = dict(line.split() for line in table.splitlines()[3:] if line.strip())
-    assert counts["pretrain"] == "1" and counts["finetune"] == "2" and counts["baselines"] == "2"
+    counts = job_counts(run.stdout)
+    assert counts["pretrain"] == 1 and counts["finetune"] == 2 and counts["baselines"] == 2
     # its UniFrac matrices are built for analysis (unifrac.matrix: true); training reads the tree
-    assert counts["unifrac"] == "2"
+    assert counts["unifrac"] == 2
     finetune = [line for line in run.stdout.splitlines() if " finetune --table" in line]
     assert all("runs/oral/pretrain/encoder.pt" in line for line in finetune)
     assert all("/tree.nwk " in line and "--unifrac " not in line for line in finetune)
@@ -41,10 +40,9 @@ def test_the_unrarefied_oral_config_rarefies_once_but_for_per_epoch_training(
     path.write_text(yaml.safe_dump(config))
     run = dry_run(checkout_copy, path, "--printshellcmds")
     assert run.returncode == 0, run.stderr[-2000:]
-    table = run.stdout.split("Job stats:")[1].split("total")[0]
-    counts = dict(line.split() for line in table.splitlines()[3:] if line.strip())
-    assert counts["rarefy"] == counts["baselines"] == counts["split"] == "1"
-    assert counts["pretrain"] == counts["finetune"] == counts["predict"] == "2"
+    counts = job_counts(run.stdout)
+    assert counts["rarefy"] == counts["baselines"] == counts["split"] == 1
+    assert counts["pretrain"] == counts["finetune"] == counts["predict"] == 2
     data = f"{work}/data/oral_full"
     rarefy = next(line for line in run.stdout.splitlines() if " -m aam rarefy " in line)
     assert f"--table {data}/table.biom --output {data}/rarefied.biom" in rarefy

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from checkout import REPO, dry_run
+from checkout import REPO, dry_run, job_counts
 from planning import plan_error
 
 from aam.commands.run_options_schema import SCHEMA_FILE
@@ -73,9 +73,8 @@ def test_a_sweep_in_the_dag_pretrains_once_and_adds_the_leaderboard(tmp_path, ch
     sweep = {"finetune.lr": [0.001, 0.0003], "finetune.epochs": [1, 2]}
     run = dry_run(checkout_copy, _config(tmp_path, sweep))
     assert run.returncode == 0, run.stderr[-2000:]
-    table = run.stdout.split("Job stats:")[1].split("total")[0]
-    counts = dict(line.split() for line in table.splitlines()[3:] if line.strip())
-    assert counts["pretrain"] == "1" and counts["finetune"] == "4" and counts["leaderboard"] == "1"
+    counts = job_counts(run.stdout)
+    assert counts["pretrain"] == 1 and counts["finetune"] == 4 and counts["leaderboard"] == 1
 
 
 @pytest.mark.parametrize(

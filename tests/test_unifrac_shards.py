@@ -5,7 +5,6 @@ and settings stop with one line and leave nothing, and the workflow schedules K 
 from __future__ import annotations
 
 import itertools
-import re
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 import skbio
 import yaml
 from biom.util import biom_open
-from checkout import dry_run
+from checkout import dry_run, job_counts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from planning import check_data_error
@@ -352,9 +351,8 @@ def _config(tmp_path: Path, checkout: Path, shards: int) -> Path:
 def test_shards_3_schedule_three_shard_jobs_and_a_gather(tmp_path, checkout_copy):
     run = dry_run(checkout_copy, _config(tmp_path, checkout_copy, 3), "--printshellcmds")
     assert run.returncode == 0, run.stderr[-3000:]
-    stats = run.stdout.split("Job stats:")[1].split("total")[0]
-    jobs = dict(re.findall(r"^(\w+)\s+(\d+)\s*$", stats, flags=re.M))
-    assert jobs["unifrac_shard"] == "3" and jobs["unifrac_gather"] == "1" and "unifrac" not in jobs
+    jobs = job_counts(run.stdout)
+    assert jobs["unifrac_shard"] == 3 and jobs["unifrac_gather"] == 1 and "unifrac" not in jobs
     gather_line = next(line for line in run.stdout.splitlines() if " unifrac-gather " in line)
     assert f"--output {tmp_path}/work/unifrac/demo.unweighted.h5" in gather_line
     partials = gather_line.split("--partials ")[1].split(" --")[0].split()

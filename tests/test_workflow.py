@@ -20,7 +20,7 @@ import pytest
 import skbio
 import yaml
 from biom.util import biom_open
-from checkout import copy_checkout
+from checkout import copy_checkout, job_counts
 
 from aam.cli import main
 from aam.overview import verdict
@@ -46,8 +46,7 @@ def scheduled(cwd: Path) -> set[str]:
     assert run.returncode == 0, run.stderr[-3000:]
     if "Nothing to be done" in run.stdout + run.stderr:
         return set()
-    table = run.stdout.split("Job stats:")[1].split("total")[0]
-    return set(re.findall(r"^(\w+)\s+\d+\s*$", table, flags=re.M))
+    return set(job_counts(run.stdout))
 
 
 def reasons(cwd: Path) -> dict[str, str]:
@@ -462,8 +461,7 @@ def _planned(checkout: Path, config: Path, *targets: str) -> tuple[dict[str, int
     cmd += ["--configfile", str(config), "--dry-run", "--printshellcmds"]
     run = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
-    table = run.stdout.split("Job stats:")[1].split("total")[0]
-    jobs = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)\s*$", table, flags=re.M)}
+    jobs = job_counts(run.stdout)
     lines = re.findall(r" -m aam (?:--provenance \S+ )?([\w-]+) (.*)$", run.stdout, flags=re.M)
     return jobs, {command.replace("-", "_"): line for command, line in lines}
 
