@@ -76,21 +76,25 @@ def _cell(value: float | None) -> str:
     return "NA" if value is None else format(value, ".6g")
 
 
+def read_test_metrics(path: Path, what: str) -> dict[str, Any]:
+    """The content of a metrics.json of `aam predict` that has test metrics; InputError naming
+    the file and ``what`` it is (``fold 2``, ``point 0.25``) otherwise."""
+    try:
+        content = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        reason = " ".join(str(err).split())[:120]
+        raise InputError(f"{path}: not a metrics.json ({reason}); run aam predict") from None
+    if not isinstance(content, dict) or "n" not in content:
+        raise InputError(
+            f"{path}: no metrics ({what} has no test sample with a known target); "
+            "predict with --subset test on its split"
+        )
+    return content
+
+
 def write_fold_table(metrics_files: Sequence[Path], output: Path) -> int:
     """Read each fold's metrics.json (fold k = the k-th file) and write the table; rows."""
-    folds = []
-    for k, path in enumerate(metrics_files, start=1):
-        try:
-            content = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            reason = " ".join(str(err).split())[:120]
-            raise InputError(f"{path}: not a metrics.json ({reason}); run aam predict") from None
-        if not isinstance(content, dict) or "n" not in content:
-            raise InputError(
-                f"{path}: no metrics (fold {k} has no test sample with a known target); "
-                "predict with --subset test on the fold's split"
-            )
-        folds.append(content)
+    folds = [read_test_metrics(path, f"fold {k}") for k, path in enumerate(metrics_files, start=1)]
     header, rows = fold_table(folds)
     with atomic_output(output) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle, delimiter="\t", lineterminator="\n")

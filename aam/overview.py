@@ -22,6 +22,8 @@ OUTPUT_FOLDERS = {
     "summary.tsv": "every run's test metrics beside the baselines', one row per run",
     "leaderboard.tsv": "each sweep's runs ranked on validation (the test split beside it)",
     "cv/<run>.tsv": "a cross-validated run's metrics per fold, their mean and sd",
+    "learning_curve/<run>.tsv, .png": "a run's test metrics against its training samples "
+    "(learning_curve: nested fractions of them), the baselines' beside",
     "data/<dataset>/": "the staged table, tree and metadata, split.tsv and the checks' manifests",
     "unifrac/": "UniFrac distance matrices (<dataset>.<metric>.h5) and their PCoA "
     "(<dataset>.<metric>.pcoa/: pcoa.png, ordination.txt, lsmat distance-matrix.tsv)",

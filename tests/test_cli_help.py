@@ -87,7 +87,7 @@ def test_hand_written_defaults_appear_in_the_help(capsys):
 # process, paid by every such job of a workflow (and, on a cluster, by every SLURM job).
 NO_MODEL = (
     *("split", "rarefy", "baselines", "check-data", "stage"),
-    *("cross-validation", "overview", "pcoa"),
+    *("cross-validation", "learning-curve", "overview", "pcoa"),
 )
 # One interpreter imports them in turn (argv: the modules) and names the first whose import
 # brought torch in.

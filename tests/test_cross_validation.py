@@ -181,7 +181,7 @@ def test_per_fold_pretrains_each_fold_and_shared_once_on_every_sample(tmp_path, 
     assert run.returncode == 0, run.stderr[-2000:]
     counts = job_counts(run.stdout)
     # the two runs share the 3 folds and their baselines (same folds and seed)
-    assert counts["cv_split"] == counts["cv_baselines"] == 3 and "split" not in counts
+    assert counts["cv_split"] == counts["subset_baselines"] == 3 and "split" not in counts
     assert counts["pretrain"] == 4 and counts["finetune"] == 6
     assert counts["cross_validation"] == 2
     pretrain = [line for line in run.stdout.splitlines() if " pretrain --table" in line]

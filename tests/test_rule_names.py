@@ -11,13 +11,15 @@ from aam.cli import COMMANDS
 
 # stage_tree also runs `aam stage`: the optional tree is staged by a rule of its own (stage.smk);
 # baselines_on and predict_on run `aam baselines` / `aam predict` for another dataset (predict_on);
-# cv_split and cv_baselines run `aam split` / `aam baselines` for one fold of a cross-validation.
+# cv_split and learning_curve_split run `aam split` for a fold of a cross-validation or a
+# learning-curve point, subset_baselines `aam baselines` for either.
 SAME_COMMAND = {
     "stage_tree": "stage",
     "baselines_on": "baselines",
     "predict_on": "predict",
     "cv_split": "split",
-    "cv_baselines": "baselines",
+    "learning_curve_split": "split",
+    "subset_baselines": "baselines",
 }
 
 
@@ -59,8 +61,10 @@ def test_each_rule_is_named_after_the_aam_command_it_runs():
         "validate",
         "baselines",
         "cv_split",
-        "cv_baselines",
+        "learning_curve_split",
+        "subset_baselines",
         "cross_validation",
+        "learning_curve",
     } <= set(named)
 
 
@@ -101,7 +105,7 @@ def test_every_cluster_job_has_its_resources_in_each_site_profile():
         for rule, body in _rules().items()
         if "localrule: True" not in body and rule != "build_container"
     }
-    assert {"pretrain", "baselines", "cv_baselines"} <= cluster
+    assert {"pretrain", "baselines", "subset_baselines"} <= cluster
     for site in ("cosmos", "lumi"):
         profile = yaml.safe_load((REPO / f"profiles/{site}/config.yaml").read_text())
         missing = cluster - set(profile["set-resources"])

@@ -86,8 +86,9 @@ def copy(completed, tmp_path) -> Path:
 
 
 # What the tests below check in one more Snakemake invocation on a copy of the completed run
-# (CI time: they share the DAG run): a two-point sweep, a 2-fold cross-validation, the UniFrac
-# matrix in two shards, predictions on another dataset, a classifier run and the profiling report.
+# (CI time: they share the DAG run): a two-point sweep, a 2-fold cross-validation, a learning
+# curve of two points, the UniFrac matrix in two shards, predictions on another dataset, a
+# classifier run and the profiling report.
 EXTENDED_TARGETS = ("all", "profiling_report")
 
 
@@ -107,6 +108,7 @@ def _extend(config: dict, root: Path) -> dict:
     config["runs"]["tinycv"] = {**tiny, "cv": {"folds": 2}}
     config["runs"]["classes"] = {**tiny, "dataset": "classes"}
     tiny["predict_on"] = ["other"]
+    tiny["learning_curve"] = {"fractions": [0.5], "pretrain": "shared"}  # a point: tiny_lc1
     config["unifrac"] = {"matrix": True, "shards": 2}
     config["profiling"]["run"] = "tiny"  # not the first run of the config (safe_dump sorts)
     return config
@@ -201,6 +203,7 @@ def test_report_is_produced(extended, tmp_path):
         assert f'"{category}"' in report, category
     assert "4. Numerical self-check of the kernels" in report and '"Validation"' not in report
     assert "overview.html" in report
+    assert "learning curve of tiny" in report
 
 
 def test_validate_and_profiling_report_targets(extended):
@@ -266,6 +269,43 @@ def test_a_sweep_and_a_cross_validation_run_in_one_dag(extended, tmp_path):
     for part, values in maes.items():
         assert table.loc[2, f"{part}_mae"] == pytest.approx(statistics.fmean(values), rel=1e-5)
         assert table.loc[3, f"{part}_mae"] == pytest.approx(statistics.stdev(values), rel=1e-5)
+
+
+def test_a_learning_curve_point_trains_on_half_and_is_tested_on_the_same_samples(extended):
+    """Run `tiny`'s learning curve: a point on half of its training and validation samples
+    (`tiny_lc1`, fine-tuned from tiny's encoder: pretrain shared) beside tiny itself."""
+    work = extended / "results/test"
+    whole = pd.read_csv(work / "data/demo/split.tsv", sep="\t", dtype=str).set_index("sample_id")
+    half = pd.read_csv(work / "data/demo/lc/42/0.5.split.tsv", sep="\t", dtype=str)
+    half = half.set_index("sample_id")["split"]
+    whole = whole["split"]
+    for label in ("train", "val"):
+        kept = set(half.index[half == label])
+        assert kept <= set(whole.index[whole == label])
+        assert len(kept) == round(0.5 * (whole == label).sum())
+    assert set(half.index[half == "test"]) == set(whole.index[whole == "test"])
+    seen = pd.read_csv(work / "runs/tiny_lc1/finetune/split.tsv", sep="\t", dtype=str)
+    assert set(seen.loc[seen["split"] == "train", "sample_id"]) == set(half.index[half == "train"])
+    command = json.loads((work / "runs/tiny_lc1/finetune/provenance.json").read_text())["command"]
+    encoder = command[command.index("--pretrained-encoder") + 1]
+    assert encoder == "results/test/runs/tiny/pretrain/encoder.pt"
+    assert not (work / "runs/tiny_lc1/pretrain").exists()
+    # the point's baselines, fitted on its half, predict every sample of its split
+    baselines = pd.read_csv(work / "baselines/demo/lc/42/0.5.tsv", sep="\t", dtype=str)
+    forest = baselines[baselines["model"] == "random_forest"].set_index("sample_id")["split"]
+    assert forest.sort_index().equals(half.sort_index().rename("split"))
+    curve = pd.read_csv(work / "learning_curve/tiny.tsv", sep="\t")
+    assert list(curve["fraction"]) == [0.5, 1.0]
+    assert list(curve["n_train"]) == [(half == "train").sum(), (whole == "train").sum()]
+    for row, run in enumerate(("tiny_lc1", "tiny")):
+        metrics = json.loads((work / f"runs/{run}/predict/metrics.json").read_text())
+        for part in ("model", "mean_baseline", "random_forest_baseline"):
+            assert curve.loc[row, f"{part}_mae"] == pytest.approx(metrics[part]["mae"], rel=1e-5)
+            low, high = metrics["intervals"][part]["mae"]
+            assert curve.loc[row, f"{part}_mae_low"] == pytest.approx(low, rel=1e-5)
+            assert curve.loc[row, f"{part}_mae_high"] == pytest.approx(high, rel=1e-5)
+    assert curve.loc[0, "random_forest_baseline_mae"] != curve.loc[1, "random_forest_baseline_mae"]
+    assert (work / "learning_curve/tiny.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_classifier_run_writes_every_declared_output(extended):

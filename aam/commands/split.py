@@ -1,5 +1,6 @@
-"""`aam split`: a seeded, recorded train/validation/test assignment of samples, or one fold of
-a seeded K-fold partition (cross-validation)."""
+"""`aam split`: a seeded, recorded train/validation/test assignment of samples, one fold of
+a seeded K-fold partition (cross-validation), or a nested fraction of a split's training
+samples (a learning-curve point)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from pathlib import Path
 
 from aam.data.metadata import load_metadata
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
-from aam.data.split import given_split, make_fold_split, make_split, read_split, write_split
+from aam.data.split import (
+    given_split,
+    make_fold_split,
+    make_split,
+    nested_split,
+    read_split,
+    write_split,
+)
 from aam.errors import InputError
 from aam.options import checked
 from aam.training.study import load_study
@@ -57,6 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--fold", type=int, help="which fold (1..K) with --folds")
     parser.add_argument(
+        "--train-fraction",
+        type=float,
+        help="with --from-file: keep a seeded fraction of its train and of its val samples "
+        "(nested: a smaller fraction keeps a subset of a larger one's), label the others "
+        "unused, its test samples unchanged (a learning-curve point)",
+    )
+    parser.add_argument(
         "--val-fraction", type=float, default=0.1, help="fraction of samples for validation"
     )
     parser.add_argument(
@@ -80,6 +95,8 @@ def run(args: argparse.Namespace) -> None:
     check_output_file(args.output, TSV_SUFFIXES, "split")
     if (args.fold is None) != (args.folds is None):
         raise InputError("--folds and --fold go together: --folds K --fold k (k in 1..K)")
+    if args.train_fraction is not None and args.from_file is None:
+        raise InputError("--train-fraction: needs --from-file, the split whose samples it keeps")
     study = load_study(
         args.table,
         max_bp=1,
@@ -109,6 +126,8 @@ def run(args: argparse.Namespace) -> None:
         split = given_split(metadata[args.from_column], ids, source)
     elif args.from_file:
         split = given_split(read_split(args.from_file), ids, str(args.from_file))
+        if args.train_fraction is not None:
+            split = nested_split(split, fraction=args.train_fraction, seed=args.seed)
     else:
         split = make_split(
             ids, val_fraction=args.val_fraction, test_fraction=args.test_fraction, seed=args.seed

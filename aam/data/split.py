@@ -1,5 +1,5 @@
-"""Seeded train / validation / test assignment of samples (one split, or fold k of a K-fold
-partition), recorded as a TSV."""
+"""Seeded train / validation / test assignment of samples (one split, fold k of a K-fold
+partition, or a nested fraction of a split's training samples), recorded as a TSV."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from aam.data.reconcile import preview, printable
 from aam.errors import InputError
 
 SPLITS = ("train", "val", "test")
+# The label of the samples a learning-curve point leaves out (``nested_split``): read by every
+# command, trained on and predicted by none.
+UNUSED = "unused"
 MIN_TRAIN = 2  # training samples a split must leave (the UniFrac loss and target scaling: pairs)
 _HEADER = ("sample_id", "split")
 _MAKE_SPLIT = "create it with `aam split`"
@@ -108,6 +111,28 @@ def make_fold_split(
     return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
 
 
+def nested_split(split: pd.Series, *, fraction: float, seed: int) -> pd.Series:
+    """A learning-curve point of ``split``: a seeded ``fraction`` of its ``train`` samples and
+    of its ``val`` samples kept, the others ``unused``, ``test`` unchanged. Nested: with the same
+    ``seed``, a smaller fraction keeps a subset of a larger one's samples (one seeded order per
+    label, over the sample IDs sorted)."""
+    if not 0.0 < fraction <= 1.0:
+        raise InputError(f"--train-fraction {fraction}: must be in (0, 1]")
+    nested = split.copy()
+    for label in ("train", "val"):
+        ids = np.sort(split.index[split == label].to_numpy(dtype=str))
+        order = np.random.default_rng([seed, SPLITS.index(label)]).permutation(len(ids))
+        kept = int(round(fraction * len(ids)))
+        nested[ids[order[kept:]]] = UNUSED
+    n_train = int((nested == "train").sum())
+    if n_train < MIN_TRAIN:
+        raise InputError(
+            f"--train-fraction {fraction}: keeps {n_train} of the {int((split == 'train').sum())} "
+            f"train samples; training needs at least {MIN_TRAIN}: use a larger fraction"
+        )
+    return nested
+
+
 def write_split(path: str | Path, split: pd.Series) -> None:
     """Write ``sample_id<TAB>split`` atomically."""
     with atomic_output(path) as tmp:
@@ -118,7 +143,7 @@ def read_split(path: str | Path) -> pd.Series:
     """Read a ``sample_id<TAB>split`` file (``write_split``'s layout; cells are stripped, blank
     lines skipped). InputError, one line naming the file, the line and the fix, for a missing,
     unreadable or empty file, another header, a blank sample ID or label, a sample listed twice
-    or a label other than train/val/test."""
+    or a label other than train/val/test (or ``unused``: a learning-curve point's)."""
     path = Path(path)
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "not found"
@@ -179,7 +204,7 @@ def read_split(path: str | Path) -> pd.Series:
             f"{preview(lines, 3)}; {repeated.nunique()} sample(s) repeated); keep one line per "
             "sample"
         )
-    unknown = ~labels.isin(SPLITS)
+    unknown = ~labels.isin([*SPLITS, UNUSED])
     if unknown.any():
         line = rows.index[unknown.to_numpy()][0]
         raise InputError(
@@ -221,5 +246,7 @@ def given_split(labels: pd.Series, sample_ids: Sequence[str], source: str) -> pd
 
 
 def split_counts(labels: pd.Series) -> str:
-    """``train N, val N, test N``: how many of ``labels`` are in each split."""
-    return ", ".join(f"{name} {int((labels == name).sum())}" for name in SPLITS)
+    """``train N, val N, test N`` (and ``unused N`` where there are such): how many of
+    ``labels`` are in each split."""
+    names = [*SPLITS, UNUSED] if (labels == UNUSED).any() else SPLITS
+    return ", ".join(f"{name} {int((labels == name).sum())}" for name in names)

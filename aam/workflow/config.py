@@ -94,6 +94,54 @@ def check_sweep_values(
                     raise ValueError(_schema_line(error, f"runs.{name}.sweep.{key}"))
 
 
+def expand_learning_curves(
+    runs: Mapping[str, Mapping[str, Any]], default_seed: int
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Runs with each fraction of a run's ``learning_curve:`` (``{fractions, seed, pretrain}``)
+    as a run of its own, ``<run>_lc<k>`` (k from 1, fractions ascending), beside the run itself
+    (the whole training set), and the learning curves: ``{run: {"dataset", "seed", "pretrain",
+    "points": {member: fraction}}}`` (``seed`` defaults to ``default_seed``, ``pretrain`` to
+    ``per_point``).
+
+    ``per_point`` (strict): every member pretrains on its own training samples. ``shared``: the
+    members fine-tune from the run's encoder (``encoder_from``). Members predict no other
+    dataset. ValueError (one line) for a run that also has a sweep, a cv or an
+    ``encoder_from``, or a member name that is already a run."""
+    expanded: dict[str, dict[str, Any]] = {}
+    curves: dict[str, dict[str, Any]] = {}
+    for name, spec in runs.items():
+        curve = spec.get("learning_curve")
+        base = {key: value for key, value in spec.items() if key != "learning_curve"}
+        expanded[name] = copy.deepcopy(base)
+        if not curve:
+            continue
+        for clash in ("sweep", "cv", "encoder_from"):
+            if spec.get(clash):
+                raise ValueError(
+                    f"config runs.{name}.{clash}: not with learning_curve; give the learning "
+                    f"curve a run of its own (learning_curve.pretrain chooses the encoder)"
+                )
+        curves[name] = {
+            "dataset": spec["dataset"],
+            "seed": curve.get("seed", default_seed),
+            "pretrain": curve.get("pretrain", "per_point"),
+            "points": {},
+        }
+        for k, fraction in enumerate(sorted(curve["fractions"]), start=1):
+            member = f"{name}_lc{k}"
+            if member in runs:
+                raise ValueError(
+                    f"config runs.{name}.learning_curve: member {member} is already a run; "
+                    "rename it"
+                )
+            run = {**copy.deepcopy(base), "predict_on": []}
+            if curves[name]["pretrain"] == "shared":
+                run["encoder_from"] = name
+            expanded[member] = run
+            curves[name]["points"][member] = float(fraction)
+    return expanded, curves
+
+
 def expand_sweeps(
     runs: Mapping[str, Mapping[str, Any]], options: Mapping[str, Collection[str]]
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, dict[str, Any]]]]:

@@ -25,6 +25,7 @@ from aam.workflow.config import (
     cli_flags,
     config_error_line,
     expand_cv,
+    expand_learning_curves,
     expand_sweeps,
     run_option_names,
 )
@@ -46,7 +47,8 @@ class Plan:
     ``config``: the validated config with every fold and sweep point as a run and $VARS of
     the environment expanded (``scratch`` is expanded by the job that uses it). ``cv``: run ->
     ``{"dataset", "folds", "seed", "pretrain", "members": {member: k}}``; ``sweeps``: run ->
-    ``{member: {"section.option": value}}``; ``fold``: member -> (its cv plan, k).
+    ``{member: {"section.option": value}}``; ``fold``: member -> (its cv plan, k);
+    ``curves``: run -> ``{"dataset", "seed", "pretrain", "points": {member: fraction}}``.
     ``image``: the image every rule runs in (None: no container); ``built_image``: the one
     rule build_container makes from ``container_def``, and ``image_input`` the file the rules
     wait for (None when the profile pins a prebuilt image). ``matrix_datasets``: the datasets
@@ -60,6 +62,7 @@ class Plan:
     cv: dict[str, dict[str, Any]]
     sweeps: dict[str, dict[str, dict[str, Any]]]
     fold: dict[str, tuple[dict[str, Any], int]]
+    curves: dict[str, dict[str, Any]]
     image: str | None
     built_image: str | None
     container_def: Path | None
@@ -83,9 +86,24 @@ class Plan:
 
     @property
     def importance_runs(self) -> list[str]:
-        """The runs whose ASV importance is a target: not a sweep's point, not a fold."""
+        """The runs whose ASV importance is a target: not a sweep's point, not a fold, not a
+        learning curve's point."""
         members = {m for spec in self.cv.values() for m in spec["members"]}
+        members |= {m for spec in self.curves.values() for m in spec["points"]}
         return [run for run in self.runs if run not in members and run not in self.sweep_runs]
+
+    def split_part(self, run: str) -> str | None:
+        """Where a run's own split and baselines live under ``data/<dataset>/`` and
+        ``baselines/<dataset>/``: ``cv/<folds>x<seed>/fold<k>`` for a fold (runs with the same
+        folds and seed on a dataset share them), ``lc/<seed>/<fraction>`` for a learning-curve
+        point; None for a run on its dataset's split."""
+        if run in self.fold:
+            fold_plan, k = self.fold[run]
+            return f"cv/{fold_plan['folds']}x{fold_plan['seed']}/fold{k}"
+        for curve in self.curves.values():
+            if run in curve["points"]:
+                return f"lc/{curve['seed']}/{curve['points'][run]:g}"
+        return None
 
     @property
     def checked_datasets(self) -> list[str]:
@@ -136,7 +154,8 @@ def plan(
 def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -> Plan:
     schema = repo / RUN_OPTIONS_SCHEMA
     check_sweep_values(config["runs"], schema)
-    runs, cv = expand_cv(config["runs"], config["split"]["seed"])
+    runs, curves = expand_learning_curves(config["runs"], config["split"]["seed"])
+    runs, cv = expand_cv(runs, config["split"]["seed"])
     runs, sweeps = expand_sweeps(runs, run_option_names(schema))
     unset = [name for name in config["required_env"] if not os.environ.get(name)]
     if unset:
@@ -174,6 +193,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         cv=cv,
         sweeps=sweeps,
         fold={member: (p, k) for p in cv.values() for member, k in p["members"].items()},
+        curves=curves,
         image=str(image) if image else None,
         built_image=built,
         container_def=definition,

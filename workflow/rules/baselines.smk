@@ -25,21 +25,22 @@ rule baselines:
         " --output {output.predictions:q} {params.options} > {log:q} 2>&1"
 
 
-rule cv_baselines:
-    """`baselines`, fitted on the training samples of one fold of a cross-validation."""
+rule subset_baselines:
+    """`baselines`, fitted on the training samples of a run's own split: a fold of a
+    cross-validation (part cv/<folds>x<seed>/fold<k>) or a learning-curve point
+    (lc/<seed>/<fraction>)."""
     input:
         table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
-        split=WORK / "data/{dataset}/cv/{folds}x{seed}/fold{fold}.split.tsv",
+        split=WORK / "data/{dataset}/{part}.split.tsv",
         image=IMAGE_INPUT,
     output:
-        predictions=WORK / "baselines/{dataset}/cv/{folds}x{seed}/fold{fold}.tsv",
-        provenance=WORK
-        / "baselines/{dataset}/cv/{folds}x{seed}/fold{fold}.provenance.json",
+        predictions=WORK / "baselines/{dataset}/{part}.tsv",
+        provenance=WORK / "baselines/{dataset}/{part}.provenance.json",
     log:
-        WORK / "logs/cv_baselines/{dataset}.{folds}x{seed}.fold{fold}.log",
+        WORK / "logs/subset_baselines/{dataset}/{part}.log",
     benchmark:
-        WORK / "benchmarks/cv_baselines/{dataset}.{folds}x{seed}.fold{fold}.tsv"
+        WORK / "benchmarks/subset_baselines/{dataset}/{part}.tsv"
     conda:
         CONDA_ENV
     threads: config["threads"]

@@ -89,19 +89,20 @@ def run_table(section):
     return table
 
 
-def fold_part(run):
-    """`cv/<folds>x<seed>/fold<k>` of a fold run (its split and baselines), else None: runs
-    with the same folds and seed on a dataset share them."""
-    if run not in PLAN.fold:
-        return None
-    fold_plan, k = PLAN.fold[run]
-    return f"cv/{fold_plan['folds']}x{fold_plan['seed']}/fold{k}"
+def split_file(run):
+    """The split of a run: its own (a fold's, a learning-curve point's), or its dataset's."""
+    dataset, part = RUNS[run]["dataset"], PLAN.split_part(run)
+    return WORK / "data" / dataset / (f"{part}.split.tsv" if part else "split.tsv")
 
 
 def split_of(wildcards):
-    """Input function: the split of a run: its fold's, or its dataset's."""
-    dataset, part = RUNS[wildcards.run]["dataset"], fold_part(wildcards.run)
-    return WORK / "data" / dataset / (f"{part}.split.tsv" if part else "split.tsv")
+    """Input function: split_file of the job's run."""
+    return split_file(wildcards.run)
+
+
+def curve_runs(wildcards):
+    """A learning curve's runs, its points (fractions ascending) then the run itself."""
+    return [*PLAN.curves[wildcards.run]["points"], wildcards.run]
 
 
 def pretrain_split_of(wildcards):
@@ -123,12 +124,12 @@ def rarefied(run):
 
 def baselines_of(wildcards):
     """Input function: the baseline predictions of a run's split."""
-    dataset, part = RUNS[wildcards.run]["dataset"], fold_part(wildcards.run)
+    dataset, part = RUNS[wildcards.run]["dataset"], PLAN.split_part(wildcards.run)
     return WORK / "baselines" / (f"{dataset}/{part}.tsv" if part else f"{dataset}.tsv")
 
 
 def baselines_options(dataset):
-    """`aam baselines` flags of a dataset (rules baselines, cv_baselines, baselines_on)."""
+    """`aam baselines` flags of a dataset (rules baselines, subset_baselines, baselines_on)."""
     data = DATASETS[dataset]
     return cli_flags(
         {

@@ -121,6 +121,51 @@ rule leaderboard:
         "../scripts/leaderboard.py"
 
 
+rule learning_curve:
+    """A run's test metrics, the model's beside the baselines' (each point's fitted on that
+    point's training samples), against its training samples: the learning-curve points and the
+    run itself (the whole training set)."""
+    input:
+        splits=lambda wc: [split_file(run) for run in curve_runs(wc)],
+        metrics=lambda wc: [
+            WORK / f"runs/{run}/predict/metrics.json" for run in curve_runs(wc)
+        ],
+        image=IMAGE_INPUT,
+    output:
+        table=report(
+            WORK / "learning_curve/{run}.tsv",
+            caption="../report/learning_curve.rst",
+            category=CATEGORY["results"],
+            labels={"file": "learning curve of {run} (table)"},
+        ),
+        plot=report(
+            WORK / "learning_curve/{run}.png",
+            caption="../report/learning_curve.rst",
+            category=CATEGORY["results"],
+            labels={"file": "learning curve of {run}"},
+        ),
+    log:
+        WORK / "logs/learning_curve/{run}.log",
+    benchmark:
+        WORK / "benchmarks/learning_curve/{run}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        code=code("learning-curve"),
+        fractions=lambda wc: [*PLAN.curves[wc.run]["points"].values(), 1],
+        options=lambda wc: cli_flags(
+            {
+                "target_column": dataset_of(wc)["target"],
+                "group_column": dataset_of(wc)["group_column"],
+            }
+        ),
+    shell:
+        "python -m aam learning-curve --fractions {params.fractions} --splits {input.splits:q}"
+        " --metrics {input.metrics:q} --output {output.table:q} --plot {output.plot:q}"
+        " {params.options} > {log:q} 2>&1"
+
+
 rule cross_validation:
     """A cross-validated run's test metrics per fold and their mean and sd over the folds, the
     model's beside the baselines' (each fold's baselines fitted on that fold's training

@@ -180,3 +180,36 @@ rule cv_split:
     shell:
         "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
         " --output {output.split:q} {params.options} > {log:q} 2>&1"
+
+
+rule learning_curve_split:
+    """A learning-curve point of the dataset's split: a seeded fraction of its train and of its
+    val samples (nested across fractions of one seed), the others unused, test unchanged.
+    """
+    input:
+        table=dataset_table,
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+        split=WORK / "data/{dataset}/split.tsv",
+        image=IMAGE_INPUT,
+    output:
+        split=WORK / "data/{dataset}/lc/{seed}/{fraction}.split.tsv",
+    log:
+        WORK / "logs/learning_curve_split/{dataset}.{seed}.{fraction}.log",
+    benchmark:
+        WORK / "benchmarks/learning_curve_split/{dataset}.{seed}.{fraction}.tsv"
+    localrule: True
+    conda:
+        CONDA_ENV
+    params:
+        code=code("split"),
+        options=lambda wc: cli_flags(
+            {
+                "target_column": DATASETS[wc.dataset]["target"],
+                "classifier": DATASETS[wc.dataset]["classifier"],
+                "train_fraction": wc.fraction,
+                "seed": wc.seed,
+            }
+        ),
+    shell:
+        "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
+        " --from-file {input.split:q} --output {output.split:q} {params.options} > {log:q} 2>&1"

@@ -1,0 +1,68 @@
+"""`aam learning-curve`: the test metrics of a run's learning-curve points against their
+training samples, as a table and a plot."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from aam.atomic import atomic_output, check_output_path
+from aam.data.outputs import TSV_SUFFIXES, check_output_file
+from aam.learning_curve import curve_figure, curve_table, headline_metric
+from aam.overview import METRIC_NAMES
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam learning-curve`."""
+    parser.add_argument(
+        "--fractions",
+        required=True,
+        nargs="+",
+        type=float,
+        help="each point's fraction of the training samples (1 for the whole set)",
+    )
+    parser.add_argument(
+        "--splits", required=True, nargs="+", type=Path, help="each point's split, in that order"
+    )
+    parser.add_argument(
+        "--metrics",
+        required=True,
+        nargs="+",
+        type=Path,
+        help="each point's metrics.json from aam predict, in that order",
+    )
+    parser.add_argument("--target-column", default="the target", help="the target's name")
+    parser.add_argument("--group-column", help="the group mean baseline's grouping column")
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=Path,
+        help=f"table to write ({'/'.join(TSV_SUFFIXES)}): a row per point",
+    )
+    parser.add_argument("--plot", required=True, type=Path, help="PNG to write")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Write OUTPUT and PLOT (their names and locations are checked first)."""
+    check_output_file(args.output, TSV_SUFFIXES, "learning-curve table")
+    check_output_path(args.plot, "plot")
+    table = curve_table(args.fractions, args.splits, args.metrics)
+    fig = curve_figure(table, args.target_column, args.group_column)
+    with atomic_output(args.output) as tmp:
+        table.to_csv(tmp, sep="\t", index=False, na_rep="NA", float_format="%.6g")
+    with atomic_output(args.plot) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    metric = headline_metric(table)
+    for _, row in table.iterrows():
+        log.info(
+            "%d training samples (%g): AAM %s %.4g [%.4g, %.4g]",
+            row["n_train"],
+            row["fraction"],
+            METRIC_NAMES.get(metric, metric),
+            row[f"model_{metric}"],
+            row[f"model_{metric}_low"],
+            row[f"model_{metric}_high"],
+        )

@@ -1,0 +1,118 @@
+"""Learning curve: the test metrics of the model and of the baselines, with their intervals,
+against the number of training samples, from each point's split (`aam split
+--train-fraction`) and metrics.json (`aam predict`). Every point has the same test samples."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from aam.cross_validation import read_test_metrics
+from aam.data.split import read_split
+from aam.errors import InputError
+from aam.overview import METRIC_NAMES
+from aam.predictions import model_label
+
+FIRST_COLUMNS = ["fraction", "n_train", "n_val", "n_test"]
+
+
+def curve_table(
+    fractions: Sequence[float], splits: Sequence[Path], metrics_files: Sequence[Path]
+) -> pd.DataFrame:
+    """One row per point, fractions ascending: ``fraction, n_train, n_val, n_test``, then
+    ``<model>_<metric>`` and its interval ``<model>_<metric>_low/_high`` for every model of the
+    metrics (``model``, ``<baseline>_baseline``). InputError when the points' test samples, or
+    their models and metrics, differ, or a metric is not finite."""
+    if not len(fractions) == len(splits) == len(metrics_files) >= 2:
+        raise InputError(
+            f"{len(fractions)} fractions, {len(splits)} splits, {len(metrics_files)} metrics: "
+            "a learning curve needs one split and one metrics.json per fraction, at least 2"
+        )
+    rows, tests = [], []
+    for fraction, split_path, path in sorted(zip(fractions, splits, metrics_files, strict=True)):
+        labels = read_split(split_path)
+        tests.append(set(labels.index[labels == "test"]))
+        metrics = read_test_metrics(path, f"point {fraction:g}")
+        row = {
+            "fraction": fraction,
+            "n_train": int((labels == "train").sum()),
+            "n_val": int((labels == "val").sum()),
+            "n_test": metrics["n"],  # the test samples scored: those with a known target
+        }
+        for model, intervals in (metrics.get("intervals") or {}).items():
+            for metric, value in metrics[model].items():
+                low, high = intervals.get(metric) or (None, None)
+                for suffix, number in (("", value), ("_low", low), ("_high", high)):
+                    row[f"{model}_{metric}{suffix}"] = _finite(number, path, model, metric)
+        rows.append(row)
+    if any(test != tests[0] for test in tests):
+        raise InputError(
+            f"{', '.join(map(str, splits))}: the points' test samples differ; a learning curve "
+            "compares fractions on one test split (make each split from the same split file)"
+        )
+    columns = [list(row) for row in rows]
+    if any(found != columns[0] for found in columns):
+        raise InputError(
+            f"{', '.join(map(str, metrics_files))}: the points' models or metrics differ; "
+            "predict every point with the same baselines"
+        )
+    return pd.DataFrame(rows, columns=columns[0])
+
+
+def _finite(value: object, path: Path, model: str, metric: str) -> float | None:
+    """A metric, its bound, or None (undefined: R^2 of one true value); InputError otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(
+            f"{path}: {model} {metric} is {value!r}, not a finite number; rerun aam predict"
+        )
+    return float(value)
+
+
+def models_of(table: pd.DataFrame) -> list[str]:
+    """The models of a curve table, in its column order (the model first)."""
+    metric = headline_metric(table)
+    return [c.removesuffix(f"_{metric}") for c in table.columns if c.endswith(f"_{metric}")]
+
+
+def headline_metric(table: pd.DataFrame) -> str:
+    """The metric a curve is drawn in: the first of the model's (MAE, or accuracy)."""
+    first = table.columns[len(FIRST_COLUMNS)]
+    return first.removeprefix("model_")
+
+
+def curve_figure(table: pd.DataFrame, target: str, group_column: str | None = None):
+    """Test metric against training samples (log scale), one line per model, 95% intervals as
+    error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metric = headline_metric(table)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for k, model in enumerate(models_of(table)):
+        column = f"{model}_{metric}"
+        values = table[column].astype(float)
+        errors = [values - table[f"{column}_low"], table[f"{column}_high"] - values]
+        ax.errorbar(
+            table["n_train"] * (1 + 0.02 * k),  # side by side at each size
+            values,
+            yerr=errors,
+            marker="o",
+            capsize=3,
+            label=model_label(model, group_column),
+        )
+    ax.set_xscale("log")
+    ax.set_xticks(table["n_train"], [str(n) for n in table["n_train"]])
+    ax.minorticks_off()
+    ax.set_xlabel("training samples (log scale)")
+    ax.set_ylabel(f"test {METRIC_NAMES.get(metric, metric)} of {target}")
+    ax.set_title(f"Learning curve ({int(table['n_test'].iloc[0])} test samples, 95% intervals)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
