@@ -1,7 +1,7 @@
 """config/oral.yaml, the full oral study of the README's table: valid, and its DAG is the one
 the README describes (one pretraining shared by the microbiome-only and the covariate run);
 config/oral-full.yaml, the same study unrarefied: rarefied once in the pipeline, and a run that
-draws afresh each epoch from the raw counts."""
+draws afresh each epoch from the raw counts; config/oral-full-curve.yaml, its learning curve."""
 
 import re
 from pathlib import Path
@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 from checkout import REPO, dry_run, job_counts
+from planning import planned
+from snakemake.utils import update_config
 
 
 @pytest.mark.workflow
@@ -68,3 +70,20 @@ def test_the_unrarefied_oral_config_rarefies_once_but_for_per_epoch_training(
         if " predict --model " in line and "runs/each_epoch/" in line
     )
     assert "--rarefy-depth 1000" in predict  # evaluation reads one fixed draw
+
+
+def test_the_learning_curve_overlay_adds_three_strict_points_to_the_once_run(tmp_path):
+    """config/oral-full-curve.yaml merged over config/oral-full.yaml, as Snakemake merges
+    `--configfile A B` (nested keys updated in order)."""
+    config = yaml.safe_load((REPO / "config/oral-full.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "config/oral-full-curve.yaml").read_text()))
+    config["workdir"] = str(tmp_path / "work")
+    path = tmp_path / "curve.yaml"
+    path.write_text(yaml.safe_dump(config))
+    scheme = planned(path)
+    assert scheme.curves["once"]["points"] == {"once_lc1": 0.1, "once_lc2": 0.25, "once_lc3": 0.5}
+    assert scheme.curves["once"]["pretrain"] == "per_point" and "each_epoch" not in scheme.curves
+    for point in ("once_lc1", "once_lc2", "once_lc3"):
+        assert scheme.runs[point]["finetune"] == scheme.runs["once"]["finetune"]
+        assert scheme.runs[point]["encoder_from"] is None  # each pretrains on its own samples
+    assert scheme.split_part("once_lc2") == "lc/42/0.25"
