@@ -153,15 +153,15 @@ rule learning_curve:
         CONDA_ENV
     params:
         code=code("learning-curve"),
-        fractions=lambda wc: [*PLAN.curves[wc.run]["points"].values(), 1],
         options=lambda wc: cli_flags(
             {
+                "fractions": [*PLAN.curves[wc.run]["points"].values(), 1],
                 "target_column": dataset_of(wc)["target"],
                 "group_column": dataset_of(wc)["group_column"],
             }
         ),
     shell:
-        "python -m aam learning-curve --fractions {params.fractions} --splits {input.splits:q}"
+        "python -m aam learning-curve --splits {input.splits:q}"
         " --metrics {input.metrics:q} --output {output.table:q} --plot {output.plot:q}"
         " {params.options} > {log:q} 2>&1"
 
