@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from aam.cross_validation import read_test_metrics
@@ -83,6 +84,19 @@ def headline_metric(table: pd.DataFrame) -> str:
     """The metric a curve is drawn in: the first of the model's (MAE, or accuracy)."""
     first = table.columns[len(FIRST_COLUMNS)]
     return first.removeprefix("model_")
+
+
+def per_doubling(table: pd.DataFrame, metric: str) -> dict[str, float]:
+    """Each model's least-squares slope of ``metric`` against log2 of the training samples:
+    its change per doubling of the training set over the measured points."""
+    x = np.log2(table["n_train"].to_numpy(dtype=np.float64))
+    slopes = {}
+    for model in models_of(table):
+        y = table[f"{model}_{metric}"].to_numpy(dtype=np.float64)
+        known = np.isfinite(y)
+        if known.sum() >= 2 and np.ptp(x[known]) > 0:
+            slopes[model] = float(np.polyfit(x[known], y[known], 1)[0])
+    return slopes
 
 
 def curve_figure(table: pd.DataFrame, target: str, group_column: str | None = None):

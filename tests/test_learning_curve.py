@@ -20,7 +20,7 @@ from snakemake.utils import validate
 from aam.cli import main
 from aam.data.split import UNUSED, make_split, nested_split, read_split, write_split
 from aam.errors import InputError
-from aam.learning_curve import curve_table
+from aam.learning_curve import curve_table, per_doubling
 from aam.workflow.config import config_error_line, expand_learning_curves
 
 BASE = {"dataset": "demo", "predict_on": ["other"]}
@@ -267,6 +267,9 @@ def test_aam_learning_curve_writes_the_table_and_the_plot(tmp_path, capsys, capl
     assert list(table["model_mae"]) == [7.0, 5.0]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "70 training samples (1): AAM MAE 5 [4, 6]" in caplog.text
+    # 35 -> 70 training samples: one doubling, MAE 7 -> 5 (AAM), 6 -> 5.5 (forest)
+    assert "per doubling of the training samples" in caplog.text
+    assert "AAM -2, random forest -0.5" in caplog.text
     files[0].write_text(json.dumps(_metrics(20, float("nan"), 6.0)))  # JSON's NaN token
     out.unlink()
     plot.unlink()
@@ -292,3 +295,21 @@ def test_points_with_other_models_are_one_line(tmp_path):
     with pytest.raises(InputError, match="at least 2"):
         curve_table(fractions[:1], splits[:1], files[:1])
     assert np.isfinite(curve_table(fractions, splits, [files[0]] * 2)["model_mae"]).all()
+
+
+def test_the_slope_per_doubling_is_a_least_squares_fit_on_log2_of_the_size():
+    table = pd.DataFrame(
+        {
+            "fraction": [0.25, 0.5, 1.0],
+            "n_train": [100, 200, 400],
+            "n_val": [10, 20, 40],
+            "n_test": [50, 50, 50],
+            "model_mae": [9.0, 8.0, 6.0],
+            "random_forest_baseline_mae": [5.0, 5.0, 5.0],
+            "mean_baseline_mae": [7.0, np.nan, 7.2],
+        }
+    )
+    slopes = per_doubling(table, "mae")
+    assert slopes["model"] == pytest.approx(-1.5)  # through (0, 9), (1, 8), (2, 6)
+    assert slopes["random_forest_baseline"] == pytest.approx(0.0)
+    assert slopes["mean_baseline"] == pytest.approx(0.1)  # the undefined point left out

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from aam.atomic import atomic_output, check_output_path
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
-from aam.learning_curve import curve_figure, curve_table, headline_metric
+from aam.learning_curve import curve_figure, curve_table, headline_metric, per_doubling
 from aam.overview import METRIC_NAMES
+from aam.predictions import model_label
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +57,20 @@ def run(args: argparse.Namespace) -> None:
     with atomic_output(args.plot) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
     metric = headline_metric(table)
+    name = METRIC_NAMES.get(metric, metric)
     for _, row in table.iterrows():
         log.info(
             "%d training samples (%g): AAM %s %.4g [%.4g, %.4g]",
             row["n_train"],
             row["fraction"],
-            METRIC_NAMES.get(metric, metric),
+            name,
             row[f"model_{metric}"],
             row[f"model_{metric}_low"],
             row[f"model_{metric}_high"],
         )
+    slopes = per_doubling(table, metric)
+    log.info(
+        "%s per doubling of the training samples (least squares over the points): %s",
+        name,
+        ", ".join(f"{model_label(m, args.group_column)} {v:+.3g}" for m, v in slopes.items()),
+    )
