@@ -62,7 +62,7 @@ def choose_batch_size(
     with np.errstate(divide="ignore", over="ignore"):
         predicted = (budget_mb - intercept) / slope if slope > 0 else np.inf
     if np.isfinite(predicted):
-        best = int(np.floor(predicted + 1e-9))  # 1e-9: fit round-off
+        best = int(np.floor(predicted * (1 + 1e-9)))  # 1e-9 relative: fit round-off
     else:  # no (or vanishing) growth measured: vouch for the measured sizes only
         best = int(sizes.max()) if intercept <= budget_mb else 0
     if ceiling is not None:
