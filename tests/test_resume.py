@@ -131,6 +131,13 @@ def test_interrupted_run_resumes_to_identical_weights(
 
 
 OLD_CHECKPOINTS = Path(__file__).parent / "golden" / "checkpoint_d385af9"
+# How far a resume from OLD_CHECKPOINTS may land from this machine's straight run, as a share of
+# the straight run's epoch-2 update (the test below says why it is not 0).
+RESUME_TOLERANCE = 0.03
+
+
+def _flat(weights: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([tensor.flatten().double() for tensor in weights.values()])
 
 
 def _tiny_command(study, out):
@@ -182,9 +189,16 @@ def test_a_checkpoint_of_the_previous_layout_resumes_to_the_weights_of_an_unstop
     assert "at epoch 2, batch 0" in resumed.stderr
     expected = _weights(tmp_path / "straight" / "encoder.pt")
     weights = _weights(tmp_path / "resumed" / "encoder.pt")
-    assert weights.keys() == expected.keys()
-    for name, tensor in expected.items():
-        assert torch.equal(weights[name], tensor), name
+    epoch_1 = load_checkpoint(OLD_CHECKPOINTS / "latest.pt")["model"]
+    assert weights.keys() == expected.keys() == epoch_1.keys()
+    # The golden epoch 1 was computed on another CPU: this machine's straight run reaches epoch
+    # 1 with float-rounding differences, so bit equality holds only where the arithmetic is the
+    # same. Measured here (2026-11-24, AMD EPYC): the resumed run is 0.002 of epoch 2's update
+    # away from the straight run; a resume that drops the Adam moments is 0.39 away and one
+    # that restarts the LR schedule 2.2 (each a hand-edited copy of the golden checkpoint).
+    gap = _flat(weights) - _flat(expected)
+    update = _flat(expected) - _flat(epoch_1)
+    assert gap.norm() <= RESUME_TOLERANCE * update.norm(), float(gap.norm() / update.norm())
     timing = {"samples_per_s", "epoch_seconds", "peak_memory_mb"}
     rows = [
         pd.read_csv(tmp_path / run / "history.tsv", sep="\t") for run in ("straight", "resumed")
