@@ -2,9 +2,18 @@
 and a guard that fails the suite if the tests changed the checkout they run from."""
 
 import compileall
+import os
 import shutil
 import tempfile
 from pathlib import Path
+
+# Before anything loads OpenMP (torch, numba): the two xdist workers and the processes they start
+# share 2 cores with 2 threads each, and OpenMP's default busy-wait at every barrier then burns
+# the cores the other threads need. Measured here (2026-11-24): two one-epoch `aam pretrain
+# --threads 2` side by side took 15.8 s of CPU each, 4.9 s with threads that sleep when they
+# wait (and 4.4-5.0 s alone either way). Inherited by every process the suite starts, SLURM
+# jobs included (sbatch exports the environment); a value set by the caller is kept.
+os.environ["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
 
 import biom
 import checkout
