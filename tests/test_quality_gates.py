@@ -112,3 +112,9 @@ def test_site_profiles_name_unset_environment_variables(profile, checkout_copy):
     )
     assert run.returncode != 0
     assert "AAM_SLURM_ACCOUNT" in run.stdout + run.stderr
+
+
+def test_common_smk_holds_input_functions_only():
+    """Issue 24's bound: planning lives in aam.workflow, common.smk wires it (<= 150 lines)."""
+    lines = (REPO / "workflow" / "rules" / "common.smk").read_text().splitlines()
+    assert len(lines) <= 150, f"common.smk has {len(lines)} lines: move logic into aam.workflow"

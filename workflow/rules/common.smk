@@ -41,11 +41,9 @@ RUN_UNIFRAC = {
 }
 # Every job runs `python -m aam` from this checkout: in a container with the image's python
 # (the image holds dependencies only), locally with the python running Snakemake.
+_python_bin = shlex.quote(str(Path(sys.executable).parent))
 _exports = [f'PYTHONPATH={shlex.quote(str(REPO))}"{os.pathsep}${{{{PYTHONPATH:-}}}}"']
-if not IMAGE:
-    _exports.append(
-        f'PATH={shlex.quote(str(Path(sys.executable).parent))}"{os.pathsep}$PATH"'
-    )
+_exports += [] if IMAGE else [f'PATH={_python_bin}"{os.pathsep}$PATH"']
 shell.prefix("".join(f"export {e}; " for e in _exports))
 
 
@@ -143,12 +141,8 @@ def baselines_options(dataset):
 
 def tree_of(dataset):
     """The staged tree of a dataset, or the one built from its sequences."""
-    return (
-        WORK
-        / "data"
-        / dataset
-        / ("tree.nwk" if DATASETS[dataset]["tree"] else "built_tree.nwk")
-    )
+    name = "tree.nwk" if DATASETS[dataset]["tree"] else "built_tree.nwk"
+    return WORK / "data" / dataset / name
 
 
 def run_tree(wildcards):
