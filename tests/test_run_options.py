@@ -132,7 +132,7 @@ def test_adding_a_field_adds_the_flag_and_the_schema_key(monkeypatch):
         ema_decay: float = option(0.0, "exponential moving average of the weights (0: off)")
 
     monkeypatch.setattr(common, "TrainConfig", Extended)
-    parser = argparse.ArgumentParser()
+    parser = run_options.GroupRecorder()
     common.add_common_arguments(parser, "pretrain")
     args = parser.parse_args(["--table", "t", "--output-dir", "o", "--ema-decay", "0.9"])
     assert common.TrainingOptions.from_args(args).train == Extended(ema_decay=0.9)

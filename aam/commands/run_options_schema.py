@@ -49,21 +49,44 @@ RULE_FLAGS = frozenset(
 SECTIONS = {"pretrain": "pretrain", "finetune": "finetune"}  # config section -> `aam` command
 
 
-def command_parser(command: str) -> argparse.ArgumentParser:
-    """The argument parser of ``aam <command>`` (pretrain or finetune)."""
-    parser = argparse.ArgumentParser(prog=f"aam {command}")
+class GroupRecorder(argparse.ArgumentParser):
+    """A parser that records the flags added to each of its argument groups, by title (through
+    the public ``add_argument_group`` / ``add_argument``, not argparse's internals)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.flags: dict[str | None, list[argparse.Action]] = {}  # argparse adds groups first
+        super().__init__(**kwargs)
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        group = super().add_argument_group(*args, **kwargs)
+        recorded = self.flags.setdefault(group.title, [])
+        add = group.add_argument
+
+        def add_and_record(*flag_args: Any, **flag_kwargs: Any) -> argparse.Action:
+            action = add(*flag_args, **flag_kwargs)
+            recorded.append(action)
+            return action
+
+        group.add_argument = add_and_record  # type: ignore[method-assign]
+        return group
+
+
+def command_parser(command: str) -> GroupRecorder:
+    """The argument parser of ``aam <command>`` (pretrain or finetune), its groups recorded."""
+    parser = GroupRecorder(prog=f"aam {command}")
     {"pretrain": pretrain, "finetune": finetune}[command].add_arguments(parser)
     return parser
 
 
-def _options(parser: argparse.ArgumentParser, model: bool) -> list[argparse.Action]:
+def _options(parser: GroupRecorder, model: bool) -> list[argparse.Action]:
     """Optional flags in (``model``) or out of the model group, minus the rules' own flags."""
-    chosen = []
-    for group in parser._action_groups:
-        if (group.title == MODEL_GROUP) != model:
-            continue
-        chosen += [a for a in group._group_actions if a.option_strings and a.dest not in RULE_FLAGS]
-    return [a for a in chosen if not isinstance(a, argparse._HelpAction)]
+    return [
+        action
+        for title, actions in parser.flags.items()
+        if (title == MODEL_GROUP) == model
+        for action in actions
+        if action.option_strings and action.dest not in RULE_FLAGS
+    ]
 
 
 def option_schema(action: argparse.Action) -> dict[str, Any]:
