@@ -119,7 +119,10 @@ def pair_distances(
         if metric == "weighted_normalized":
             dist = _ratio(dist, pair_total)
     elif metric == "generalized":
-        dist = _ratio(pair_total + sums.gen_num, pair_total + sums.gen_den)
+        # As above: the complement sums' rounding (tiny or subnormal branch lengths) must not
+        # take a distance out of [0, 1] (hypothesis: two tips of length 5e-324 gave -1).
+        denominator = np.maximum(pair_total + sums.gen_den, 0.0)
+        dist = _ratio(np.clip(pair_total + sums.gen_num, 0.0, denominator), denominator)
     else:
         raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
     return np.asarray(dist, dtype=_dtype_of(sums))
