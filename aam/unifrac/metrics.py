@@ -121,8 +121,9 @@ def pair_distances(
     elif metric == "generalized":
         # As above: the complement sums' rounding (tiny or subnormal branch lengths) must not
         # take a distance out of [0, 1] (hypothesis: two tips of length 5e-324 gave -1).
-        denominator = np.maximum(pair_total + sums.gen_den, 0.0)
-        dist = _ratio(np.clip(pair_total + sums.gen_num, 0.0, denominator), denominator)
+        numerator, denominator = pair_total + sums.gen_num, pair_total + sums.gen_den
+        np.maximum(denominator, 0.0, out=denominator)
+        dist = _ratio(np.clip(numerator, 0.0, denominator, out=numerator), denominator)
     else:
         raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
     return np.asarray(dist, dtype=_dtype_of(sums))
