@@ -5,14 +5,19 @@ import logging
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from tiny_model import tiny_model
 
 from aam.errors import InputError
 from aam.models import SequenceEncoder
 from aam.profiling.probe import memory_curve
-from aam.training.auto_batch import CPU_BATCH_SIZE, choose_batch_size, resolve_batch_size
+from aam.training.auto_batch import (
+    CPU_BATCH_SIZE,
+    MAX_BATCH_SIZE,
+    choose_batch_size,
+    resolve_batch_size,
+)
 from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
 from aam.training.objective import Objective
@@ -44,13 +49,17 @@ def test_the_ceiling_caps_and_a_flat_curve_keeps_to_measured_sizes():
 def test_on_an_exact_affine_curve_the_choice_is_the_largest_that_fits(base, slope, room):
     budget = room * (base + slope * 16)
     chosen = choose_batch_size(_affine(base, slope), budget)
-    assert base + slope * chosen <= budget * (1 + 1e-9) < base + slope * (chosen + 1)
+    assert base + slope * chosen <= budget * (1 + 1e-9)
+    assert chosen == MAX_BATCH_SIZE or budget * (1 + 1e-9) < base + slope * (chosen + 1)
 
 
 @given(
     st.lists(st.floats(0, 20_000), min_size=4, max_size=4).map(sorted),
     st.floats(20_000, 100_000),
 )
+# found by hypothesis in CI (issue 43): a subnormal slope chose a batch of ~2e303 samples
+@example(peaks=[0.0, 0.0, 0.0, 2.25e-298], budget=56_488.5)
+@example(peaks=[0.0, 0.0, 0.0, 5e-324], budget=20_000.0)
 def test_the_choice_stays_under_a_line_over_every_measured_point(peaks, budget):
     """Whatever the measurements: from every measured point, the steeper of the fitted and the
     last slope predicts a peak within the budget at the chosen size."""
@@ -59,8 +68,36 @@ def test_the_choice_stays_under_a_line_over_every_measured_point(peaks, budget):
     chosen = choose_batch_size(curve, budget)
     fitted = np.polyfit(sizes, peaks, 1)[0]
     slope = max(fitted, (peaks[3] - peaks[2]) / 8, 0.0)
+    assert 1 <= chosen <= MAX_BATCH_SIZE
     for b, m in curve:
         assert m + slope * (chosen - b) <= budget * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("rise", [2.25e-298, 5e-324, 1e-300, 1e-12])
+def test_a_vanishing_growth_keeps_to_the_measured_sizes(rise):
+    """A rise below a byte is no growth: the largest measured size, not an
+    extrapolation to ~1e303 samples (what 2.25e-298 gave before issue 43)."""
+    assert choose_batch_size([(2, 0.0), (4, 0.0), (8, 0.0), (16, rise)], 56_488.5) == 16
+
+
+def test_a_shallow_real_growth_is_capped_at_the_maximum():
+    shallow = _affine(1000, 1e-3)  # 1 kB per sample: 49 million samples fit 50 GB
+    assert choose_batch_size(shallow, 50_000) == MAX_BATCH_SIZE
+
+
+def test_a_falling_curve_vouches_for_the_measured_sizes_only():
+    falling = [(2, 900.0), (4, 800.0), (8, 700.0), (16, 600.0)]
+    assert choose_batch_size(falling, 1000) == 16
+    assert choose_batch_size(list(reversed(falling)), 1000) == 16  # the order given is no matter
+
+
+@pytest.mark.parametrize(
+    "curve",
+    [[], [(2, 1000.0), (4, float("nan"))], [(2, 1000.0), (4, float("inf"))], [(0, 1.0), (4, 2.0)]],
+)
+def test_an_empty_or_non_finite_curve_is_one_line(curve):
+    with pytest.raises(InputError, match=r"^--batch-size auto: .*give a number to --batch-size$"):
+        choose_batch_size(curve, 5000)
 
 
 def test_not_even_the_floor_fits_names_the_option_and_the_fixes():

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import checkout
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def test_snapshot_sees_created_removed_and_modified_files_but_not_caches(tmp_path):
@@ -100,3 +102,49 @@ def test_xdist_keeps_a_group_on_one_worker(tmp_path):
     assert len(list(records.iterdir())) == 6
     workers = {p.read_text() for p in records.iterdir()}
     assert len(workers) == 1, f"one group ran on {sorted(workers)} (pytest-xdist issue #1386)"
+
+
+def _drawn(profile: str) -> list[float]:
+    """The examples one run of a property test draws under ``profile``."""
+    drawn: list[float] = []
+
+    @settings(settings.get_profile(profile), max_examples=30)
+    @given(st.floats(0, 1e6))
+    def record(x):
+        drawn.append(x)
+
+    record()
+    return drawn
+
+
+def test_the_profile_follows_ci_and_only_ci_pins_examples():
+    """tests/conftest.py: CI=true loads "ci" (derandomized, no deadline); otherwise "aam"
+    draws new examples each run (issue 43)."""
+    ci = os.environ.get("CI", "").lower() in ("true", "1")
+    assert settings.default.derandomize is ci
+    assert _drawn("ci") == _drawn("ci")
+    assert _drawn("aam") != _drawn("aam")
+    assert settings.get_profile("ci").deadline is None
+
+
+@pytest.mark.slow
+def test_two_ci_sessions_run_the_same_property_examples(tmp_path):
+    """Two sessions of the suite's setup with CI=true draw the same examples: the same commit
+    runs the same cases, so a CI run fails only for a change (issue 43)."""
+    body = """
+        import os
+        from hypothesis import given, strategies as st
+
+        @given(st.floats(0, 1e6))
+        def test_records_its_examples(x):
+            with open(os.environ["RECORDS"], "a") as handle:
+                handle.write(repr(x) + "\\n")
+    """
+    drawn = []
+    for name in ("first", "second"):
+        records = tmp_path / f"{name}.txt"
+        env = {**os.environ, "RECORDS": str(records), "CI": "true"}
+        run = _pytest(tmp_path / name, body, env=env)
+        assert run.returncode == 0, run.stdout[-2000:]
+        drawn.append(records.read_text().splitlines())
+    assert len(drawn[0]) >= 50 and drawn[0] == drawn[1]

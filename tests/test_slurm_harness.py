@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -132,11 +131,8 @@ def test_two_nodes_have_their_own_addresses_and_hostnames(slurm_cluster):
 def test_snakemake_slurm_executor_runs_a_cpu_and_a_gpu_job(slurm_cluster, tmp_path):
     slurm_cluster.wait_idle()
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
-    start = time.monotonic()
-    run = snakemake_slurm(tmp_path)
-    elapsed = time.monotonic() - start
+    run = snakemake_slurm(tmp_path)  # within its timeout; no wall-time assertion (issue 43)
     assert run.returncode == 0, f"{run.stderr[-4000:]}\n{slurm_cluster.logs()}"
-    assert elapsed < 90, elapsed
 
     cpu_jobid, cpu_partition, cpus = (tmp_path / "cpu.txt").read_text().split()
     assert (cpu_partition, cpus) == ("small", "1")

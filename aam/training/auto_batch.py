@@ -4,7 +4,9 @@ A probe (the command layer passes ``aam.profiling.probe.memory_curve``) measures
 at a few batch sizes; memory is
 about affine in the batch size, so ``choose_batch_size`` fits a line, raises it to lie on or
 above every measured point (with the steeper of the fitted and the last measured slope), and
-extrapolates. On a CPU there is no device memory to fill: the default batch size is kept.
+extrapolates, never past ``MAX_BATCH_SIZE`` per process. A rise too small to measure (a
+flat, falling or subnormal slope) vouches for the measured sizes only. On a CPU
+there is no device memory to fill: the default batch size is kept.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ log = logging.getLogger(__name__)
 MEMORY_FRACTION = 0.8  # of the GPU's total memory; the rest is headroom for longer samples
 PROBE_SIZES = (2, 4, 8, 16)  # per process
 CPU_BATCH_SIZE = 8  # TrainConfig's default
+# The most samples per process `auto` extrapolates to (from a curve measured up to 16): 4,096x
+# the probe's largest size, beyond any GPU's memory for this model; a bound, not a target.
+MAX_BATCH_SIZE = 65_536
+BYTE_MB = 1 / 2**20  # the smallest rise a memory probe can measure
 # (model, objective, its batches, config, device, batch sizes) -> [(batch size, peak MB)],
 # up to the first OOM
 MemoryProbe = Callable[
@@ -47,6 +53,11 @@ def choose_batch_size(
     even ``floor`` fits or the points are too few."""
     sizes = np.array([b for b, _ in curve], dtype=float)
     peaks = np.array([m for _, m in curve], dtype=float)
+    if not (np.isfinite(sizes).all() and np.isfinite(peaks).all() and (sizes >= 1).all()):
+        raise InputError(
+            f"--batch-size auto: the memory probe measured {list(curve)}, not finite positive "
+            "sizes and peaks; give a number to --batch-size"
+        )
     if len(set(sizes.tolist())) < 2:
         raise InputError(
             f"--batch-size auto: {len(curve)} batch size(s) measured, need 2 to fit a memory "
@@ -55,15 +66,14 @@ def choose_batch_size(
     order = np.argsort(sizes)
     sizes, peaks = sizes[order], peaks[order]
     fitted = np.polyfit(sizes, peaks, 1)[0]
-    if abs(fitted) * (sizes[-1] - sizes[0]) <= 1e-9 * np.abs(peaks).max():
-        fitted = 0.0  # a flat curve's fit round-off (1e-13 MB/sample), not growth
     slope = max(fitted, (peaks[-1] - peaks[-2]) / (sizes[-1] - sizes[-2]), 0.0)
+    if slope * (sizes[-1] - sizes[0]) < max(1e-9 * np.abs(peaks).max(), BYTE_MB):
+        slope = 0.0  # a rise below a byte or the peaks' round-off: no growth measured
     intercept = float(np.max(peaks - slope * sizes))  # the line lies on or above every point
-    with np.errstate(divide="ignore", over="ignore"):
-        predicted = (budget_mb - intercept) / slope if slope > 0 else np.inf
-    if np.isfinite(predicted):
+    if slope > 0:
+        predicted = min((budget_mb - intercept) / slope, MAX_BATCH_SIZE)
         best = int(np.floor(predicted * (1 + 1e-9)))  # 1e-9 relative: fit round-off
-    else:  # no (or vanishing) growth measured: vouch for the measured sizes only
+    else:  # no growth measured: vouch for the measured sizes only
         best = int(sizes.max()) if intercept <= budget_mb else 0
     if ceiling is not None:
         best = min(best, ceiling)
