@@ -16,6 +16,13 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def cpu_share() -> int:
+    """This process's share of ``available_cpus()``: torchrun's ranks on the node
+    (LOCAL_WORLD_SIZE) share them."""
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return max(1, available_cpus() // max(1, ranks))
+
+
 def usable_threads(asked: int | None) -> int | None:
     """``asked`` capped at this process's share of ``available_cpus()`` (shared with the other
     ranks torchrun started on the node: LOCAL_WORLD_SIZE), with a note when capped; None stays
@@ -24,10 +31,10 @@ def usable_threads(asked: int | None) -> int | None:
     waiting for one another: the same work then costs several times the CPU time."""
     if asked is None:
         return None
-    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    share = max(1, available_cpus() // max(1, ranks))
+    share = cpu_share()
     if asked <= share:
         return asked
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     where = f"{available_cpus()} CPUs" + (f" shared by {ranks} ranks" if ranks > 1 else "")
     log.info("--threads %d: this process may run on %s; using %d", asked, where, share)
     return share

@@ -364,10 +364,12 @@ def test_metadata_reader_edit_changes_finetune_and_predict_only(package_copy):
 @pytest.mark.slow
 def test_unifrac_kernel_edit_changes_unifrac_and_the_stages_that_train(package_copy):
     # the default engine ("builtin") on the default device ("cpu"); pretrain, finetune and
-    # profile compute each batch's UniFrac with it (--tree). run-options-schema is no rule: it
-    # uses the pretrain and finetune modules as values, which counts them whole.
-    changed = changed_by(edit_body, package_copy, "aam.unifrac.cpu_kernel", "pair_sums_cpu")
-    assert changed - {"run-options-schema"} == {"unifrac", "pretrain", "finetune", "profile"}
+    # profile compute each batch's UniFrac with it (--tree) through the same kernel driver
+    # (_run), as do the shards of a matrix. run-options-schema is no rule: it uses the pretrain
+    # and finetune modules as values, which counts them whole.
+    changed = changed_by(edit_body, package_copy, "aam.unifrac.cpu_kernel", "_run")
+    stages = {"unifrac", "unifrac-shard", "pretrain", "finetune", "profile"}
+    assert changed - {"run-options-schema"} == stages
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,12 @@ from aam.training.auto_batch import resolve_batch_size
 from aam.training.batches import TrainBatches
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
 from aam.training.device import maybe_compile, resolve_device
-from aam.training.distributed import DistContext, broadcast_from_main, init_distributed
+from aam.training.distributed import (
+    DistContext,
+    broadcast_from_main,
+    init_distributed,
+    pair_group,
+)
 from aam.training.fsdp import shard_model
 from aam.training.metrics import write_history
 from aam.training.objective import Objective
@@ -256,6 +261,11 @@ def run_training(
     """Train (resuming if possible); exit status 75 after a SLURM signal so the job reruns."""
     model = parallelize(model.to(device), opts.runtime, ctx, device)
     log.info("%s; device %s", describe(batches.study), device)
+    study, where = batches.study, opts.distances
+    if batches.distances and study.distances is not None:  # on its engine, ranks sharing pairs
+        engine = study.distances.on(where.unifrac_engine, where.unifrac_threads, device)
+        batches = replace(batches, study=replace(study, distances=engine))
+        batches.pair_group = pair_group(ctx)
     trainer = Trainer(
         model,
         objective,

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from aam.data.batching import Batch
 from aam.data.rarefy import EVALUATION
-from aam.training.distributed import DistContext, rank_slice
+from aam.training.distributed import DistContext, rank_slice, sum_shares
 from aam.training.study import Study
 
 
@@ -29,19 +30,34 @@ class TrainBatches:
     ctx: DistContext = field(default_factory=DistContext)
     distances: bool = False
     asv_embeddings: torch.Tensor | None = None  # a frozen base's, of every table ASV
+    pair_group: dist.ProcessGroup | None = None  # set: ranks share the pairs of a global batch
 
     def batch(
-        self, positions: np.ndarray, rng: np.random.Generator | None = None, epoch: int = 0
+        self,
+        positions: np.ndarray,
+        rng: np.random.Generator | None = None,
+        epoch: int = 0,
+        *,
+        shared: bool = False,
     ) -> Batch:
         """This rank's share of the global training batch ``positions`` (ASVs sampled with
         ``rng``, reads as ``epoch`` draws them), with the UniFrac distances among ALL of
-        ``positions`` when ``distances`` (the loss's pairs span the global batch)."""
+        ``positions`` when ``distances`` (the loss's pairs span the global batch). ``shared``
+        (every rank makes this batch, in the same order): with a ``pair_group``, each rank
+        computes its share of the pairs and the ranks sum the shares (exact: each pair is
+        non-zero on one rank only)."""
         study = self.study
         draw = study.draw(epoch)
         local = rank_slice(positions, self.ctx)
         batch = study.batch(local, self.token_limit, self.asv_sampling, rng, draw)
         if self.distances:
-            batch.distances = torch.from_numpy(study.distances.block(positions, draw))
+            pairs = study.distances
+            if shared and self.pair_group is not None and pairs.shareable:
+                share = (self.ctx.rank, self.ctx.world_size)
+                block = pairs.tensor(positions, draw, share)
+                batch.distances = sum_shares(block, self.pair_group)
+            else:
+                batch.distances = pairs.tensor(positions, draw)
         return batch
 
     def evaluation_distances(self, positions: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 REGRESSION_LOSSES = ("huber", "mse", "mae")
 ASV_SAMPLINGS = ("first", "abundance", "random")
 FINETUNE = ("finetune",)  # options that only fine-tuning has
+UNIFRAC_ENGINES = ("auto", "gpu", "cpu")  # where a training batch's UniFrac runs
 TRAINING = ("pretrain", "finetune")  # options of the training commands, not of `aam predict`
 SEED_MAX = 2**64 - 1  # torch.manual_seed's largest
 
@@ -253,9 +254,25 @@ class UniFracOptions:
     midpoint_root: bool = option(
         False, "root an unrooted --tree at its midpoint", commands=TRAINING
     )
+    unifrac_engine: str = option(
+        "auto",
+        "where each training batch's UniFrac (from --tree) runs: gpu (on the training GPU, its "
+        "own stream), cpu (on --unifrac-threads threads), auto (gpu when training on one)",
+        choices=UNIFRAC_ENGINES,
+        commands=TRAINING,
+    )
+    unifrac_threads: int | None = option(
+        None,
+        "CPU threads of each training batch's UniFrac on the cpu engine (default: this "
+        "process's share of the CPUs it may run on; more is an error)",
+        minimum=1,
+        commands=TRAINING,
+    )
 
     def __post_init__(self) -> None:
         check_options(self)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """What the distances are (a resumed run must share it), not where they run."""
+        where = ("unifrac_engine", "unifrac_threads")
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in where}

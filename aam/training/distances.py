@@ -1,40 +1,137 @@
 """The UniFrac distances of a batch: computed from its reads and the tree (the default), or
-read from a user's matrix file by rows. Neither holds anything N x N."""
+read from a user's matrix file by rows. Neither holds anything N x N.
+
+A tree's distances run where the work is cheapest (``--unifrac-engine``): on the training GPU,
+on its own stream, the whole batch resident there (``aam.unifrac.batch_device``); or on the
+CPU, the numba kernel's tile pairs shared by a pool of threads. Threads, not processes: the
+kernel releases the GIL and has no threading layer of its own, so the threads share the
+table and tree index without copies, run beside torch's OpenMP threads and the prefetch thread
+safely, and fork nothing. Under DDP/FSDP each rank computes a share of the global batch's
+pairs (``share``) and the ranks sum their shares (``aam.training.batches``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from aam.data.samples import ReadDraw, SampleSet, sample_reads
+from aam.errors import InputError
+from aam.threads import cpu_share
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
+
+if TYPE_CHECKING:  # torch only where a tensor is made: `aam split` reads studies without it
+    import torch
+
+    from aam.unifrac.batch_device import DeviceBatchUniFrac
+
+log = logging.getLogger(__name__)
+WHOLE = (0, 1)  # (rank, world): every pair
 
 
 class PairDistances(Protocol):
     """Distances between any samples of a study, by study position."""
 
+    shareable: bool  # whether ranks can compute shares of a block's pairs (``tensor``)
+
     def block(self, positions: np.ndarray, draw: ReadDraw | None = None) -> np.ndarray:
         """(B, B) float32 distances among ``positions`` (their reads as ``draw`` draws them)."""
+        ...
+
+    def on(self, engine: str, threads: int | None, device: torch.device) -> PairDistances:
+        """These distances computed on ``engine`` for training on ``device``."""
+        ...
+
+    def tensor(
+        self, positions: np.ndarray, draw: ReadDraw | None = None, share: tuple[int, int] = WHOLE
+    ) -> torch.Tensor:
+        """``block`` as a float32 tensor (on the engine's device), or only the pairs of
+        ``share`` = (rank, world), 0 elsewhere, when ``shareable``."""
         ...
 
 
 @dataclass(frozen=True)
 class TreeDistances:
     """Exact UniFrac of each batch from its samples' reads and the tree (``BatchUniFrac``):
-    follows the reads a batch sees, so a per-epoch rarefaction gets the distances of its draw."""
+    follows the reads a batch sees, so a per-epoch rarefaction gets the distances of its draw.
+    Serial on the CPU until ``on`` picks an engine."""
 
     samples: SampleSet
     unifrac: BatchUniFrac
+    device_unifrac: DeviceBatchUniFrac | None = None  # the gpu engine
+    pool: ThreadPoolExecutor | None = None  # the cpu engine's threads (None: this thread)
+    stream: torch.cuda.Stream | None = None  # the gpu engine's own stream
+    shareable = True
+
+    def on(self, engine: str, threads: int | None, device: torch.device) -> TreeDistances:
+        """These distances on ``engine`` (gpu, cpu, auto) for training on ``device``;
+        ``threads``: the cpu engine's (None: this process's share of the CPUs). InputError,
+        before any step, for a gpu engine without a GPU or more threads than CPUs."""
+        share = cpu_share()
+        if threads is not None and threads > share:
+            raise InputError(
+                f"--unifrac-threads {threads}: this process may run on {share} CPUs; give at "
+                f"most {share} (or leave it out)"
+            )
+        if engine == "gpu" and device.type != "cuda":
+            raise InputError(
+                f"--unifrac-engine gpu: training runs on {device}, not a GPU; use "
+                "--unifrac-engine cpu or auto, or --device cuda on a GPU node"
+            )
+        if engine == "cpu" or device.type != "cuda":
+            workers = threads or share
+            log.info("batch UniFrac on the CPU, %d thread(s)", workers)
+            pool = None if workers == 1 else ThreadPoolExecutor(workers, "aam-unifrac")
+            return replace(self, pool=pool)
+        import torch
+
+        from aam.unifrac.batch_device import DeviceBatchUniFrac
+
+        log.info("batch UniFrac on %s", device)
+        device_unifrac = DeviceBatchUniFrac.on(self.unifrac, device)
+        return replace(self, device_unifrac=device_unifrac, stream=torch.cuda.Stream(device))
 
     def block(self, positions: np.ndarray, draw: ReadDraw | None = None) -> np.ndarray:
+        if self.device_unifrac is None:
+            return self._host(positions, draw, WHOLE)
+        return self.tensor(positions, draw).cpu().numpy()
+
+    def tensor(
+        self, positions: np.ndarray, draw: ReadDraw | None = None, share: tuple[int, int] = WHOLE
+    ) -> torch.Tensor:
+        import torch
+
+        if self.device_unifrac is None:
+            return torch.from_numpy(self._host(positions, draw, share))
+        rank, world = share
+        n = len(positions)
+        rows = slice(n * rank // world, n * (rank + 1) // world)
+        if self.stream is None:  # a torch device without streams (the CPU, in tests)
+            return self.device_unifrac.distances(*self._reads(positions, draw), rows=rows).float()
+        with torch.cuda.stream(self.stream):
+            dist = self.device_unifrac.distances(*self._reads(positions, draw), rows=rows).float()
+        self.stream.synchronize()  # ready when handed over; the step's stream may read it
+        dist.record_stream(torch.cuda.default_stream(dist.device))  # freed after that read
+        return dist
+
+    def _host(self, positions: np.ndarray, draw: ReadDraw | None, share) -> np.ndarray:
+        """float32 distances of ``share`` from the CPU kernel (this thread or the pool)."""
+        reads = self._reads(positions, draw)
+        dist = self.unifrac.distances(*reads, pool=self.pool, share=share)
+        return dist.astype(np.float32)
+
+    def _reads(self, positions: np.ndarray, draw: ReadDraw | None):
+        """The CSR rows (pointers, table ASV indices, reads) of ``positions``."""
         reads = [sample_reads(self.samples, int(s), draw) for s in positions]
         ptr = np.concatenate([[0], np.cumsum([len(asvs) for asvs, _ in reads])])
         asv_idx = np.concatenate([asvs for asvs, _ in reads])
         counts = np.concatenate([counts for _, counts in reads])
-        return self.unifrac.distances(ptr, asv_idx, counts).astype(np.float32)
+        return ptr, asv_idx, counts
 
 
 @dataclass(frozen=True)
@@ -43,8 +140,22 @@ class MatrixDistances:
 
     rows: MatrixRows
     row_of: np.ndarray  # study position -> matrix row
+    shareable = False
+
+    def on(self, engine: str, threads: int | None, device: torch.device) -> MatrixDistances:
+        """Read, not computed: the same on every engine."""
+        return self
 
     def block(self, positions: np.ndarray, draw: ReadDraw | None = None) -> np.ndarray:
         if draw is not None:
             raise ValueError("a precomputed matrix cannot follow a per-epoch draw of reads")
         return self.rows.block(self.row_of[np.asarray(positions)]).astype(np.float32)
+
+    def tensor(
+        self, positions: np.ndarray, draw: ReadDraw | None = None, share: tuple[int, int] = WHOLE
+    ) -> torch.Tensor:
+        import torch
+
+        if share != WHOLE:
+            raise ValueError("a matrix's rows are read whole on every rank")
+        return torch.from_numpy(self.block(positions, draw))

@@ -64,6 +64,21 @@ def all_reduce_sum(value: torch.Tensor, ctx: DistContext) -> torch.Tensor:
     return total
 
 
+def pair_group(ctx: DistContext) -> dist.ProcessGroup | None:
+    """A gloo group of all ranks for the UniFrac shares of each batch (every rank calls this at
+    the same point): batches are made in a prefetch thread, and a group of their own keeps
+    those exchanges apart from the training step's collectives on the default group."""
+    return dist.new_group(backend="gloo") if ctx.enabled else None
+
+
+def sum_shares(share: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+    """The sum over the ranks of ``group`` of each one's ``share`` (exchanged on the host: a
+    gloo group), on ``share``'s device."""
+    total = share.cpu()
+    dist.all_reduce(total, group=group)
+    return total.to(share.device)
+
+
 def any_rank(flags: list[bool], ctx: DistContext, device: torch.device) -> list[bool]:
     """Each flag, true if it is true on any rank (so every rank takes the same branch)."""
     if not ctx.enabled:

@@ -249,9 +249,8 @@ class Trainer:
     def _make_batch(self, positions: np.ndarray, epoch: int, b: int) -> Batch:
         """Batch ``b`` of ``epoch``: this rank's samples and the global batch's UniFrac (run
         ahead of the step in the prefetch thread; a function of (seed, epoch, b) only)."""
-        return self.batches.batch(
-            positions, np.random.default_rng([self.cfg.seed, 2, epoch, b]), epoch
-        )
+        rng = np.random.default_rng([self.cfg.seed, 2, epoch, b])
+        return self.batches.batch(positions, rng, epoch, shared=True)
 
     def _validate(self, samples: int, seconds: float) -> dict:
         """The epoch's row: train means, validation metrics, speed (``samples`` took

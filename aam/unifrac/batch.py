@@ -2,12 +2,14 @@
 
 The node x ASV ancestor matrix is built once per table; a group's distances then cost one
 sparse product over the ASVs the group holds and the shared-node kernel over the nodes those
-ASVs reach, run serially in the calling thread (milliseconds for a batch). The entries equal
-``compute_unifrac``'s full matrix (float64: within rounding, ~1e-15); nothing N x N is built.
+ASVs reach, in the calling thread or on a pool's threads, for all pairs or one rank's share.
+The entries equal ``compute_unifrac``'s full matrix (float64: within rounding, ~1e-15);
+nothing N x N is built. ``aam.unifrac.batch_device`` computes the same on a torch device.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +24,7 @@ from aam.unifrac.abundance import (
     match_tips,
 )
 from aam.unifrac.engines import checked_tree_arrays
-from aam.unifrac.metrics import SUM_FOR_METRIC, distance_matrix
+from aam.unifrac.metrics import SUM_FOR_METRIC, sample_totals, upper_distances
 from aam.unifrac.tree import TreeArrays
 
 
@@ -65,9 +67,20 @@ class BatchUniFrac:
         ancestors = sp.csc_matrix((inner.data, (inner.row, kept[inner.col])), shape=shape)
         return cls(metric, alpha, dtype, ancestors, arrays.length[with_length], keep)
 
-    def distances(self, asv_ptr: np.ndarray, asv_idx: np.ndarray, reads: np.ndarray) -> np.ndarray:
+    def distances(
+        self,
+        asv_ptr: np.ndarray,
+        asv_idx: np.ndarray,
+        reads: np.ndarray,
+        *,
+        pool: ThreadPoolExecutor | None = None,
+        share: tuple[int, int] = (0, 1),
+    ) -> np.ndarray:
         """(B, B) distances of B samples given as CSR rows: sample ``s`` holds table ASVs
-        ``asv_idx[asv_ptr[s]:asv_ptr[s + 1]]`` with ``reads`` of the same slice."""
+        ``asv_idx[asv_ptr[s]:asv_ptr[s + 1]]`` with ``reads`` of the same slice. ``pool``: its
+        threads share the kernel. ``share`` = (rank, world): only this rank's share of the
+        pairs (both triangles), 0 elsewhere; the shares of all ranks sum to the matrix, bit for
+        bit the one of ``share=(0, 1)``."""
         n = len(asv_ptr) - 1
         asvs, column = np.unique(asv_idx, return_inverse=True)
         sample = np.repeat(np.arange(n), np.diff(asv_ptr))
@@ -84,14 +97,20 @@ class BatchUniFrac:
         proportions.data *= (1.0 / totals)[proportions.indices]
         proportions.sort_indices()
         abundance = NodeAbundance([str(k) for k in range(n)], self.lengths[used], proportions)
-        from aam.unifrac.cpu_kernel import pair_sums_cpu  # numba: only when distances are made
+        from aam.unifrac.cpu_kernel import batch_pair_sums  # numba: only when distances are made
 
-        sums = pair_sums_cpu(
+        sums, covered = batch_pair_sums(
             proportions,
             abundance.lengths,
-            {SUM_FOR_METRIC[self.metric]},
+            SUM_FOR_METRIC[self.metric],
             alpha=self.alpha,
             dtype=self.dtype,
-            serial=True,
+            pool=pool,
+            share=share,
         )
-        return distance_matrix(self.metric, abundance, sums, self.alpha, reuse=True)
+        dist = upper_distances(
+            self.metric, sample_totals(self.metric, abundance, self.alpha), sums, 0, reuse=True
+        )
+        if share[1] > 1:
+            dist[~covered] = 0
+        return dist + dist.T

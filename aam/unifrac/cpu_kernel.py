@@ -20,6 +20,11 @@ terms in the same order whatever the block, so blocks reproduce the full matrix 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
 import numba
 import numpy as np
 import scipy.sparse as sp
@@ -169,24 +174,111 @@ def block_pair_sums(
     """
     if threads and not serial:
         numba.set_num_threads(usable_threads(threads))
-    sums = PairSums()
-    todo = [(kind, mode) for kind, mode in _MODES if kind in kinds]
     n = proportions.shape[1]
+    plan = tile_plan(stop - start, n - start)
+    kernel = _tile_pairs_serial if serial else _tile_pairs_parallel
     pairs = (stop - start) * (n - start) - (stop - start) * (stop - start + 1) // 2
+    todo = [(kind, mode) for kind, mode in _MODES if kind in kinds]
     with _progress(progress, len(todo) * pairs) as bar:
-        for kind, mode in todo:
-            if mode == 0:
-                entries, flipped = _complemented(proportions)
-            else:
-                entries, flipped = proportions, None
-            out_a, out_b = _run(entries, lengths, mode, start, stop, alpha, dtype, serial, bar)
-            if flipped is not None:
-                _add_complement_terms(out_a, proportions, lengths, flipped, start)
-            if mode == 2:
-                sums.gen_num, sums.gen_den = out_a, out_b
-            else:
-                setattr(sums, kind, out_a)
+        return _sums(proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar)
+
+
+def batch_pair_sums(
+    proportions: sp.csr_matrix,
+    lengths: np.ndarray,
+    kind: str,
+    *,
+    alpha: float,
+    dtype: type,
+    pool: ThreadPoolExecutor | None = None,
+    share: tuple[int, int] = (0, 1),
+) -> tuple[PairSums, np.ndarray]:
+    """One kind of pair sum of a small group of samples (a training batch) for the tile pairs
+    of ``share`` = (rank, world) only, and the (n, n) bool mask of the upper-triangle pairs
+    they cover. ``pool``: its threads run the serial kernel on parts of the tile pairs (each
+    writes its own blocks: the same sums, bit for bit, whatever the threads or the share)."""
+    n = proportions.shape[1]
+    workers = pool._max_workers if pool is not None else 1
+    plan = tile_plan(n, n, tile=batch_tile(n, workers * share[1]), share=share)
+    todo = [(k, mode) for k, mode in _MODES if k == kind]
+    kernel = _tile_pairs_serial if pool is None else _pooled(pool, 4 * workers)
+    with _progress(False, 0) as bar:
+        sums = _sums(proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar)
+    return sums, plan.covered(n)
+
+
+def batch_tile(n: int, parts: int) -> int:
+    """A tile size that cuts n samples into at least ~8 tile pairs per part (thread x rank),
+    between 16 and ``TILE``: results do not depend on it."""
+    tiles = math.ceil(math.sqrt(16 * parts))
+    return int(min(TILE, max(16, math.ceil(n / tiles))))
+
+
+def _pooled(pool: ThreadPoolExecutor, parts: int) -> Callable[..., None]:
+    """A kernel runner that splits the tile pairs into ``parts`` runs of the serial kernel on
+    ``pool``'s threads (numba releases the GIL: no threading layer, safe beside torch)."""
+
+    def run(pair_i: np.ndarray, pair_j: np.ndarray, arguments: tuple) -> None:
+        chunks = [c for c in np.array_split(np.arange(len(pair_i)), parts) if len(c)]
+        futures = [pool.submit(_tile_pairs_serial, pair_i[c], pair_j[c], arguments) for c in chunks]
+        for future in futures:
+            future.result()
+
+    return run
+
+
+def _sums(proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar) -> PairSums:
+    """The pair sums of each (kind, mode) in ``todo`` over ``plan``'s tile pairs."""
+    sums = PairSums()
+    for kind, mode in todo:
+        if mode == 0:
+            entries, flipped = _complemented(proportions)
+        else:
+            entries, flipped = proportions, None
+        out_a, out_b = _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar)
+        if flipped is not None:
+            _add_complement_terms(out_a, proportions, lengths, flipped, start)
+        if mode == 2:
+            sums.gen_num, sums.gen_den = out_a, out_b
+        else:
+            setattr(sums, kind, out_a)
     return sums
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """Tiles of the samples (``tile_start``) and the tile pairs to visit, in visiting order."""
+
+    rows: int  # the first ``rows`` columns are the output's rows
+    tile_start: np.ndarray  # (tiles + 1,) int64 first local column of each tile
+    pair_i: np.ndarray  # (pairs,) int64 row tile
+    pair_j: np.ndarray  # (pairs,) int64 column tile (>= pair_i)
+
+    def covered(self, n: int) -> np.ndarray:
+        """(n, n) bool: the pairs j > i that the plan's tile pairs compute."""
+        tile_of = np.repeat(np.arange(len(self.tile_start) - 1), np.diff(self.tile_start))
+        owned = np.zeros((len(self.tile_start) - 1,) * 2, dtype=bool)
+        owned[self.pair_i, self.pair_j] = True
+        return np.triu(owned[tile_of[:, None], tile_of[None, :]], k=1)
+
+
+def tile_plan(
+    rows: int, n_columns: int, *, tile: int = TILE, share: tuple[int, int] = (0, 1)
+) -> TilePlan:
+    """Tiles of ``tile`` samples, restarted at ``rows`` (the first tiles hold the rows), and
+    the upper-triangle tile pairs with a row tile, shuffled so costly and cheap ones interleave
+    (balanced parallel chunks); ``share`` = (rank, world) keeps every world-th of them."""
+    n_row_tiles = -(-rows // tile)
+    tile_start = np.concatenate(
+        [np.arange(0, rows, tile), np.arange(rows, n_columns, tile), [n_columns]]
+    ).astype(np.int64)
+    pair_i, pair_j = np.triu_indices(len(tile_start) - 1)
+    keep = pair_i < n_row_tiles
+    shuffle = np.random.default_rng(0).permutation(int(keep.sum()))
+    rank, world = share
+    pair_i = pair_i[keep][shuffle][rank::world].astype(np.int64)
+    pair_j = pair_j[keep][shuffle][rank::world].astype(np.int64)
+    return TilePlan(rows, tile_start, pair_i, pair_j)
 
 
 PROGRESS_STEPS = 100  # kernel calls per pass when a progress bar is shown
@@ -261,34 +353,22 @@ def _complement_rows(indptr, indices, flipped, n_samples):  # pragma: no cover -
     return out_ptr, out
 
 
-def _run(entries, lengths, mode, start, stop, alpha, dtype, serial, bar):
-    """The kernel over one node x sample entry matrix, for rows start..stop-1. With an enabled
-    progress ``bar`` the tile pairs run in ``PROGRESS_STEPS`` calls, the bar advanced by the
-    sample pairs of each (each tile pair writes its own block: the same sums, bit for bit)."""
-    n_nodes, n_samples = entries.shape
-    n_columns = n_samples - start
-    rows = stop - start
-    # Tiles of TILE samples, restarted at ``rows``: the first n_row_tiles tiles hold the rows.
-    n_row_tiles = -(-rows // TILE)
-    tile_start = np.concatenate(
-        [np.arange(0, rows, TILE), np.arange(rows, n_columns, TILE), [n_columns]]
-    ).astype(np.int64)
+def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar):
+    """The kernel over one node x sample entry matrix, for ``plan``'s tile pairs. With an
+    enabled progress ``bar`` the tile pairs run in ``PROGRESS_STEPS`` calls, the bar advanced
+    by the sample pairs of each (each tile pair writes its own block: the same sums, bit for
+    bit)."""
+    n_columns = entries.shape[1] - start
+    tile_start, pair_i, pair_j = plan.tile_start, plan.pair_i, plan.pair_j
+    rows = plan.rows
     n_tiles = len(tile_start) - 1
     tile_of = np.repeat(np.arange(n_tiles, dtype=np.int32), np.diff(tile_start))
     ptr, samples, values = _tile_layout(
         entries.indptr, entries.indices, entries.data, start, tile_of, n_tiles, np.dtype(dtype)
     )
     powered = values**alpha if mode == 2 else np.zeros(1, dtype=dtype)
-
-    pair_i, pair_j = np.triu_indices(n_tiles)
-    keep = pair_i < n_row_tiles
-    # Interleave costly and cheap tile pairs so parallel chunks are balanced.
-    shuffle = np.random.default_rng(0).permutation(int(keep.sum()))
-    pair_i = pair_i[keep][shuffle].astype(np.int64)
-    pair_j = pair_j[keep][shuffle].astype(np.int64)
     out_a = np.zeros((rows, n_columns), dtype=dtype)
     out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
-    kernel = _tile_pairs_serial if serial else _tile_pairs_parallel
     arguments = (
         ptr,
         samples,

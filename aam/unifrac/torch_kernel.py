@@ -49,7 +49,7 @@ def pair_sums_torch(
             l1 = torch.cdist(weighted, weighted, p=1)
             shared_min += (totals[:, None] + totals[None, :] - l1) / 2
         if gen_num is not None:
-            _generalized_chunk(p, length, alpha, gen_num, gen_den)
+            generalized_chunk(p, length, alpha, gen_num, gen_den)
     to_numpy = lambda t: None if t is None else t.cpu().numpy()  # noqa: E731
     return PairSums(
         shared_length=to_numpy(shared_length),
@@ -59,15 +59,22 @@ def pair_sums_torch(
     )
 
 
-def _generalized_chunk(
-    p: torch.Tensor, length: torch.Tensor, alpha: float, num: torch.Tensor, den: torch.Tensor
+def generalized_chunk(
+    p: torch.Tensor,
+    length: torch.Tensor,
+    alpha: float,
+    num: torch.Tensor,
+    den: torch.Tensor,
+    rows: slice = slice(None),
 ) -> None:
-    """Add one node chunk's generalized-UniFrac shared-node terms to ``num`` and ``den``."""
+    """Add one node chunk's generalized-UniFrac shared-node terms of samples ``rows`` (the
+    rows of ``num`` and ``den``) against every sample (their columns)."""
     chunk, n = p.shape
-    rows = max(1, SLAB_ELEMENTS // max(1, chunk * n))
+    first, stop, _ = rows.indices(n)
+    step = max(1, SLAB_ELEMENTS // max(1, chunk * n))
     solo = torch.where(p > 0, p.pow(alpha), torch.zeros_like(p))
-    for lo in range(0, n, rows):
-        hi = min(lo + rows, n)
+    for lo in range(first, stop, step):
+        hi = min(lo + step, stop)
         pi, pj = p[:, lo:hi, None], p[:, None, :]
         both = (pi > 0) & (pj > 0)
         total = pi + pj
@@ -76,5 +83,5 @@ def _generalized_chunk(
         safe_total = torch.where(both, total, torch.ones_like(total))
         num_terms = torch.where(both, scaled * (pi - pj).abs() / safe_total - solos, 0.0)
         den_terms = torch.where(both, scaled - solos, 0.0)
-        num[lo:hi] += (length[:, :, None] * num_terms).sum(dim=0)
-        den[lo:hi] += (length[:, :, None] * den_terms).sum(dim=0)
+        num[lo - first : hi - first] += (length[:, :, None] * num_terms).sum(dim=0)
+        den[lo - first : hi - first] += (length[:, :, None] * den_terms).sum(dim=0)

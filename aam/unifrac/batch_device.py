@@ -1,0 +1,177 @@
+"""Exact UniFrac of a training batch on a torch device (CUDA, ROCm; also the CPU in tests).
+
+``BatchUniFrac``'s ancestor structure is copied to the device once, as each table ASV's list
+of ancestor nodes (with a length). A batch's reads (its CSR rows) go up in one transfer; every
+read is then spread to its ancestors, reads below each (node, sample) are summed, and the
+nodes are visited in chunks of dense (nodes x samples) proportions:
+
+- unweighted: shared length ``S = P^T diag(L) P`` over presence (a GEMM), Faith PD on the way;
+- weighted: ``sum_v L_v |p_vi - p_vj|`` by ``torch.cdist(p=1)`` over ``L``-scaled proportions;
+- generalized: the elementwise shared-node terms of ``aam.unifrac.torch_kernel``.
+
+Sums run in float64 whatever ``dtype`` asks (fp64 GEMMs are exact enough and fast on the
+target GPUs, and a global TF32 switch cannot reach them); the distances are then cast. A share
+of the rows (``rows``) computes those rows against every sample, for sharding pairs across
+ranks. Nothing outside the batch is dense: memory is O(nodes x batch) per chunk, never N x N.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from aam.errors import InputError
+from aam.unifrac.batch import BatchUniFrac
+from aam.unifrac.torch_kernel import generalized_chunk
+
+CHUNK_ELEMENTS = 1 << 25  # dense node x sample elements per chunk (256 MB in float64)
+
+
+@dataclass(frozen=True)
+class DeviceBatchUniFrac:
+    """``BatchUniFrac``'s distances, computed on ``device``."""
+
+    metric: str
+    alpha: float
+    dtype: torch.dtype
+    device: torch.device
+    ancestor_ptr: torch.Tensor  # (table ASVs + 1,) int64: ASV k's nodes are [ptr[k], ptr[k+1])
+    ancestor_node: torch.Tensor  # int64 node (row of ``lengths``) per entry
+    lengths: torch.Tensor  # (nodes with a length,) float64
+    in_tree: torch.Tensor  # (table ASVs,) bool
+
+    @classmethod
+    def on(cls, host: BatchUniFrac, device: torch.device | str) -> DeviceBatchUniFrac:
+        """``host``'s ancestor structure, resident on ``device``."""
+        device = torch.device(device)
+        csc = host.ancestors.tocsc()
+        csc.sort_indices()
+        as_tensor = lambda a, dt: torch.as_tensor(np.ascontiguousarray(a), dtype=dt).to(device)  # noqa: E731
+        return cls(
+            metric=host.metric,
+            alpha=host.alpha,
+            dtype=torch.float64 if np.dtype(host.dtype) == np.float64 else torch.float32,
+            device=device,
+            ancestor_ptr=as_tensor(csc.indptr, torch.int64),
+            ancestor_node=as_tensor(csc.indices, torch.int64),
+            lengths=as_tensor(host.lengths, torch.float64),
+            in_tree=as_tensor(host.in_tree, torch.bool),
+        )
+
+    @torch.no_grad()
+    def distances(
+        self,
+        asv_ptr: np.ndarray,
+        asv_idx: np.ndarray,
+        reads: np.ndarray,
+        rows: slice | None = None,
+    ) -> torch.Tensor:
+        """(B, B) distances (in ``dtype``) on the device of B samples given as CSR rows (as
+        ``BatchUniFrac.distances`` takes them). With ``rows``, only those rows are computed
+        (against all B samples); the other rows are 0."""
+        dev = self.device
+        n = len(asv_ptr) - 1
+        rows = rows or slice(0, n)
+        lengths_per_sample = torch.as_tensor(np.diff(asv_ptr), dtype=torch.int64)
+        idx = torch.as_tensor(np.asarray(asv_idx), dtype=torch.int64).to(dev, non_blocking=True)
+        count = torch.as_tensor(np.asarray(reads), dtype=torch.float64).to(dev, non_blocking=True)
+        sample = torch.repeat_interleave(
+            torch.arange(n, device=dev), lengths_per_sample.to(dev), output_size=len(asv_idx)
+        )
+        kept = self.in_tree[idx]
+        totals = torch.zeros(n, dtype=torch.float64, device=dev)
+        totals.index_add_(0, sample[kept], count[kept])
+        if not bool((totals > 0).all()):
+            empty = int(torch.argmin((totals > 0).to(torch.int8)))
+            raise InputError(
+                f"sample {empty} of a batch has no reads on ASVs of the tree (those dropped by "
+                "--prune-missing held them all); drop such samples"
+            )
+        node, sample, below = self._reads_below(idx, sample, count, n)
+        proportion = below * (1.0 / totals)[sample]
+        sums = _ChunkSums(self.metric, self.alpha, n, rows, dev)
+        chunk = max(1, CHUNK_ELEMENTS // n)
+        used, position = torch.unique_consecutive(node, return_inverse=True)
+        bounds = torch.searchsorted(position, torch.arange(0, len(used) + chunk, chunk, device=dev))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            if lo == hi:
+                continue
+            local = position[lo:hi] - position[lo]
+            dense = torch.zeros((int(local[-1]) + 1, n), dtype=torch.float64, device=dev)
+            dense[local, sample[lo:hi]] = proportion[lo:hi]
+            sums.add(dense, self.lengths[used[position[lo] : position[hi - 1] + 1]])
+        out = torch.zeros((n, n), dtype=self.dtype, device=dev)
+        out[rows] = sums.distances().to(self.dtype)
+        out.fill_diagonal_(0.0)
+        return out
+
+    def _reads_below(
+        self, idx: torch.Tensor, sample: torch.Tensor, count: torch.Tensor, n: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(node, sample, reads below) of every (node, sample) the batch reaches, sorted by
+        node then sample: each read spread to its ASV's ancestors and summed per pair (integer
+        read counts sum exactly in float64, in any order)."""
+        start = self.ancestor_ptr[idx]
+        depth = self.ancestor_ptr[idx + 1] - start
+        total = int(depth.sum())
+        dev = idx.device
+        entries = torch.arange(len(idx), device=dev)
+        entry = torch.repeat_interleave(entries, depth, output_size=total)
+        offset = torch.arange(total, device=dev) - (torch.cumsum(depth, 0) - depth)[entry]
+        node = self.ancestor_node[start[entry] + offset]
+        key, where = torch.unique(node * n + sample[entry], return_inverse=True)
+        below = torch.zeros(len(key), dtype=torch.float64, device=dev)
+        below.index_add_(0, where, count[entry])
+        return key // n, key % n, below
+
+
+class _ChunkSums:
+    """The pair sums of one metric over node chunks, for ``rows`` against all ``n`` samples,
+    and the distances they give (the formulas of ``aam.unifrac.metrics.pair_distances``)."""
+
+    def __init__(self, metric: str, alpha: float, n: int, rows: slice, device) -> None:
+        self.metric, self.alpha, self.rows = metric, alpha, rows
+        zeros = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
+        self.totals = zeros(n)
+        height = len(range(n)[rows])
+        self.num = zeros(height, n)
+        self.den = zeros(height, n) if metric == "generalized" else None
+
+    def add(self, p: torch.Tensor, length: torch.Tensor) -> None:
+        """Add a chunk: ``p`` (chunk nodes x n) proportions, ``length`` (chunk nodes,)."""
+        rows, length = self.rows, length[:, None]
+        if self.metric == "unweighted":
+            present = (p > 0).to(torch.float64)
+            weighted = length * present
+            self.totals += weighted.sum(dim=0)
+            self.num += present[:, rows].T @ weighted  # shared length
+        elif self.metric in ("weighted_normalized", "weighted_unnormalized"):
+            weighted = (length * p).T.contiguous()
+            self.totals += weighted.sum(dim=1)
+            self.num += torch.cdist(weighted[rows], weighted, p=1)  # sum_v L_v |p_i - p_j|
+        else:
+            solo = torch.where(p > 0, p.pow(self.alpha), 0.0)  # alpha 0: presence
+            self.totals += (length * solo).sum(dim=0)
+            generalized_chunk(p, length, self.alpha, self.num, self.den, rows)
+
+    def distances(self) -> torch.Tensor:
+        """Distances of the rows to every sample (float64)."""
+        pair_total = self.totals[self.rows, None] + self.totals[None, :]
+        if self.metric == "unweighted":
+            unique = torch.clamp(pair_total - 2 * self.num, min=0.0)
+            return _ratio(unique, pair_total - self.num)
+        if self.metric == "weighted_unnormalized":
+            return self.num
+        if self.metric == "weighted_normalized":
+            return _ratio(self.num, pair_total)
+        numerator, denominator = pair_total + self.num, pair_total + self.den
+        denominator = torch.clamp(denominator, min=0.0)
+        return _ratio(torch.minimum(torch.clamp(numerator, min=0.0), denominator), denominator)
+
+
+def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
+    """numerator / denominator, with 0 where the denominator is 0."""
+    safe = torch.where(denominator != 0, denominator, torch.ones_like(denominator))
+    return torch.where(denominator != 0, numerator / safe, torch.zeros_like(numerator))
