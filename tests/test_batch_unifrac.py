@@ -16,6 +16,7 @@ float64), held to 8 float32 epsilons absolute.
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
@@ -32,6 +33,7 @@ from aam.training.distances import TreeDistances
 from aam.training.study import load_study
 from aam.unifrac import cpu_kernel
 from aam.unifrac.batch import BatchUniFrac
+from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.metrics import METRICS
 from aam.unifrac.tree import load_tree, tree_arrays
@@ -44,6 +46,7 @@ DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 EPS32 = float(np.finfo(np.float32).eps)
 # (metric, alpha): alpha matters for generalized only (0.5: the kernel's sqrt path; 0.3: the
 # general power; the random studies below also draw alpha 0 and 1).
+POOL = ThreadPoolExecutor(2)  # the cpu engine's threads
 CASES = [(metric, 0.5) for metric in METRICS] + [("generalized", 0.3)]
 CASE_IDS = [f"{metric}-{alpha}" for metric, alpha in CASES]
 
@@ -261,13 +264,29 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
             full = compute_unifrac(counts, arrays, [metric], alpha=alpha, dtype=dtype, threads=1)
             expected = full[metric][np.ix_(rows, rows)]
             unifrac = BatchUniFrac.for_table(counts, arrays, metric, alpha=alpha, dtype=dtype)
-            ours = unifrac.distances(*csr_rows(counts, rows))
+            reads = csr_rows(counts, rows)
+            ours = unifrac.distances(*reads)
             assert ours.dtype == dtype and ours.shape == (len(rows), len(rows))
+            # the cpu engine's pool and 3 ranks' shares: the same matrix, bit for bit
+            assert np.array_equal(unifrac.distances(*reads, pool=POOL), ours)
+            shares = [unifrac.distances(*reads, share=(r, 3)) for r in range(3)]
+            assert np.array_equal(shares[0] + shares[1] + shares[2], ours)
+            # the gpu engine's code on the CPU, whole and in 3 ranks' row shares (torch may sum
+            # a share's rows in another order: equal within rounding, not bit for bit)
+            device = DeviceBatchUniFrac.on(unifrac, "cpu")
+            on_device = device.distances(*reads).numpy()
+            thirds = [slice(len(rows) * r // 3, len(rows) * (r + 1) // 3) for r in range(3)]
+            row_shares = sum(device.distances(*reads, rows=t).numpy() for t in thirds)
+            assert on_device.dtype == dtype
             scale = max(1.0, float(expected.max()))
             if dtype == np.float64:
                 assert np.abs(ours - expected).max() <= 1e-12 * scale
                 cast = ours.astype(np.float32), expected.astype(np.float32)
                 assert_cast_of_float64(*cast, rows, floor=1e-12 * scale)
+                assert np.abs(on_device - expected).max() <= 1e-12 * scale
+                assert np.abs(row_shares - on_device).max() <= 1e-12 * scale  # torch's sums
             else:
                 tolerance = 8 * EPS32 * scale
                 assert np.abs(ours.astype(np.float64) - expected).max() <= tolerance
+                assert np.abs(on_device.astype(np.float64) - expected).max() <= tolerance
+                assert np.abs(row_shares - on_device).max() <= tolerance

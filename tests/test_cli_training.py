@@ -765,6 +765,8 @@ def test_the_epoch_line_holds_the_few_numbers_that_matter():
     )
     del row["val_loss"], row["val_mae"], row["val_r2"]  # no validation samples
     assert epoch_line(row, "val_loss").startswith("train loss 1.5, 32 samples/s")
+    row["device_busy"] = 0.934  # on a GPU: the share of the training window it computed
+    assert epoch_line(row, "val_loss").endswith("9.1 s, GPU busy 93% (every column: history.tsv)")
 
 
 def test_history_figure_marks_the_chosen_epoch_and_the_mean_baseline(tmp_path, capsys):

@@ -28,6 +28,7 @@ from aam.data.batching import Batch, batch_indices
 from aam.data.token_batches import token_batches
 from aam.errors import InputError, NonFiniteError
 from aam.training.batches import TrainBatches
+from aam.training.busy import DeviceBusy
 from aam.training.checkpoint import Checkpointer
 from aam.training.config import TrainConfig, check_best_metric, metric_names
 from aam.training.device import peak_memory_mb
@@ -59,6 +60,8 @@ def epoch_line(row: dict, best_metric: str) -> str:
     keys = [k for k in dict.fromkeys((*EPOCH_LINE, best_metric)) if isinstance(row.get(k), float)]
     cells = [f"{k.replace('_', ' ')} {row[k]:.4g}" for k in keys]
     cells.append(f"{row['samples_per_s']:.0f} samples/s, {row['epoch_seconds']:.1f} s")
+    if "device_busy" in row:
+        cells.append(f"GPU busy {row['device_busy']:.0%}")
     return ", ".join(cells) + " (every column: history.tsv)"
 
 
@@ -161,6 +164,7 @@ class Trainer:
             fix=self.step.fix,
         )
         self.stepped = False  # whether this process has trained on a batch yet
+        self.busy = DeviceBusy(device)
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """The global batches of ``epoch`` (study positions), the same on every rank: each
@@ -202,11 +206,14 @@ class Trainer:
                     for b, batch in zip(todo, ahead, strict=True):
                         at_step = (b + 1) % cfg.grad_accum == 0 or b + 1 == len(batches)
                         generator, where = self._seed(state.epoch, b), self._where(state)
-                        with gradient_sync(self.model, at_step):  # DDP: at the step's last batch
-                            loss, terms = self.step.loss(batch.to(self.device), generator, where)
-                            (loss / cfg.grad_accum).backward()
+                        with self.busy.step():
+                            with gradient_sync(self.model, at_step):  # DDP: at the last batch
+                                batch = batch.to(self.device)
+                                loss, terms = self.step.loss(batch, generator, where)
+                                (loss / cfg.grad_accum).backward()
+                            if at_step:
+                                self.step.update(where)  # clip, AdamW, learning-rate schedule
                         if at_step:
-                            self.step.update(where)  # clip, AdamW, learning-rate schedule
                             state.step += 1
                         self._first_step_done(b)
                         samples += len(batches[b])
@@ -275,6 +282,9 @@ class Trainer:
             release_free_memory()
         row["samples_per_s"] = samples / seconds if seconds > 0 else 0.0
         row["epoch_seconds"] = seconds
+        busy = self.busy.fraction(seconds)
+        if busy is not None:  # a GPU: the share of the training window it computed
+            row["device_busy"] = busy
         row["peak_memory_mb"] = peak_memory_mb(self.device)
         (log.info if self.ctx.is_main else log.debug)(
             "epoch %d/%d: %s", epoch + 1, self.cfg.epochs, epoch_line(row, self.cfg.best_metric)

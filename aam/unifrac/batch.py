@@ -23,6 +23,7 @@ from aam.unifrac.abundance import (
     check_samples_have_reads,
     match_tips,
 )
+from aam.unifrac.batch_spread import proportions_below
 from aam.unifrac.engines import checked_tree_arrays
 from aam.unifrac.metrics import SUM_FOR_METRIC, sample_totals, upper_distances
 from aam.unifrac.tree import TreeArrays
@@ -65,6 +66,7 @@ class BatchUniFrac:
         inner = ancestor_matrix(arrays.parent, tips[kept])[with_length].tocoo()
         shape = (inner.shape[0], len(tips))
         ancestors = sp.csc_matrix((inner.data, (inner.row, kept[inner.col])), shape=shape)
+        ancestors.sort_indices()
         return cls(metric, alpha, dtype, ancestors, arrays.length[with_length], keep)
 
     def distances(
@@ -82,24 +84,18 @@ class BatchUniFrac:
         pairs (both triangles), 0 elsewhere; the shares of all ranks sum to the matrix, bit for
         bit the one of ``share=(0, 1)``."""
         n = len(asv_ptr) - 1
-        asvs, column = np.unique(asv_idx, return_inverse=True)
-        sample = np.repeat(np.arange(n), np.diff(asv_ptr))
-        counts = sp.csr_matrix((reads.astype(np.float64), (column, sample)), shape=(len(asvs), n))
-        totals = np.asarray(counts[self.in_tree[asvs]].sum(axis=0)).ravel()
+        proportions, used, totals = proportions_below(
+            asv_ptr, asv_idx, reads, self.ancestors, self.in_tree, pool
+        )
         if not (totals > 0).all():
             raise InputError(
                 f"sample {int(np.argmin(totals > 0))} of a batch has no reads on ASVs of the "
                 "tree (those dropped by --prune-missing held them all); drop such samples"
             )
-        below = sp.csr_matrix(self.ancestors[:, asvs] @ counts)  # reads below each node
-        used = np.flatnonzero(np.diff(below.indptr))  # only the nodes the group reaches
-        proportions = below[used]
-        proportions.data *= (1.0 / totals)[proportions.indices]
-        proportions.sort_indices()
         abundance = NodeAbundance([str(k) for k in range(n)], self.lengths[used], proportions)
         from aam.unifrac.cpu_kernel import batch_pair_sums  # numba: only when distances are made
 
-        sums, covered = batch_pair_sums(
+        sums, plan = batch_pair_sums(
             proportions,
             abundance.lengths,
             SUM_FOR_METRIC[self.metric],
@@ -112,5 +108,5 @@ class BatchUniFrac:
             self.metric, sample_totals(self.metric, abundance, self.alpha), sums, 0, reuse=True
         )
         if share[1] > 1:
-            dist[~covered] = 0
+            dist[~plan.covered(n)] = 0
         return dist + dist.T

@@ -192,11 +192,11 @@ def batch_pair_sums(
     dtype: type,
     pool: ThreadPoolExecutor | None = None,
     share: tuple[int, int] = (0, 1),
-) -> tuple[PairSums, np.ndarray]:
+) -> tuple[PairSums, TilePlan]:
     """One kind of pair sum of a small group of samples (a training batch) for the tile pairs
-    of ``share`` = (rank, world) only, and the (n, n) bool mask of the upper-triangle pairs
-    they cover. ``pool``: its threads run the serial kernel on parts of the tile pairs (each
-    writes its own blocks: the same sums, bit for bit, whatever the threads or the share)."""
+    of ``share`` = (rank, world) only, and the plan of those tile pairs (``covered``).
+    ``pool``: its threads run the serial kernel on parts of the tile pairs (each writes its
+    own blocks: the same sums, bit for bit, whatever the threads or the share)."""
     n = proportions.shape[1]
     workers = pool._max_workers if pool is not None else 1
     plan = tile_plan(n, n, tile=batch_tile(n, workers * share[1]), share=share)
@@ -204,14 +204,14 @@ def batch_pair_sums(
     kernel = _tile_pairs_serial if pool is None else _pooled(pool, 4 * workers)
     with _progress(False, 0) as bar:
         sums = _sums(proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar)
-    return sums, plan.covered(n)
+    return sums, plan
 
 
 def batch_tile(n: int, parts: int) -> int:
     """A tile size that cuts n samples into at least ~8 tile pairs per part (thread x rank),
     between 16 and ``TILE``: results do not depend on it."""
     tiles = math.ceil(math.sqrt(16 * parts))
-    return int(min(TILE, max(16, math.ceil(n / tiles))))
+    return int(min(TILE, max(min(16, TILE), math.ceil(n / tiles))))
 
 
 def _pooled(pool: ThreadPoolExecutor, parts: int) -> Callable[..., None]:
@@ -263,11 +263,12 @@ class TilePlan:
 
 
 def tile_plan(
-    rows: int, n_columns: int, *, tile: int = TILE, share: tuple[int, int] = (0, 1)
+    rows: int, n_columns: int, *, tile: int | None = None, share: tuple[int, int] = (0, 1)
 ) -> TilePlan:
     """Tiles of ``tile`` samples, restarted at ``rows`` (the first tiles hold the rows), and
     the upper-triangle tile pairs with a row tile, shuffled so costly and cheap ones interleave
     (balanced parallel chunks); ``share`` = (rank, world) keeps every world-th of them."""
+    tile = tile or TILE
     n_row_tiles = -(-rows // tile)
     tile_start = np.concatenate(
         [np.arange(0, rows, tile), np.arange(rows, n_columns, tile), [n_columns]]

@@ -1,0 +1,197 @@
+"""Pretraining at GPU speed (issue 38): the batch UniFrac alone, and `aam pretrain` end to end.
+
+Runs on any device; on a GPU it fills the whole table. Two parts, each writing JSON lines:
+
+    # a batch's UniFrac alone, per engine and batch size, and one rank's share at each world
+    python benchmarks/gpu_pretrain.py unifrac --data data/oral-full --out unifrac.jsonl
+    # `aam pretrain` samples/s, GPU busy and peak memory per batch size and UniFrac source
+    python benchmarks/gpu_pretrain.py train --data data/oral-full --out train.jsonl
+
+Engines of the first part: ``cpu1`` (the kernel in one thread, as before issue 38), ``cpuN``
+(a pool of all this process's CPUs), ``gpu`` (``aam.unifrac.batch_device``, when a GPU is
+there). Batches are seeded draws of the table's samples (with replacement above its size).
+Times are the minimum of ``--repeats`` calls after one warm-up; a GPU call is synchronized.
+World rows time every rank's share of one batch on the fastest engine and report the slowest
+(it sets the step's pace). Sources of the second part: ``tree-gpu``/``tree-cpu`` (`--tree`,
+``--unifrac-engine gpu|cpu``), ``matrix`` (`--unifrac`, the matrix computed first by
+`aam unifrac`), each optionally with ``--compile`` (``+compile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+# The model of the issue's measurements (and of the public AAM's comparison).
+MODEL = [
+    *("--embedding-dim", "128", "--attention-heads", "4", "--layers", "2"),
+    *("--max-bp", "100", "--token-limit", "256", "--precision", "bf16"),
+]
+
+
+def batch_reads(csc, batch: int, rng: np.random.Generator):
+    """CSR rows (pointers, ASV indices, reads) of ``batch`` seeded samples of ``csc``."""
+    cols = rng.choice(csc.shape[1], batch, replace=batch > csc.shape[1])
+    sub = csc[:, cols]
+    return sub.indptr, sub.indices, sub.data
+
+
+def timed(call, repeats: int, sync) -> float:
+    """Minimum seconds of ``call()`` over ``repeats`` after one warm-up."""
+    call()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def unifrac_part(args: argparse.Namespace) -> list[dict]:
+    import biom
+    import torch
+
+    from aam.data.table import counts_of
+    from aam.threads import cpu_share
+    from aam.unifrac.batch import BatchUniFrac
+    from aam.unifrac.batch_device import DeviceBatchUniFrac
+    from aam.unifrac.tree import load_tree
+
+    counts = counts_of(biom.load_table(str(args.data / "table.biom")))
+    tree = load_tree(args.data / "tree.nwk")
+    host = BatchUniFrac.for_table(counts, tree, args.metric, alpha=0.5)
+    csc = counts.matrix.tocsc()
+    threads = cpu_share()
+    pool = ThreadPoolExecutor(threads)
+    gpu = torch.cuda.is_available()
+    device = DeviceBatchUniFrac.on(host, "cuda") if gpu else None
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    engines = {
+        "cpu1": lambda r, share=(0, 1): host.distances(*r, share=share),
+        f"cpu{threads}": lambda r, share=(0, 1): host.distances(*r, pool=pool, share=share),
+    }
+    if device is not None:
+
+        def on_device(r, share=(0, 1)):
+            n = len(r[0]) - 1
+            rows = slice(n * share[0] // share[1], n * (share[0] + 1) // share[1])
+            return device.distances(*r, rows=rows)
+
+        engines["gpu"] = on_device
+    rows = []
+    for batch in args.batches:
+        reads = batch_reads(csc, batch, np.random.default_rng(batch))
+        seconds = {
+            name: timed(lambda f=f, x=reads: f(x), args.repeats, sync)
+            for name, f in engines.items()
+        }
+        fastest = engines[min(seconds, key=seconds.get)]
+        worlds = {}
+        for world in args.worlds:
+            shares = [
+                timed(lambda r=r, w=world, f=fastest, x=reads: f(x, (r, w)), 1, sync)
+                for r in range(world)
+            ]
+            worlds[str(world)] = max(shares)
+        row = {
+            "data": str(args.data),
+            "metric": args.metric,
+            "batch": batch,
+            "ms": {k: round(v * 1e3, 2) for k, v in seconds.items()},
+            "world_engine": min(seconds, key=seconds.get),
+            "world_ms": {k: round(v * 1e3, 2) for k, v in worlds.items()},
+        }
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def train_part(args: argparse.Namespace) -> list[dict]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    aam = [sys.executable, "-m", "aam"]
+    table, tree = args.data / "table.biom", args.data / "tree.nwk"
+    work = args.workdir
+    work.mkdir(parents=True, exist_ok=True)
+    matrix = work / "unifrac.h5"
+    if any(s.startswith("matrix") for s in args.sources) and not matrix.exists():
+        subprocess.run(
+            [*aam, "unifrac", "--table", table, "--tree", tree, "--metric", "unweighted",
+             "--output", matrix],
+            check=True, env=env,
+        )  # fmt: skip
+    rows = []
+    for batch in args.batches:
+        for source in args.sources:
+            base, _, extra = source.partition("+")
+            out = work / f"{base}-{extra or 'eager'}-{batch}"
+            flags = ["--tree", tree, "--unifrac-engine", base[5:]] if base != "matrix" else []
+            flags += ["--unifrac", matrix] if base == "matrix" else []
+            flags += ["--compile"] if extra == "compile" else []
+            command = [
+                *aam, "pretrain", "--table", table, "--output-dir", out, *MODEL, *flags,
+                "--batch-size", batch, "--epochs", args.epochs, "--val-fraction", args.val_fraction,
+                "--attn-implementation", "mem_efficient", "--no-progress",
+            ]  # fmt: skip
+            start = time.perf_counter()
+            run = subprocess.run(list(map(str, command)), env=env, capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            row = {
+                "data": str(args.data),
+                "batch": batch,
+                "source": source,
+                "wall_s": round(wall, 1),
+            }
+            if run.returncode != 0:
+                row["error"] = (run.stderr.strip().splitlines() or ["?"])[-1][:300]
+            else:
+                row.update(last_epoch(out / "history.tsv"))
+                row["recompiles"] = [ln for ln in run.stderr.splitlines() if "graphs" in ln][-1:]
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def last_epoch(history: Path) -> dict:
+    """samples/s, GPU busy and peak memory of a run's last epoch."""
+    import pandas as pd
+
+    last = pd.read_csv(history, sep="\t").iloc[-1]
+    keys = ("samples_per_s", "device_busy", "peak_memory_mb", "epoch_seconds")
+    return {k: round(float(last[k]), 3) for k in keys if k in last}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=("unifrac", "train"))
+    parser.add_argument("--data", type=Path, default=REPO / "data" / "oral-full")
+    parser.add_argument("--batches", type=int, nargs="+", default=[128, 512, 1024, 2048])
+    parser.add_argument("--metric", default="unweighted")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--worlds", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    parser.add_argument("--sources", nargs="+", default=["tree-gpu", "tree-cpu", "matrix"])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--val-fraction", type=float, default=0.05)
+    parser.add_argument("--workdir", type=Path, default=Path("results/benchmarks/gpu_pretrain"))
+    parser.add_argument("--out", type=Path, required=True, help="JSON lines to write")
+    args = parser.parse_args()
+    rows = unifrac_part(args) if args.part == "unifrac" else train_part(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+if __name__ == "__main__":
+    main()
