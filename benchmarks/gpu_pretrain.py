@@ -159,7 +159,8 @@ def train_part(args: argparse.Namespace) -> list[dict]:
                 row["error"] = (run.stderr.strip().splitlines() or ["?"])[-1][:300]
             else:
                 row.update(last_epoch(out / "history.tsv"))
-                row["recompiles"] = [ln for ln in run.stderr.splitlines() if "graphs" in ln][-1:]
+                graphs = [ln for ln in run.stderr.splitlines() if "graph(s) compiled" in ln]
+                row["compiled"] = graphs[-1].split("torch.compile: ")[-1] if graphs else None
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows

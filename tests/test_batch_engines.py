@@ -85,3 +85,49 @@ def test_the_device_timer_measures_nothing_on_a_cpu():
     with busy.step():
         torch.ones(4).sum()
     assert busy.fraction(1.0) is None and busy.intervals == []
+
+
+def _graphs_over_batches(small_study, options: dict) -> list[int]:
+    """Graphs dynamo has made (eager backend: traced, not code-generated) after each of 5
+    steps of the tiny encoder on pretraining batches of different sizes and shapes."""
+    import numpy as np
+    import torch._dynamo
+    from tiny_model import tiny_model
+
+    from aam.models import SequenceEncoder
+    from aam.training.batches import TrainBatches
+    from aam.training.config import TrainConfig
+    from aam.training.device import compiled_graphs
+    from aam.training.objective import Objective
+    from aam.training.step import step_loss
+    from aam.training.study import load_study
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    study = load_study(
+        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+    )
+    objective = Objective.of(TrainConfig(), predictor=False, study=study)
+    batches = TrainBatches(study, 32, distances=True)
+    torch.manual_seed(0)
+    model = torch.compile(SequenceEncoder(tiny_model(token_limit=32)), backend="eager", **options)
+    graphs = []
+    for size in (4, 6, 8, 5, 7):
+        batch = batches.batch(np.arange(size * 3, size * 4))
+        loss, _ = step_loss(model, objective, batch, torch.Generator().manual_seed(size))
+        loss.backward()
+        graphs.append(compiled_graphs())
+    return graphs
+
+
+@pytest.mark.slow  # two dynamo traces of 5 steps
+def test_compile_makes_a_bounded_number_of_graphs_whatever_the_batch_shapes(small_study):
+    """--compile's options: the graphs of the first step (its pieces between graph breaks)
+    serve every later batch, whose samples, distinct ASVs and widths all differ; static
+    shapes compile again for new shapes (the count can fail)."""
+    from aam.training.device import COMPILE_OPTIONS
+
+    dynamic = _graphs_over_batches(small_study, COMPILE_OPTIONS)
+    assert dynamic[0] > 0 and dynamic == [dynamic[0]] * 5, dynamic
+    static = _graphs_over_batches(small_study, {"dynamic": False})
+    assert static[-1] > static[0], static

@@ -29,7 +29,7 @@ from aam.threads import usable_threads
 from aam.training.auto_batch import resolve_batch_size
 from aam.training.batches import TrainBatches
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
-from aam.training.device import maybe_compile, resolve_device
+from aam.training.device import compiled_graphs, maybe_compile, resolve_device
 from aam.training.distributed import (
     DistContext,
     broadcast_from_main,
@@ -278,7 +278,10 @@ def run_training(
         progress=show_progress(opts.runtime),
     )
     try:
-        return trainer.fit()
+        result = trainer.fit()
+        if opts.runtime.compile:
+            log.info("torch.compile: %d graph(s) compiled", compiled_graphs())
+        return result
     except Preempted as stop:
         log.warning("preempted: %s", stop)
         raise SystemExit(75) from None
