@@ -17,8 +17,8 @@ os.environ["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
 
 import biom
 import checkout
+import hypothesis_profiles  # noqa: F401  (registers and loads the profile)
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from slurm_cluster import slurm_cluster  # noqa: F401  (one session-wide SLURM cluster)
 from slurm_runs import slurm_runs  # noqa: F401  (the workflow runs on it, started together)
@@ -31,24 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "demo"
 BEFORE = pytest.StashKey[checkout.Snapshot]()
 
-# Hypothesis writes nothing into the checkout (no .hypothesis/): no example database (failing
-# examples are printed with their reproduction blob), and its caches go to a temporary
-# directory. Outside CI every run draws new examples (profile "aam": exploring); with CI=true
-# (CI sets it, and .ci/run) the examples are derandomized (profile "ci"): the same commit runs
-# the same examples, so a run fails only for a change, never for a newly drawn case.
-# Hypothesis itself loads its own "ci" profile whenever a CI variable exists at all (even
-# CI=""), so both are declared here from its "default", whatever the environment.
-settings.register_profile(
-    "aam", parent=settings.get_profile("default"), database=None, print_blob=True
-)
-settings.register_profile(
-    "ci",
-    parent=settings.get_profile("aam"),
-    derandomize=True,
-    deadline=None,  # no timing in a CI verdict: a loaded machine is not a failure
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("true", "1") else "aam")
+# Hypothesis's caches go to a temporary directory (its profiles: hypothesis_profiles.py).
 HYPOTHESIS_HOME = Path(tempfile.mkdtemp(prefix="aam-hypothesis-"))
 set_hypothesis_home_dir(HYPOTHESIS_HOME)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import biom
@@ -25,10 +26,12 @@ from aam.training import evaluation
 from aam.training.batches import TrainBatches
 from aam.training.checkpoint import load_checkpoint
 from aam.training.config import TrainConfig, UniFracOptions
+from aam.training.distances import TreeDistances
 from aam.training.distributed import DistContext
 from aam.training.evaluation import PAIR_GROUP, PairTruth, pair_groups
 from aam.training.objective import Objective
 from aam.training.study import load_study
+from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.io import read_distance_matrix
 from aam.unifrac.tree import load_tree
@@ -97,6 +100,36 @@ def test_one_process_on_the_tree_trains_to_the_weights_of_the_matrix(
         torch.testing.assert_close(ours["model"][name], tensor, rtol=0, atol=1e-6, msg=name)
     assert "val_unifrac_loss" in losses(ours["history"])[0]
     assert losses(ours["history"]) == pytest.approx(losses(theirs["history"]), rel=1e-6)
+
+
+def _gpu_code_on_the_cpu(self: TreeDistances, engine, threads, device) -> TreeDistances:
+    """``TreeDistances.on`` giving the gpu engine's code on the CPU (no stream)."""
+    return replace(self, device_unifrac=DeviceBatchUniFrac.on(self.unifrac, device))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["pool", "gpu code"])
+def test_every_batch_unifrac_engine_trains_to_the_weights_of_the_matrix(
+    small_study, demo_dir, from_matrix, tmp_path, monkeypatch, engine
+):
+    """The cpu engine on a pool of 2 threads (the serial kernel's distances bit for bit) and
+    the gpu engine's code run on the CPU (float64 within rounding, cast to the loss's float32)
+    train, like the serial kernel above, to the matrix run's weights (issue 38)."""
+    out = tmp_path / "engine"
+    if engine == "gpu code":
+        monkeypatch.setattr(TreeDistances, "on", _gpu_code_on_the_cpu)
+        flags = ["--unifrac-engine", "cpu"]
+    else:
+        monkeypatch.setattr("aam.training.distances.cpu_share", lambda: 2)
+        flags = ["--unifrac-threads", "2"]
+    args = pretrain_args(small_study / "table.biom", out, "--tree", demo_dir / "tree.nwk", *flags)
+    assert aam(*args) == 0
+    ours, theirs = latest(out), latest(from_matrix)
+    assert (ours["epoch"], ours["step"]) == (theirs["epoch"], theirs["step"]) == (1, 9)
+    for name, tensor in theirs["model"].items():
+        torch.testing.assert_close(ours["model"][name], tensor, rtol=0, atol=1e-6, msg=name)
+    assert losses(ours["history"]) == pytest.approx(losses(theirs["history"]), rel=1e-6)
+    assert "device_busy" not in ours["history"][0]  # a CPU run measures no device time
 
 
 @pytest.mark.slow

@@ -40,8 +40,9 @@ def _pytest(
     """Run pytest on one test file in ``repo``, with a copy of the suite's own session setup
     (conftest.py and what it imports; ``suite_setup=False``: plain pytest and its plugins)."""
     tests = repo / "tests"
-    tests.mkdir(parents=True)
-    setup = ("conftest.py", "checkout.py", "slurm_cluster.py", "slurm_runs.py")
+    tests.mkdir(parents=True, exist_ok=True)
+    setup = ("conftest.py", "hypothesis_profiles.py", "checkout.py", "slurm_cluster.py")
+    setup += ("slurm_runs.py",)
     for name in setup if suite_setup else ():
         shutil.copy(checkout.REPO / "tests" / name, tests / name)
     (repo / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
@@ -129,8 +130,9 @@ def test_the_profile_follows_ci_and_only_ci_pins_examples():
 
 @pytest.mark.slow
 def test_two_ci_sessions_run_the_same_property_examples(tmp_path):
-    """Two sessions of the suite's setup with CI=true draw the same examples: the same commit
-    runs the same cases, so a CI run fails only for a change (issue 43)."""
+    """Two sessions with the suite's profiles (hypothesis_profiles.py, which conftest.py
+    loads) and CI=true draw the same examples: the same commit runs the same cases, so a CI
+    run fails only for a change (issue 43)."""
     body = """
         import os
         from hypothesis import given, strategies as st
@@ -142,9 +144,12 @@ def test_two_ci_sessions_run_the_same_property_examples(tmp_path):
     """
     drawn = []
     for name in ("first", "second"):
-        records = tmp_path / f"{name}.txt"
+        repo, records = tmp_path / name, tmp_path / f"{name}.txt"
+        (repo / "tests").mkdir(parents=True)
+        shutil.copy(checkout.REPO / "tests" / "hypothesis_profiles.py", repo / "tests")
+        (repo / "tests" / "conftest.py").write_text("import hypothesis_profiles  # noqa\n")
         env = {**os.environ, "RECORDS": str(records), "CI": "true"}
-        run = _pytest(tmp_path / name, body, env=env)
+        run = _pytest(repo, body, env=env, suite_setup=False)
         assert run.returncode == 0, run.stdout[-2000:]
         drawn.append(records.read_text().splitlines())
     assert len(drawn[0]) >= 50 and drawn[0] == drawn[1]

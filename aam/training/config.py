@@ -264,7 +264,8 @@ class UniFracOptions:
     unifrac_threads: int | None = option(
         None,
         "CPU threads of each training batch's UniFrac on the cpu engine (default: this "
-        "process's share of the CPUs it may run on; more is an error)",
+        "process's share of the CPUs it may run on when training on a GPU, 1 when training on "
+        "the CPU; more than that share is an error)",
         minimum=1,
         commands=TRAINING,
     )

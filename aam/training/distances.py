@@ -70,7 +70,8 @@ class TreeDistances:
 
     def on(self, engine: str, threads: int | None, device: torch.device) -> TreeDistances:
         """These distances on ``engine`` (gpu, cpu, auto) for training on ``device``;
-        ``threads``: the cpu engine's (None: this process's share of the CPUs). InputError,
+        ``threads``: the cpu engine's (None: this process's share of the CPUs beside a GPU, one
+        thread beside CPU training, whose torch threads own the cores). InputError,
         before any step, for a gpu engine without a GPU or more threads than CPUs."""
         share = cpu_share()
         if threads is not None and threads > share:
@@ -84,7 +85,8 @@ class TreeDistances:
                 "--unifrac-engine cpu or auto, or --device cuda on a GPU node"
             )
         if engine == "cpu" or device.type != "cuda":
-            workers = threads or share
+            # Training on the CPU, torch's threads own the cores: one thread, overlapped.
+            workers = threads or (share if device.type == "cuda" else 1)
             log.info("batch UniFrac on the CPU, %d thread(s)", workers)
             pool = None if workers == 1 else ThreadPoolExecutor(workers, "aam-unifrac")
             return replace(self, pool=pool)

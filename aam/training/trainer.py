@@ -213,8 +213,7 @@ class Trainer:
                                 (loss / cfg.grad_accum).backward()
                             if at_step:
                                 self.step.update(where)  # clip, AdamW, learning-rate schedule
-                        if at_step:
-                            state.step += 1
+                                state.step += 1
                         self._first_step_done(b)
                         samples += len(batches[b])
                         state.add(terms, len(batches[b]))
