@@ -23,7 +23,6 @@ from aam.unifrac.abundance import (
     check_samples_have_reads,
     match_tips,
 )
-from aam.unifrac.batch_spread import proportions_below
 from aam.unifrac.engines import checked_tree_arrays
 from aam.unifrac.metrics import SUM_FOR_METRIC, sample_totals, upper_distances
 from aam.unifrac.tree import TreeArrays
@@ -83,6 +82,9 @@ class BatchUniFrac:
         threads share the kernel. ``share`` = (rank, world): only this rank's share of the
         pairs (both triangles), 0 elsewhere; the shares of all ranks sum to the matrix, bit for
         bit the one of ``share=(0, 1)``."""
+        from aam.unifrac.batch_spread import proportions_below  # numba: only when used
+        from aam.unifrac.cpu_kernel import batch_pair_sums
+
         n = len(asv_ptr) - 1
         proportions, used, totals = proportions_below(
             asv_ptr, asv_idx, reads, self.ancestors, self.in_tree, pool
@@ -93,8 +95,6 @@ class BatchUniFrac:
                 "tree (those dropped by --prune-missing held them all); drop such samples"
             )
         abundance = NodeAbundance([str(k) for k in range(n)], self.lengths[used], proportions)
-        from aam.unifrac.cpu_kernel import batch_pair_sums  # numba: only when distances are made
-
         sums, plan = batch_pair_sums(
             proportions,
             abundance.lengths,
