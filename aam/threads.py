@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
@@ -14,6 +16,19 @@ def available_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class ThreadPool:
+    """Worker threads for compiled kernels that release the GIL, and how many there are (the
+    kernels cut their work by it)."""
+
+    executor: ThreadPoolExecutor
+    threads: int
+
+    @classmethod
+    def of(cls, threads: int, name: str = "aam") -> ThreadPool:
+        return cls(ThreadPoolExecutor(threads, name), threads)
 
 
 def cpu_share() -> int:

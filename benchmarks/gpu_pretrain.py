@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +62,7 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
     import torch
 
     from aam.data.table import counts_of
-    from aam.threads import cpu_share
+    from aam.threads import ThreadPool, cpu_share
     from aam.unifrac.batch import BatchUniFrac
     from aam.unifrac.batch_device import DeviceBatchUniFrac
     from aam.unifrac.tree import load_tree
@@ -73,7 +72,7 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
     host = BatchUniFrac.for_table(counts, tree, args.metric, alpha=0.5)
     csc = counts.matrix.tocsc()
     threads = cpu_share()
-    pool = ThreadPoolExecutor(threads)
+    pool = ThreadPool.of(threads)
     gpu = torch.cuda.is_available()
     device = DeviceBatchUniFrac.on(host, "cuda") if gpu else None
     sync = torch.cuda.synchronize if gpu else (lambda: None)

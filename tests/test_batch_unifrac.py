@@ -16,7 +16,6 @@ float64), held to 8 float32 epsilons absolute.
 from __future__ import annotations
 
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
@@ -28,6 +27,7 @@ from hypothesis import strategies as st
 
 from aam.data.samples import SampleSet
 from aam.data.table import counts_of, load_counts
+from aam.threads import ThreadPool
 from aam.training.config import UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.study import load_study
@@ -46,7 +46,7 @@ DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 EPS32 = float(np.finfo(np.float32).eps)
 # (metric, alpha): alpha matters for generalized only (0.5: the kernel's sqrt path; 0.3: the
 # general power; the random studies below also draw alpha 0 and 1).
-POOL = ThreadPoolExecutor(2)  # the cpu engine's threads
+POOL = ThreadPool.of(2)  # the cpu engine's threads
 CASES = [(metric, 0.5) for metric in METRICS] + [("generalized", 0.3)]
 CASE_IDS = [f"{metric}-{alpha}" for metric, alpha in CASES]
 

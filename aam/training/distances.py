@@ -13,7 +13,6 @@ pairs (``share``) and the ranks sum their shares (``aam.training.batches``).
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,7 +20,7 @@ import numpy as np
 
 from aam.data.samples import ReadDraw, SampleSet, sample_reads
 from aam.errors import InputError
-from aam.threads import cpu_share
+from aam.threads import ThreadPool, cpu_share
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
 
@@ -64,7 +63,7 @@ class TreeDistances:
     samples: SampleSet
     unifrac: BatchUniFrac
     device_unifrac: DeviceBatchUniFrac | None = None  # the gpu engine
-    pool: ThreadPoolExecutor | None = None  # the cpu engine's threads (None: this thread)
+    pool: ThreadPool | None = None  # the cpu engine's threads (None: this thread)
     stream: torch.cuda.Stream | None = None  # the gpu engine's own stream
     shareable = True
 
@@ -88,7 +87,7 @@ class TreeDistances:
             # Training on the CPU, torch's threads own the cores: one thread, overlapped.
             workers = threads or (share if device.type == "cuda" else 1)
             log.info("batch UniFrac on the CPU, %d thread(s)", workers)
-            pool = None if workers == 1 else ThreadPoolExecutor(workers, "aam-unifrac")
+            pool = None if workers == 1 else ThreadPool.of(workers, "aam-unifrac")
             return replace(self, pool=pool)
         import torch
 

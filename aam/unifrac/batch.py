@@ -1,15 +1,15 @@
 """Exact UniFrac of any group of samples (a training batch) from their reads and the tree.
 
 The node x ASV ancestor matrix is built once per table; a group's distances then cost one
-sparse product over the ASVs the group holds and the shared-node kernel over the nodes those
-ASVs reach, in the calling thread or on a pool's threads, for all pairs or one rank's share.
-The entries equal ``compute_unifrac``'s full matrix (float64: within rounding, ~1e-15);
-nothing N x N is built. ``aam.unifrac.batch_device`` computes the same on a torch device.
+spread of its reads up the tree (``aam.unifrac.batch_spread``) and the shared-node kernel over
+the nodes those reads reach, in the calling thread or on a pool's threads, for all pairs or
+one rank's share. The entries equal ``compute_unifrac``'s full matrix (float64: within
+rounding, ~1e-15); nothing N x N is built. ``aam.unifrac.batch_device`` computes the same on a
+torch device.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from aam.data.table import Counts
 from aam.errors import InputError
+from aam.threads import ThreadPool
 from aam.unifrac.abundance import (
     NodeAbundance,
     ancestor_matrix,
@@ -74,7 +75,7 @@ class BatchUniFrac:
         asv_idx: np.ndarray,
         reads: np.ndarray,
         *,
-        pool: ThreadPoolExecutor | None = None,
+        pool: ThreadPool | None = None,
         share: tuple[int, int] = (0, 1),
     ) -> np.ndarray:
         """(B, B) distances of B samples given as CSR rows: sample ``s`` holds table ASVs

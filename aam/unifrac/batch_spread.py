@@ -12,11 +12,11 @@ the sparse product ``ancestors @ counts`` scaled by ``1 / total``, bit for bit.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numba
 import numpy as np
 import scipy.sparse as sp
+
+from aam.threads import ThreadPool
 
 CHUNK_SAMPLES = 64  # samples per task: enough tasks to balance a pool, few enough to be cheap
 
@@ -70,7 +70,7 @@ def proportions_below(
     reads: np.ndarray,
     ancestors: sp.csc_matrix,
     in_tree: np.ndarray,
-    pool: ThreadPoolExecutor | None = None,
+    pool: ThreadPool | None = None,
 ) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
     """(used nodes x samples) proportions of the reads below each node, sorted indices; the
     used nodes (rows of ``ancestors``); each sample's reads on tree ASVs (0: none)."""
@@ -87,7 +87,7 @@ def proportions_below(
     chunks = list(zip(bounds[:-1], bounds[1:], strict=True))
     counts = np.zeros((len(chunks), n_nodes), dtype=np.int64)
     nothing_s, nothing_v = np.empty(0, dtype=np.int32), np.empty(0, dtype=np.float64)
-    run = pool.map if pool is not None else map
+    run = pool.executor.map if pool is not None else map
 
     def count(c: int) -> np.ndarray:
         return _spread(*fixed, *chunks[c], True, counts[c], nothing_s, nothing_v)

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 
-from aam.threads import usable_threads
+from aam.threads import ThreadPool, usable_threads
 from aam.unifrac.metrics import PairSums
 
 TILE = 128
@@ -190,7 +189,7 @@ def batch_pair_sums(
     *,
     alpha: float,
     dtype: type,
-    pool: ThreadPoolExecutor | None = None,
+    pool: ThreadPool | None = None,
     share: tuple[int, int] = (0, 1),
 ) -> tuple[PairSums, TilePlan]:
     """One kind of pair sum of a small group of samples (a training batch) for the tile pairs
@@ -198,7 +197,7 @@ def batch_pair_sums(
     ``pool``: its threads run the serial kernel on parts of the tile pairs (each writes its
     own blocks: the same sums, bit for bit, whatever the threads or the share)."""
     n = proportions.shape[1]
-    workers = pool._max_workers if pool is not None else 1
+    workers = pool.threads if pool is not None else 1
     plan = tile_plan(n, n, tile=batch_tile(n, workers * share[1]), share=share)
     todo = [(k, mode) for k, mode in _MODES if k == kind]
     kernel = _tile_pairs_serial if pool is None else _pooled(pool, 4 * workers)
@@ -214,13 +213,14 @@ def batch_tile(n: int, parts: int) -> int:
     return int(min(TILE, max(min(16, TILE), math.ceil(n / tiles))))
 
 
-def _pooled(pool: ThreadPoolExecutor, parts: int) -> Callable[..., None]:
+def _pooled(pool: ThreadPool, parts: int) -> Callable[..., None]:
     """A kernel runner that splits the tile pairs into ``parts`` runs of the serial kernel on
     ``pool``'s threads (numba releases the GIL: no threading layer, safe beside torch)."""
 
     def run(pair_i: np.ndarray, pair_j: np.ndarray, arguments: tuple) -> None:
         chunks = [c for c in np.array_split(np.arange(len(pair_i)), parts) if len(c)]
-        futures = [pool.submit(_tile_pairs_serial, pair_i[c], pair_j[c], arguments) for c in chunks]
+        submit = pool.executor.submit
+        futures = [submit(_tile_pairs_serial, pair_i[c], pair_j[c], arguments) for c in chunks]
         for future in futures:
             future.result()
 
