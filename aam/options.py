@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import functools
 import math
+import re
 import sys
 import typing
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,7 @@ class Domain:
     finite: bool = True
     choices: tuple[str, ...] = ()
     prefix: str = ""
+    pattern: tuple[str, str] = ("", "")  # (regular expression a word matches whole, in words)
 
     def words(self) -> tuple[str, ...]:
         """Every accepted word: the choices, then those that have ``prefix`` without it."""
@@ -92,9 +94,15 @@ class Domain:
         return None
 
     def _is_word(self, value: Any) -> bool:
-        return isinstance(value, str) and (not self.choices or value in self.words())
+        if not isinstance(value, str):
+            return False
+        if self.pattern[0]:
+            return re.fullmatch(self.pattern[0], value) is not None
+        return not self.choices or value in self.words()
 
     def _word_reason(self) -> str:
+        if self.pattern[0]:
+            return f"must be {self.pattern[1]}"
         if not self.choices:
             return "must be text"
         optional = f" (the {self.prefix} prefix may be left off)" if self.prefix else ""
@@ -115,6 +123,8 @@ class Domain:
         """JSON schema of a value (numbers: their bounds; words: an enum)."""
         if kind is bool:
             return {"type": "boolean"}
+        if kind is str and self.pattern[0]:
+            return {"type": "string", "pattern": f"^(?:{self.pattern[0]})$"}
         if kind is str:
             return {"type": "string", **({"enum": list(self.words())} if self.choices else {})}
         number: dict[str, Any] = {"type": "integer" if kind is int else "number"}
@@ -158,6 +168,7 @@ def option(
     exclusive_maximum: float | None = None,
     finite: bool = True,
     prefix: str = "",
+    pattern: tuple[str, str] = ("", ""),
     resume: bool | Literal["when set"] = False,
 ) -> Any:
     """A dataclass field that is also a command-line option (of ``commands``; None: all).
@@ -165,12 +176,15 @@ def option(
     ``choices`` are the words it takes, or per command (``{command: words}``; an instance
     takes any of them); the bounds are inclusive (``minimum``, ``maximum``) or not
     (``exclusive_*``); a float must be finite unless ``finite=False``; ``prefix`` may be left
-    off a choice that has it; ``resume``: a resumed run must have the checkpoint's value (or,
+    off a choice that has it; ``pattern``: (a regular expression a word must match whole, the
+    words that say it); ``resume``: a resumed run must have the checkpoint's value (or,
     ``"when set"``, when it is not None).
     """
     per_command = dict(choices) if isinstance(choices, Mapping) else None
     words = tuple(choices or ()) if per_command is None else _union(per_command.values())
-    domain = Domain(minimum, maximum, exclusive_minimum, exclusive_maximum, finite, words, prefix)
+    domain = Domain(
+        minimum, maximum, exclusive_minimum, exclusive_maximum, finite, words, prefix, pattern
+    )
     meta = {
         "help": help,
         "choices": words or None,

@@ -4,7 +4,10 @@ this process (tests/planning.py)."""
 
 import pandas as pd
 import pytest
-from planning import check_data_error, plan_error
+from planning import check_data_error, plan_error, planned
+
+from aam.cli import main
+from aam.devices import KERNEL_DEVICE, TORCH_DEVICE
 
 
 @pytest.mark.parametrize(
@@ -101,3 +104,44 @@ def test_a_bad_rarefaction_stops_before_any_job(tmp_path, rarefy, message):
         "runs:\n  r: {dataset: demo}\n"
     )
     assert plan_error(config).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "accepted"),
+    [
+        ("device: {}", "gpu", False),
+        ("device: {}", "cuda:x", False),
+        ("device: {}", "CPU", False),
+        ("device: {}", "cuda:1", True),
+        ("device: {}", "auto", True),
+        ("unifrac: {{device: {}}}", "auto", False),  # the matrix kernels take a device, no auto
+        ("unifrac: {{device: {}}}", "cuda:0", True),
+    ],
+)
+def test_a_device_name_is_checked_at_parse_time_by_the_commands_declaration(
+    tmp_path, capsys, section, value, accepted
+):
+    """The workflow refuses before any job the device names its commands would refuse, and
+    takes the ones they take (one declaration: aam/devices.py)."""
+    files = "table: data/demo/table.biom, metadata: data/demo/metadata.tsv, target: age"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"workdir: {tmp_path / 'work'}\ndatasets:\n  demo: {{{files}}}\n"
+        f"runs:\n  r: {{dataset: demo}}\n{section.format(value)}\n"
+    )
+    if section.startswith("unifrac"):
+        names, commands = (
+            KERNEL_DEVICE,
+            [["unifrac", "--table", "t", "--tree", "t", "--output", "o"]],
+        )
+    else:
+        names, commands = TORCH_DEVICE, [["validate", "compare", "--golden", "g"], ["pretrain"]]
+    if accepted:
+        planned(config)
+        return
+    assert f"'{value}' does not match" in plan_error(config)
+    for command in commands:
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, "--device", value])
+        assert exit_info.value.code == 2
+        assert f"--device {value}: must be {names[1]}" in capsys.readouterr().err

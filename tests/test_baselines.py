@@ -5,6 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import roc_auc_score
 from test_cli_training import aam, assert_failed, demo  # noqa: F401  (module fixture)
 
 from aam.baselines import fit_predict, relative_abundances
@@ -104,6 +107,38 @@ def test_macro_auc_is_the_rank_statistic():
     # class 1 {0.7, 0.9} vs {0.1, 0.8, 0}: 5 of 6; class 2: 1 of 1.
     assert macro_auc(scores, truth) == pytest.approx((5 / 6 + 5 / 6 + 1) / 3)
     assert np.isnan(macro_auc(scores, np.zeros(5, dtype=int)))  # one class: undefined
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 4).flatmap(
+        lambda k: st.tuples(
+            st.just(k),
+            st.lists(
+                st.tuples(
+                    st.integers(0, k - 1), st.lists(st.integers(0, 3), min_size=k, max_size=k)
+                ),
+                min_size=2,
+                max_size=30,
+            ),
+        )
+    )
+)
+def test_macro_auc_equals_scikit_learns_one_vs_rest_auc_with_ties(case):
+    """Coarse scores (many ties): the midrank statistic is scikit-learn's ROC AUC per class."""
+    k, rows = case
+    truth = np.array([label for label, _ in rows])
+    scores = np.array([values for _, values in rows], dtype=np.float64)
+    expected = [
+        roc_auc_score(truth == c, scores[:, c])
+        for c in range(k)
+        if 0 < (truth == c).sum() < len(truth)
+    ]
+    got = macro_auc(scores, truth)
+    if expected:
+        assert got == pytest.approx(np.mean(expected), abs=1e-12)
+    else:
+        assert np.isnan(got)
 
 
 def test_bootstrap_interval_holds_the_estimate_and_narrows_with_more_samples():

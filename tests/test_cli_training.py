@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import biom
@@ -548,6 +550,18 @@ def test_predict_with_unreadable_or_missing_model(demo, tmp_path, capsys):
     out = tmp_path / "out"
     assert_failed(predict(garbage, demo, out), capsys, "predict", out, "unreadable model file")
     assert_failed(predict(tmp_path / "nope.pt", demo, out), capsys, "predict", out, "not found")
+
+
+def test_a_plain_pickle_model_is_one_line_without_a_library_warning(demo, tmp_path, capsys):
+    """torch warns about a pickle it will refuse (protocol 4); the user sees only the error."""
+    plain = tmp_path / "plain.pt"
+    plain.write_bytes(pickle.dumps({"kind": "predictor"}, protocol=4))
+    out = tmp_path / "out"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc = predict(plain, demo, out)
+    assert_failed(rc, capsys, "predict", out, str(plain), "unreadable model file")
+    assert not caught, [str(w.message) for w in caught]
 
 
 @pytest.mark.slow

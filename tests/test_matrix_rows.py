@@ -174,3 +174,99 @@ def test_pretrain_with_a_matrix_lacking_samples_stops_before_the_first_step(
     )
     line = assert_failed(rc, capsys, "pretrain", out, str(lacking), "lacks 3 ID(s)", ids[0])
     assert "--allow-missing-samples" in line
+
+
+# --- the whole matrix, checked before training -------------------------------------------
+
+PROBLEMS = ["NaN or infinite", "negative", "asymmetric", "nonzero self-"]
+
+
+def spoil(matrix: np.ndarray, how: str, i: int, j: int) -> np.ndarray:
+    """``matrix`` with cell (i, j) made bad in way ``how`` (both sides, but for asymmetric;
+    the diagonal cell (i, i) for a nonzero self-distance)."""
+    bad = matrix.copy()
+    value = {"NaN or infinite": np.inf, "negative": -0.5, "nonzero self-": 0.25}.get(how)
+    if how == "asymmetric":
+        bad[i, j] += 0.3
+    elif how == "nonzero self-":
+        bad[i, i] = value
+    else:
+        bad[i, j] = bad[j, i] = value
+    return bad
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("how", PROBLEMS)
+def test_check_whole_names_the_bad_cell_that_no_block_would_meet(tmp_path, matrix, fmt, how):
+    """Bands of 7 rows: the bad cell lies in a tile below the diagonal, read as a tile."""
+    path = tmp_path / f"bad.{fmt}"
+    write_distance_matrix(path, IDS, spoil(matrix, how, BAD_I, BAD_J))
+    source = MatrixRows(path)
+    clean = np.array([0, 1, 99, 149, 30])
+    assert np.array_equal(source.block(clean), matrix[np.ix_(clean, clean)])  # pairs unmet
+    message = one_line_error(source.check_whole, band_bytes=8 * N * 7)
+    said = f"{how}distances" if how.endswith("-") else f"{how} distances"
+    assert str(path) in message and said in message, message
+    row = BAD_I if how == "nonzero self-" else min(BAD_I, BAD_J)
+    assert f"sample.{row}" in message and f"row {row + 1} " in message, message
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    height=st.integers(1, 45),
+    cell=st.tuples(st.integers(0, 39), st.integers(0, 39)),
+    how=st.sampled_from([None, *PROBLEMS]),
+)
+def test_check_whole_finds_any_bad_cell_with_any_band_height(
+    tmp_path_factory, n, height, cell, how
+):
+    """A clean matrix passes, a spoiled one is refused, whatever the bands and tiles."""
+    i, j = cell[0] % n, cell[1] % n
+    if how in ("asymmetric", "negative", "NaN or infinite") and i == j:
+        how = "nonzero self-" if how != "NaN or infinite" else how
+    path = tmp_path_factory.mktemp("whole") / "m.h5"
+    clean = random_matrix(n, seed=n)
+    write_distance_matrix(path, IDS[:n], clean if how is None else spoil(clean, how, i, j))
+    if how is None:
+        MatrixRows(path).check_whole(band_bytes=8 * n * height)
+    else:
+        message = one_line_error(MatrixRows(path).check_whole, band_bytes=8 * n * height)
+        assert "distances" in message and str(path) in message
+
+
+def test_check_whole_streams_in_bands_of_flat_memory(tmp_path):
+    """A 2,000-sample matrix (32 MB) checked in 1 MB bands peaks at a few MB of arrays."""
+    import tracemalloc
+
+    n = 2000
+    path = tmp_path / "big.h5"
+    write_distance_matrix(path, [f"s{k}" for k in range(n)], random_matrix(n))
+    source = MatrixRows(path)
+    tracemalloc.start()
+    source.check_whole(band_bytes=1 << 20)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20, peak  # not the 32 MB matrix
+
+
+def test_pretrain_with_a_bad_cell_in_its_matrix_stops_before_the_first_step(
+    small_study, tmp_path, capsys
+):
+    """The defect of issue 39: a NaN pair that may never share a batch trained to exit 0."""
+    ids, full = read_distance_matrix(small_study / "unifrac.h5")
+    bad = tmp_path / "nan.h5"
+    write_distance_matrix(bad, ids, spoil(full, "NaN or infinite", 0, 1))
+    out = tmp_path / "out"
+    rc = aam(
+        "pretrain",
+        "--table",
+        small_study / "table.biom",
+        "--unifrac",
+        bad,
+        "--output-dir",
+        out,
+        *"--epochs 1 --batch-size 4 --embedding-dim 16 --attention-heads 2 --layers 1".split(),
+        *"--max-bp 100 --token-limit 64 --threads 2 --device cpu --no-progress".split(),
+    )
+    assert_failed(rc, capsys, "pretrain", out, str(bad), "NaN or infinite distances", ids[0])

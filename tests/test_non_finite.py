@@ -205,14 +205,17 @@ def test_predict_with_non_finite_weights_exits_3(trained_micro, tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_predict_metrics_that_overflow_exit_3(trained_micro, tmp_path, capsys):
+def test_predict_truth_too_large_to_scale_is_bad_input_as_in_training(
+    trained_micro, tmp_path, capsys
+):
+    """The values finetune refuses (exit 2) are refused as truth too: exit 2, not 3."""
     huge = np.resize([1.5e308, -1.5e308], 12)
     metadata = write_metadata(tmp_path / "huge.tsv", micro_metadata().assign(age=huge))
     out = tmp_path / "out"
     rc = predict_into(trained_micro, trained_micro.out / "model.pt", out, metadata)
-    line = diverged(rc, capsys, "predict")
-    assert str(metadata) in line and "rmse" in line, line
-    assert not out.exists() or not list(out.iterdir())
+    assert_failed(rc, capsys, "predict", out, str(metadata), "'age'", "too large to scale")
+    rc = train(trained_micro.table, metadata, tmp_path / "train")
+    assert_failed(rc, capsys, "finetune", tmp_path / "train", "too large to scale")
 
 
 @pytest.mark.slow

@@ -387,7 +387,7 @@ def test_device_must_be_cpu_or_cuda(tmp_path, small_inputs, capsys):
             "gpu",
         )
     assert info.value.code == 2
-    assert "'gpu' is not cpu, cuda or cuda:N" in capsys.readouterr().err
+    assert "--device gpu: must be cpu, cuda or cuda:N" in capsys.readouterr().err
 
 
 def test_engine_unifrac_not_importable(tmp_path, small_inputs, capsys, monkeypatch):

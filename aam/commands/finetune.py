@@ -22,6 +22,7 @@ from aam.commands.common import (
     write_outputs,
 )
 from aam.commands.pretrain import architecture
+from aam.data.novelty import sample_asvs
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor
 from aam.models.files import load_model_file
@@ -162,6 +163,7 @@ def _finetune(
         },
         "categorical": {"columns": target.categorical, "levels": study.category_levels},
         "train_config": cfg.to_dict(),
+        "training_asvs": torch.from_numpy(sample_asvs(study.samples, train)),
     }
     summary = {}
     if not study.classes and len(study.subset("val")):

@@ -14,6 +14,8 @@ import torch
 
 from aam.atomic import atomic_output, check_output_dir, write_json
 from aam.data.metadata import load_metadata, numeric_column
+from aam.data.novelty import NOVELTY_WARNING, novelty
+from aam.data.samples import SampleSet
 from aam.data.split import SPLITS
 from aam.domain_shift import domain_shift_report
 from aam.errors import InputError, NonFiniteError
@@ -34,7 +36,7 @@ from aam.training.metrics import (
     regression_metrics,
 )
 from aam.training.study import load_study
-from aam.training.target_scale import TargetScale
+from aam.training.target_scale import TargetScale, check_scalable
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +139,7 @@ def run(args: argparse.Namespace) -> None:
     if not len(positions):
         raise InputError(f"{args.split}: no samples in split {args.subset!r}")
     ids = [study.samples.sample_ids[p] for p in positions]
+    seen = _novelty(study.samples, positions, state, args.table)
     # The truth and the groups are input: checked before the model runs.
     truth = _truth(args.metadata, target, ids) if args.metadata is not None else None
     groups = _groups(args.metadata, args.group_column, ids) if args.group_column else None
@@ -158,7 +161,7 @@ def run(args: argparse.Namespace) -> None:
     models = {"model": predicted, **{f"{k}_baseline": v for k, v in baselines.items()}}
     metrics = None
     if args.metadata is not None:
-        metrics = _metrics(models, truth, target, args.metadata, ids, groups)
+        metrics = {**_metrics(models, truth, target, args.metadata, ids, groups), "novelty": seen}
     if truth is not None:
         table["true"] = truth
     with atomic_output(out_dir / "predictions.tsv") as tmp:
@@ -205,6 +208,39 @@ def _number(value: float | None) -> str:
     return "undefined" if value is None or not math.isfinite(value) else f"{value:.3g}"
 
 
+def _novelty(samples: SampleSet, positions: np.ndarray, state: dict, table: Path) -> dict | None:
+    """What of the predicted samples the model never saw (``aam.data.novelty``), logged, with
+    a warning line above the threshold; None (logged) for a model file that lacks its
+    training ASVs."""
+    if "training_asvs" not in state:
+        log.info("the model file records no training ASVs (an older aam wrote it): novelty unknown")
+        return None
+    found = novelty(samples, positions, state["training_asvs"].numpy())
+    log.info(
+        "novelty: %d of %d ASVs (%.1f%% of the reads) of %s were in no training sample",
+        found["unseen_asvs"],
+        found["asvs"],
+        100 * found["unseen_read_fraction"],
+        table,
+    )
+    if found["none_shared"]:
+        log.warning(
+            "%s shares no ASV with the model's training samples: the predictions rest on "
+            "sequence similarity alone; check that the table is the same gene region and "
+            "ASV method (metrics.json: novelty.none_shared)",
+            table,
+        )
+    elif found["warning"]:
+        log.warning(
+            "%.0f%% of the reads of %s are on ASVs the model never saw in training (warning "
+            "above %.0f%%): read its metrics as those of a new domain",
+            100 * found["unseen_read_fraction"],
+            table,
+            100 * NOVELTY_WARNING,
+        )
+    return found
+
+
 def _check_finite(predicted: np.ndarray, model_path: Path) -> None:
     """NonFiniteError (nothing written) when any prediction is NaN or infinite."""
     bad = ~np.isfinite(predicted).reshape(len(predicted), -1).all(axis=1)
@@ -226,6 +262,8 @@ def _truth(metadata_path: Path, target: dict, ids: list[str]) -> pd.Series | Non
         values = metadata[target["column"]].reindex(ids)
     else:  # as training reads it: empty cells missing, any other non-number refused
         values = numeric_column(metadata, target["column"], metadata_path).reindex(ids)
+        scale = TargetScale(mean=target["mean"], std=target["std"])
+        check_scalable(values.to_numpy(np.float64), scale, metadata_path, target["column"])
     return values.reset_index(drop=True)
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 import time
 from pathlib import Path
 
 import aam
 from aam.data.table import load_counts
+from aam.devices import KERNEL_DEVICE
 from aam.errors import InputError
+from aam.options import checked
 from aam.unifrac.engines import ENGINES, compute_unifrac
 from aam.unifrac.io import (
     HDF5_SUFFIXES,
@@ -24,12 +25,6 @@ from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
 from aam.unifrac.tree import load_tree
 
 log = logging.getLogger(__name__)
-
-
-def _device(text: str) -> str:
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not cpu, cuda or cuda:N")
-    return text
 
 
 def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="builtin",
         help="builtin (numba on CPUs, torch on GPUs), or the unifrac or scikit-bio package",
     )
-    parser.add_argument("--device", type=_device, default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--device", type=checked(str, pattern=KERNEL_DEVICE), default="cpu", help=KERNEL_DEVICE[1]
+    )
     parser.add_argument(
         "--dtype", choices=sorted(DTYPES), default="float64", help="precision of the distances"
     )

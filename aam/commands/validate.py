@@ -13,8 +13,10 @@ import logging
 from pathlib import Path
 
 from aam.atomic import check_output_dir, check_output_path
+from aam.devices import TORCH_DEVICE
 from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS
+from aam.options import checked
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--output-dir", required=True, type=Path)
     cmp = sub.add_parser("compare", help="recompute the golden outputs/gradients on a device")
     cmp.add_argument("--golden", required=True, type=Path, help="directory with golden.pt")
-    cmp.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    cmp.add_argument(
+        "--device", type=checked(str, pattern=TORCH_DEVICE), default="auto", help=TORCH_DEVICE[1]
+    )
     cmp.add_argument("--output", type=Path, default=Path("golden.json"), help="JSON report")
     cmp.add_argument(
         "--backend",

@@ -6,7 +6,10 @@ dict), plus what its stage needs; loading rebuilds the exact model from the file
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,10 +19,24 @@ from aam.models.config import ModelConfig
 from aam.models.predictor import SequencePredictor
 from aam.models.sample_encoder import SequenceEncoder
 
+log = logging.getLogger(__name__)
+
 KINDS: dict[str, tuple[type[nn.Module], str, str]] = {
     "encoder": (SequenceEncoder, "an encoder", "aam pretrain"),
     "predictor": (SequencePredictor, "a fine-tuned model", "aam finetune"),
 }
+
+
+def read_torch_file(path: Path, map_location: str | torch.device = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)`` with the library's warnings held back: a file
+    that fails to load is one error line of the caller's, not torch's warnings first; a file
+    that loads logs each warning as one line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    for warning in caught:
+        log.warning("%s: %s", path, " ".join(str(warning.message).split()))
+    return state
 
 
 def load_model_file(
@@ -30,7 +47,7 @@ def load_model_file(
     if not path.is_file():
         raise InputError(f"{path}: model not found; create it with `{command}`")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = read_torch_file(path)
     except Exception as err:  # torch raises many types for a damaged file
         reason = " ".join(f"{type(err).__name__}: {err}".split()).split(". ")[0]
         raise InputError(

@@ -30,6 +30,7 @@ from torch import nn
 
 from aam.atomic import atomic_output, remove_stale_temporaries
 from aam.errors import InputError, NonFiniteError
+from aam.models.files import read_torch_file
 from aam.training.config import LOWER_IS_BETTER, check_best_metric
 from aam.training.distributed import DistContext, any_rank, broadcast_from_main
 from aam.training.fsdp import (
@@ -83,7 +84,7 @@ def _try_load(path: Path, map_location: str | torch.device) -> tuple[dict[str, A
     if not path.exists():
         return None, "missing"
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = read_torch_file(path, map_location)
     except Exception as exc:  # any failure means this file is unusable; report why
         first_line = next(iter(str(exc).strip().splitlines()), "").split(". ")[0]
         return None, f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__

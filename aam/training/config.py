@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from aam.devices import TORCH_DEVICE
 from aam.options import OptionError, check_options, option
 from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
 
@@ -173,7 +174,7 @@ class TrainConfig:
 class RuntimeConfig:
     """Where and how a command runs: device, CPU threads, compilation, sharding, progress bars."""
 
-    device: str = option("auto", "auto, cpu, cuda or cuda:N (ROCm: cuda)")
+    device: str = option("auto", f"{TORCH_DEVICE[1]} (ROCm: cuda)", pattern=TORCH_DEVICE)
     threads: int | None = option(None, "CPU threads for torch", minimum=1)
     compile: bool = option(False, "torch.compile (skipped on ROCm)", commands=TRAINING)
     fsdp: bool = option(

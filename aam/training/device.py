@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 
 import torch
 from torch import nn
 
+from aam.devices import TORCH_DEVICE
 from aam.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -15,6 +17,8 @@ log = logging.getLogger(__name__)
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     """``auto`` picks the GPU (CUDA or ROCm, both ``cuda`` in torch) when present, else CPU."""
+    if not re.fullmatch(TORCH_DEVICE[0], name):
+        raise InputError(f"--device {name}: use {TORCH_DEVICE[1]}")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda"):
@@ -22,8 +26,6 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
             raise InputError(f"--device {name}: torch sees no GPU here; use --device cpu or auto")
         if name == "cuda":
             name = f"cuda:{local_rank}"
-    elif name != "cpu":
-        raise InputError(f"--device {name}: use auto, cpu, cuda or cuda:N")
     return torch.device(name)
 
 

@@ -48,15 +48,18 @@ def classification_metrics(log_probs: torch.Tensor, truth: np.ndarray) -> dict[s
 def macro_auc(scores: np.ndarray, truth: np.ndarray) -> float:
     """Mean over classes of the one-vs-rest ROC AUC of ``scores[:, c]`` (Mann-Whitney U with
     midranks for ties); classes without positives or negatives in ``truth`` are skipped."""
-    from scipy.stats import rankdata  # imported here: scipy.stats costs ~60 MB of every run
-
+    ordered = np.sort(scores, axis=0)
     aucs = []
     for c in range(scores.shape[1]):
         positive = truth == c
-        n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+        n_pos = int(positive.sum())
+        n_neg = len(truth) - n_pos
         if n_pos and n_neg:
-            ranks = rankdata(scores[:, c])
-            aucs.append((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+            column = scores[positive, c]  # midrank: (#below + #at-or-below + 1) / 2
+            below = np.searchsorted(ordered[:, c], column, "left")
+            at_or_below = np.searchsorted(ordered[:, c], column, "right")
+            rank_sum = (below.sum() + at_or_below.sum() + n_pos) / 2
+            aucs.append((rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
     return float(np.mean(aucs)) if aucs else float("nan")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,6 +158,15 @@ def load_study(
     matrix = metadata = split = None
     if unifrac_path is not None:
         matrix = MatrixRows(unifrac_path)
+        if training:  # every value, before the first step: not only the pairs batches meet
+            started = time.perf_counter()
+            matrix.check_whole()
+            log.info(
+                "checked every distance of %s (%d samples) in %.1f s",
+                unifrac_path,
+                len(matrix.ids),
+                time.perf_counter() - started,
+            )
         sources[str(unifrac_path)] = matrix.ids
     if metadata_path is not None:
         metadata = load_metadata(metadata_path)

@@ -40,11 +40,27 @@ def fit_target_scale(
             f"{source}: column {column!r} has one value ({scale.mean:g}) for every training "
             "sample; there is nothing to learn: choose another --target-column"
         )
-    z = scale.normalize(torch.tensor(targets, dtype=torch.float32))
-    if not (math.isfinite(scale.mean) and math.isfinite(scale.std) and torch.isfinite(z).all()):
-        raise InputError(
-            f"{source}: column {column!r} has values too large to scale (from "
-            f"{targets.min():.3g} to {targets.max():.3g}); rescale the column (other units, or "
-            "a log) so values stay well inside +-1e38"
-        )
+    if not (math.isfinite(scale.mean) and math.isfinite(scale.std)):
+        _too_large(targets, source, column)
+    check_scalable(targets, scale, source, column)
     return scale
+
+
+def check_scalable(
+    targets: np.ndarray, scale: TargetScale, source: str | Path, column: str
+) -> None:
+    """InputError (naming ``source`` and ``column``) when a known target's z-score under
+    ``scale`` is not finite in float32: training refuses such a column, and prediction refuses
+    it as truth (bad input, not a diverged model)."""
+    known = targets[~np.isnan(targets)]
+    z = scale.normalize(torch.tensor(known, dtype=torch.float32))
+    if not torch.isfinite(z).all():
+        _too_large(known, source, column)
+
+
+def _too_large(targets: np.ndarray, source: str | Path, column: str) -> None:
+    raise InputError(
+        f"{source}: column {column!r} has values too large to scale (from "
+        f"{np.nanmin(targets):.3g} to {np.nanmax(targets):.3g}); rescale the column (other "
+        "units, or a log) so values stay well inside +-1e38"
+    )

@@ -24,6 +24,7 @@ _FIX = "recompute it with `aam unifrac`"
 _TSV_BREAKERS = {"\t": "a tab", "\n": "a line break", "\r": "a line break"}
 _SNIFFER_BREAKERS = {'"': "a double quote", "'": "a single quote", ",": "a comma"}
 _BLOCK = 512  # rows checked at a time
+CHECK_BAND_BYTES = 128 << 20  # rows MatrixRows.check_whole holds at once (a band of float64)
 
 
 def check_distance_output(path: str | Path) -> Path:
@@ -199,7 +200,7 @@ def _check_matrix(path: Path, ids: list[str], matrix: np.ndarray) -> None:
         for problem, bad in (
             ("NaN or infinite", ~np.isfinite(rows)),
             ("negative", rows < 0),
-            ("asymmetric", ~np.isclose(rows, columns, rtol=1e-5, atol=1e-8)),
+            ("asymmetric", ~np.isclose(rows, columns, rtol=_RTOL, atol=_ATOL)),
         ):
             if bad.any():
                 i, j = np.argwhere(bad)[0]
@@ -240,6 +241,39 @@ class MatrixRows:
         self._check_block(out, wanted)
         return out[np.ix_(inverse, inverse)]
 
+    def check_whole(self, band_bytes: int = CHECK_BAND_BYTES) -> None:
+        """Check every distance once (finite, >= 0, symmetric within the tolerance of
+        ``block``, zero diagonal), streamed by bands of rows of ``band_bytes``: band I is read
+        whole and its tiles right of the diagonal are compared with the tiles [J, I] below it,
+        read one at a time. Memory stays about two bands; an HDF5 file is read about 1.5 times
+        (a TSV's rows are parsed once per band above them). InputError names the first bad
+        cell found, its sample IDs and row/column numbers."""
+        n = len(self.ids)
+        height = max(1, min(n, band_bytes // (8 * n)))
+        for lo in range(0, n, height):
+            rows = np.arange(lo, min(lo + height, n))
+            band = self._read_tile(rows, np.arange(n))
+            for problem, bad in (("NaN or infinite ", ~np.isfinite(band)), ("negative ", band < 0)):
+                self._refuse_first(problem, bad, band, rows, np.arange(n))
+            self_distance = np.zeros(band.shape, dtype=bool)
+            self_distance[np.arange(len(rows)), rows] = ~np.isclose(
+                band[np.arange(len(rows)), rows], 0, rtol=0, atol=_ATOL
+            )
+            self._refuse_first("nonzero self-", self_distance, band, rows, np.arange(n))
+            for top in range(lo, n, height):
+                columns = np.arange(top, min(top + height, n))
+                mirror = band[:, columns] if top == lo else self._read_tile(columns, rows)
+                asymmetric = ~np.isclose(band[:, columns], mirror.T, rtol=_RTOL, atol=_ATOL)
+                self._refuse_first("asymmetric ", asymmetric, band[:, columns], rows, columns)
+
+    def _read_tile(self, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """The distances of consecutive ``rows`` x consecutive ``columns``."""
+        if self.tsv:
+            return self._read_rows(rows)[:, columns]
+        with _hdf5_datasets(self.path) as (_, matrix):
+            tile = matrix[rows[0] : rows[-1] + 1, columns[0] : columns[-1] + 1]
+        return np.asarray(tile, dtype=np.float64)
+
     def _read_rows(self, rows: np.ndarray) -> np.ndarray:
         """Full rows ``rows`` (sorted, unique) of the matrix."""
         if self.tsv:
@@ -266,19 +300,34 @@ class MatrixRows:
 
     def _check_block(self, block: np.ndarray, rows: np.ndarray) -> None:
         for problem, bad in (
-            ("NaN or infinite", ~np.isfinite(block)),
-            ("negative", block < 0),
-            ("asymmetric", ~np.isclose(block, block.T, rtol=1e-5, atol=1e-8)),
+            ("NaN or infinite ", ~np.isfinite(block)),
+            ("negative ", block < 0),
+            ("asymmetric ", ~np.isclose(block, block.T, rtol=_RTOL, atol=_ATOL)),
         ):
-            if bad.any():
-                i, j = np.argwhere(bad)[0]
-                raise InputError(
-                    f"{self.path}: {problem} distances (e.g. {block[i, j]} between "
-                    f"{printable(self.ids[rows[i]])} and {printable(self.ids[rows[j]])}); {_FIX}"
-                )
+            self._refuse_first(problem, bad, block, rows, rows)
+
+    def _refuse_first(
+        self,
+        problem: str,
+        bad: np.ndarray,
+        values: np.ndarray,
+        rows: np.ndarray,
+        columns: np.ndarray,
+    ) -> None:
+        """InputError naming the first True cell of ``bad`` (over ``values``, whose rows and
+        columns are matrix rows ``rows`` and columns ``columns``), if any."""
+        if not bad.any():
+            return
+        i, j = np.argwhere(bad)[0]
+        raise InputError(
+            f"{self.path}: {problem}distances (e.g. {values[i, j]} between "
+            f"{printable(self.ids[rows[i]])} and {printable(self.ids[columns[j]])}, row "
+            f"{rows[i] + 1} column {columns[j] + 1}); {_FIX}"
+        )
 
 
 _ROWS_PER_READ = 64  # rows read at once: 64 x N float64 (51 MB at N = 100,000)
+_RTOL, _ATOL = 1e-5, 1e-8  # symmetric within np.isclose of these; a self-distance within _ATOL of 0
 
 
 def _hdf5_ids(path: Path) -> tuple[list[str], None]:

@@ -33,6 +33,7 @@ from aam.data.batching import Batch
 from aam.data.tokenize import tokenize
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor, mask_nucleotides
+from aam.models.files import read_torch_file
 from aam.models.layers import available_backends
 from aam.training.device import autocast
 from aam.training.inference import model_outputs
@@ -236,7 +237,7 @@ def load_golden(golden_dir: str | Path) -> dict[str, Any]:
             "files with `aam validate generate`"
         )
     try:
-        golden = torch.load(path, map_location="cpu", weights_only=True)
+        golden = read_torch_file(path)
     except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
         reason = " ".join(str(err).split())[:200]
         raise InputError(

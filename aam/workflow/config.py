@@ -70,9 +70,11 @@ def _schema_line(cause: Any, where: str) -> str:
 
 
 def run_option_names(schema_file: str | os.PathLike[str]) -> dict[str, list[str]]:
-    """Each run section's option names, from the generated run-options schema."""
+    """Each run section's option names, from the generated run-options schema (its sections
+    are the objects of ``$defs``; the others are single values, e.g. ``device``)."""
     schema = json.loads(Path(schema_file).read_text())
-    return {section: list(spec["properties"]) for section, spec in schema["$defs"].items()}
+    defs = schema["$defs"].items()
+    return {section: list(spec["properties"]) for section, spec in defs if "properties" in spec}
 
 
 def check_sweep_values(
