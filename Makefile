@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # one worker: xdist_group marks, --dist loadgroup in pyproject.toml).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-fast lint schema venv clean gpu-check gpu-wheels
+.PHONY: demo test test-fast test-faults lint schema venv clean gpu-check gpu-wheels
 
 venv: $(STAMP)
 
@@ -34,6 +34,12 @@ test: $(STAMP)
 FAST_TIERS := not slurm and not workflow and not slow and not gpu
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m '$(FAST_TIERS)' --durations=5
+
+# The fault-injection tier (tests/faults/, docs/reliability.md): full disks, I/O errors and
+# kills at every write point of every writing command, kills during training and of the
+# workflow. Run by .ci/run beside `make test`.
+test-faults: $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m faults tests/faults
 
 lint: $(STAMP)
 	$(BIN)/ruff check aam tests benchmarks workflow/scripts

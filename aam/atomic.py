@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import json
 import logging
 import math
@@ -27,6 +28,11 @@ TEMP_SUFFIX = ".tmp"
 
 def _temp_prefix(name: str) -> str:
     return f".{name}."
+
+
+def _temp_pattern(name: str) -> str:
+    """The glob of the temporaries of file ``name`` (its own characters matched literally)."""
+    return f"{glob.escape(_temp_prefix(name))}*{TEMP_SUFFIX}"
 
 
 def check_output_path(path: str | os.PathLike[str], what: str = "output") -> Path:
@@ -96,12 +102,59 @@ def make_output_dir(path: str | os.PathLike[str], what: str = "output") -> Path:
     return directory
 
 
+# The open output sets (``output_set``), innermost last: target -> (temporary, keep_previous).
+_SETS: list[dict[Path, tuple[Path, Path | None]]] = []
+
+
+@contextlib.contextmanager
+def output_set() -> Iterator[None]:
+    """Publish the files ``atomic_output`` writes inside the block together (`aam` runs every
+    command in one). Each file is written and fsynced under its temporary name as the block
+    runs; the renames onto the final names happen only when the whole block succeeds. A failure
+    anywhere in the block (a full disk, an I/O error, bad input found late, a non-finite value)
+    removes the new temporaries and leaves the previous outputs as they were: never some new
+    files beside old ones. Only a kill during the final renames (microseconds) can leave whole
+    files of two runs side by side; a rerun replaces them all. A file written twice in one set
+    is published once, its last version. Writes made with ``now=True`` (checkpoints, the
+    per-epoch history) are published at once, as the run goes."""
+    pending: dict[Path, tuple[Path, Path | None]] = {}
+    _SETS.append(pending)
+    try:
+        yield
+    except BaseException:
+        for tmp, _ in pending.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        _SETS.pop()
+    if _SETS:  # a set inside a set: published with the enclosing one
+        for target, entry in pending.items():
+            _defer(target, *entry)
+        return
+    for target, (tmp, keep_previous) in pending.items():
+        if keep_previous is not None and target.exists():
+            os.replace(target, keep_previous)
+        os.replace(tmp, target)
+    for directory in {target.parent for target in pending}:
+        _fsync_directory(directory)
+
+
+def _defer(target: Path, tmp: Path, keep_previous: Path | None) -> None:
+    """Hand the written temporary of ``target`` to the innermost open set (replacing a
+    version written before in the same set)."""
+    earlier = _SETS[-1].get(target)
+    if earlier is not None:
+        earlier[0].unlink(missing_ok=True)
+    _SETS[-1][target] = (tmp, keep_previous)
+
+
 @contextlib.contextmanager
 def atomic_output(
     path: str | os.PathLike[str],
     keep_previous: str | os.PathLike[str] | None = None,
     what: str = "output",
     need: int | None = None,
+    now: bool = False,
 ) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only on success.
 
@@ -114,10 +167,12 @@ def atomic_output(
     limit) raises ``DiskFullError``, one line naming ``path`` (described as ``what``), the bytes
     written and free, and the fix; the temporary is removed and the file under ``path`` kept.
     With ``need`` (the bytes the file will take, about), that is checked first
-    (``check_space``): for writers such as HDF5 that cannot fail cleanly half-way.
+    (``check_space``): for writers such as HDF5 that cannot fail cleanly half-way. Inside an
+    ``output_set`` the rename waits for the end of the set, unless ``now``.
     """
     target = check_output_path(path, what)
     make_output_dir(target.parent, what)
+    _remove_debris(target)
     if need is not None:
         check_space(target, need, what)
     try:
@@ -133,10 +188,15 @@ def atomic_output(
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file normal permissions
+    deferred = False
     try:
         yield tmp
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
+        if _SETS and not now:
+            _defer(target, tmp, None if keep_previous is None else Path(keep_previous))
+            deferred = True
+            return
         if keep_previous is not None and target.exists():
             os.replace(target, keep_previous)
         os.replace(tmp, target)
@@ -150,7 +210,8 @@ def atomic_output(
             raise InputError(_write_failed_line(target, what, err)) from err
         raise
     finally:
-        tmp.unlink(missing_ok=True)
+        if not deferred:
+            tmp.unlink(missing_ok=True)
     _fsync_directory(target.parent)  # make the renames themselves durable
 
 
@@ -299,16 +360,22 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def _remove_debris(target: Path) -> None:
+    """Delete temporaries of ``target`` that a killed run left (not those of this process's
+    open sets): a rerun leaves no debris. Two processes never write one output at once:
+    Snakemake gives each output one job, and training directories are locked (run_lock)."""
+    pending = {tmp for entries in _SETS for tmp, _ in entries.values()}
+    for tmp in target.parent.glob(_temp_pattern(target.name)):
+        if tmp not in pending and tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            log.info("removed %s left by an interrupted run", tmp)
+
+
 def remove_stale_temporaries(directory: str | os.PathLike[str], names: Iterable[str]) -> list[Path]:
     """Delete the temporaries ``atomic_output`` left in ``directory`` while writing one of
     ``names`` when its run was killed; return them. Nothing else is touched."""
     directory = Path(directory)
-    stale = [
-        tmp
-        for name in names
-        for tmp in directory.glob(f"{_temp_prefix(name)}*{TEMP_SUFFIX}")
-        if tmp.is_file()
-    ]
+    stale = [tmp for name in names for tmp in directory.glob(_temp_pattern(name)) if tmp.is_file()]
     for tmp in stale:
         tmp.unlink(missing_ok=True)
         log.info("removed %s left by an interrupted run", tmp)
@@ -326,9 +393,11 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_json(path: str | os.PathLike[str], data: Any, **dumps_options: Any) -> None:
+def write_json(
+    path: str | os.PathLike[str], data: Any, now: bool = False, **dumps_options: Any
+) -> None:
     """Write ``data`` atomically as strict JSON: non-finite floats become ``null``, never
-    the bare ``NaN``/``Infinity`` that other JSON readers reject."""
+    the bare ``NaN``/``Infinity`` that other JSON readers reject (``now``: as ``atomic_output``)."""
     text = json.dumps(json_safe(data), indent=2, allow_nan=False, **dumps_options)
-    with atomic_output(path) as tmp:
+    with atomic_output(path, now=now) as tmp:
         tmp.write_text(text + "\n")

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from aam import __version__
+from aam.atomic import output_set
 from aam.errors import EXIT_INPUT, EXIT_NON_FINITE, InputError, NonFiniteError
 from aam.options import OptionError
 from aam.provenance import provenance_record, write_provenance
@@ -168,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     args = command_parser(name, module).parse_args(rest)
     logging.basicConfig(level=logging.INFO, format=f"aam {name}: %(message)s")
     try:
-        module.run(args)
+        with output_set():  # the command's outputs and its provenance, published together
+            module.run(args)
+            if provenance is not None and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0
+                write_provenance(provenance, provenance_record(argv, COMMANDS[name][0], started))
     except InputError as err:
         print(f"aam {name}: error: {err}", file=sys.stderr)
         return EXIT_INPUT
@@ -183,9 +187,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"aam {name}: error: {_os_error_line(err)}", file=sys.stderr)
         return EXIT_INPUT
-    if provenance is not None and os.environ.get("RANK", "0") == "0":  # torchrun: rank 0
-        record = provenance_record(argv, COMMANDS[name][0], started)
-        write_provenance(provenance, record)
     return 0
 
 

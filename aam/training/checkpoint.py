@@ -73,7 +73,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     path = Path(path)
     previous = previous_path(path)
     with (
-        atomic_output(path, keep_previous=previous, what="checkpoint") as tmp,
+        atomic_output(path, keep_previous=previous, what="checkpoint", now=True) as tmp,
         open(tmp, "wb") as handle,
     ):
         torch.save(state, handle)  # to a handle: the archive is not named after the temporary

@@ -447,7 +447,7 @@ def write_report(report: dict[str, Any], path: str | Path) -> None:
             return [clean(v) for v in value]
         return value
 
-    write_json(path, clean(data))
+    write_json(path, clean(data), now=True)  # the result of a failed check too: kept
 
 
 def format_table(report: dict[str, Any], max_failures: int = 6) -> str:
