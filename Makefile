@@ -31,7 +31,7 @@ test: $(STAMP)
 
 # The edit loop: the suite without the tiers that start a SLURM cluster, run Snakemake or take
 # long (markers in pyproject.toml; `make test` runs them all).
-FAST_TIERS := not slurm and not workflow and not slow and not gpu
+FAST_TIERS := not slurm and not workflow and not slow and not gpu and not faults
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m '$(FAST_TIERS)' --durations=5
 

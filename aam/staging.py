@@ -32,12 +32,13 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def stage_file(source: Path, target: Path) -> str:
-    """Copy ``source`` to ``target`` atomically and verify the copy; return its sha256."""
+def stage_file(source: Path, target: Path, now: bool = False) -> str:
+    """Copy ``source`` to ``target`` atomically and verify the copy; return its sha256
+    (``now``: published at once, for a copy the command itself reads next)."""
     if not source.is_file():
         raise InputError(f"{source}: input file not found; fix the path in the config")
     expected = sha256_of(source)
-    with atomic_output(target) as tmp:
+    with atomic_output(target, now=now) as tmp:
         shutil.copyfile(source, tmp)
         if sha256_of(tmp) != expected:
             raise InputError(f"{target}: copy of {source} does not match it (sha256); retry")
@@ -96,7 +97,7 @@ def localized(paths: dict[str, Path | None], scratch: str | None) -> Iterator[di
         local = {}
         for key, source in present.items():
             target = workdir / key / source.name
-            digest = stage_file(source, target)
+            digest = stage_file(source, target, now=True)  # read by this command
             expected = _manifest_digest(source)
             if expected is not None and expected != digest:
                 raise InputError(

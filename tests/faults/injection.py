@@ -21,6 +21,7 @@ from pathlib import Path
 TEMPORARY = re.compile(r"/\.[^/]+\.[^/.]+\.tmp$")
 FAULTS = ("enospc", "eio", "kill")
 _fsync = os.fsync
+INJECTION = Path(__file__)
 
 
 class WritePoints:

@@ -16,13 +16,12 @@ from pathlib import Path
 import biom
 import pytest
 from biom.util import biom_open
-from injection import WritePoints, published, temporaries
+from injection import INJECTION, WritePoints, published, temporaries
 from test_cli_training import TINY, aam, error_line
 
 pytestmark = pytest.mark.faults
 
 DEMO = Path(__file__).parents[2] / "data" / "demo"
-INJECTION = Path(__file__).with_name("injection.py")
 
 
 @pytest.fixture(scope="module")
