@@ -140,8 +140,10 @@ def test_config_error_line_is_one_line_naming_the_key():
 def test_hostile_option_values_are_quoted_in_the_planned_commands(tmp_path, checkout_copy):
     marker = tmp_path / "executed"
     value = f"$(touch {marker}); `touch {marker}`"
-    config = _config(tmp_path, scratch=value, device=value)  # run options are enums/numbers
+    config = _config(tmp_path, scratch=value)  # run options are enums/numbers
     run = _dry_run(checkout_copy, config)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert f"--scratch '{value}'" in run.stdout and f"--device '{value}'" in run.stdout
+    assert f"--scratch '{value}'" in run.stdout
+    refused = _dry_run(checkout_copy, _config(tmp_path, device=value))  # a device name's pattern
+    assert refused.returncode != 0 and "config device: " in refused.stdout + refused.stderr
     assert not marker.exists()
