@@ -12,7 +12,8 @@ UniFrac are compared:
   ``--matrix-max`` samples: the N x N file is the cost this issue removes).
 
 Measured per run, from outside the process: peak RSS (``wait4``), time from launch to the
-trainer's "first step done" line, and the epoch's samples/s (history.tsv).
+trainer's "first step done" line, the epoch's samples/s (history.tsv) and, with a matrix, the
+seconds of its whole-matrix check before training (the log's "checked every distance" line).
 
     python benchmarks/pretrain_scale.py --samples 2537 10000 25000 100000
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,7 +53,14 @@ def measured(argv: list[str], marker: str | None = None) -> dict:
     wall = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(argv)} failed:\n{''.join(lines[-20:])}")
-    return {"wall_s": wall, "peak_rss_gb": usage.ru_maxrss / 2**20, "first_step_s": first}
+    checked = [re.search(r"checked every distance .* in ([0-9.]+) s", line) for line in lines]
+    check_s = next((float(m.group(1)) for m in checked if m), None)
+    return {
+        "wall_s": wall,
+        "peak_rss_gb": usage.ru_maxrss / 2**20,
+        "first_step_s": first,
+        "matrix_check_s": check_s,
+    }
 
 
 def table_for(samples: int, work: Path) -> Path:

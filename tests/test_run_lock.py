@@ -1,7 +1,7 @@
 """One writer per run (aam.run_lock) and training jobs that stop with their workflow
 (aam.training.orphan): a second trainer on a directory fails with one line, and a trainer whose
 Snakemake (or direct parent) died saves latest.pt and exits 75. (A SIGKILLed run's lock taken
-over by its rerun: test_resume.py, whose SIGKILL case resumes to the weights of an unstopped
+over by its rerun: faults/test_resume.py, whose SIGKILL case resumes to the weights of an unstopped
 run.)"""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from injection import INJECTION, temporaries
+from injection import INJECTION, WritePoints, temporaries
 from tiny_model import TINY_FLAGS
 
 from aam.run_lock import LOCK_NAME
@@ -109,3 +109,34 @@ def test_a_full_disk_at_a_seeded_checkpoint_write_is_one_line_and_resumes(
     finished = run(args)
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert_same_weights(weights(out / OUTPUT[command]), uninterrupted[command])
+
+
+@pytest.mark.parametrize("command", list(OUTPUT))
+def test_a_write_error_among_the_final_outputs_publishes_none_and_a_rerun_finishes(
+    small_study, demo_dir, tmp_path, monkeypatch, capsys, uninterrupted, command
+):
+    """The last write points of a run are its outputs (model, history, summary, split,
+    provenance): a full disk or an I/O error at any of them publishes none, and the rerun
+    resumes from the last checkpoint to the uninterrupted weights."""
+    from aam.cli import main
+
+    def run_here(out: Path, points: WritePoints) -> int:
+        argv_here = ["--provenance", str(out / "provenance.json"), *argv(command, *inputs, out)]
+        with monkeypatch.context() as patch:
+            patch.setattr("os.fsync", points)
+            return main(argv_here)
+
+    inputs = (small_study, demo_dir)
+    counted = WritePoints()
+    assert run_here(tmp_path / "counted", counted) == 0
+    finals = [p for p in counted.targets if p.parent == tmp_path / "counted"]
+    assert {p.name for p in finals} >= {OUTPUT[command], "history.tsv", "provenance.json"}
+    first_final = len(counted.targets) - len(finals) + 1
+    for at in range(first_final, len(counted.targets) + 1):
+        out = tmp_path / f"at{at}"
+        fault = ("enospc", "eio")[at % 2]
+        assert run_here(out, WritePoints(fault, at)) == 2
+        assert capsys.readouterr().err.count("error:") == 1
+        assert not [p for p in out.iterdir() if p.is_file()], f"published at point {at}"
+        assert run_here(out, WritePoints()) == 0
+        assert_same_weights(weights(out / OUTPUT[command]), uninterrupted[command])

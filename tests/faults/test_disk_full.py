@@ -30,7 +30,7 @@ from aam.atomic import atomic_output, check_output_dir, check_output_path, write
 from aam.cli import main
 from aam.errors import DiskFullError, InputError
 
-DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 TINY = (
     "--embedding-dim 16 --attention-heads 2 --layers 1 --max-bp 100 --token-limit 64 "
     "--epochs 1 --batch-size 8 --threads 2 --no-progress"
@@ -38,7 +38,11 @@ TINY = (
 OLD = b"the previous file, which must survive\n"
 # A one-epoch run on 24 samples validates on few: their correlation may be undefined. One
 # worker runs the module: its fixtures run every writer against a full disk once.
-pytestmark = [pytest.mark.filterwarnings(r"ignore:cov\(\)"), pytest.mark.xdist_group("disk_full")]
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.filterwarnings(r"ignore:cov\(\)"),
+    pytest.mark.xdist_group("disk_full"),
+]
 MODES = ("tmpfs", "rlimit")
 
 # Runs in the subprocess, for each case: copy its seed files in, leave ``budget`` bytes

@@ -20,8 +20,8 @@ from tiny_model import TINY_FLAGS
 from aam.run_lock import LOCK_NAME
 from aam.training.checkpoint import load_checkpoint
 
-# one worker runs the module: the uninterrupted reference run is made once
-pytestmark = pytest.mark.xdist_group("resume")
+# the faults tier; one worker runs the module: the uninterrupted reference run is made once
+pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("resume")]
 
 
 def _command(study, tree, out, *extra):
@@ -130,7 +130,7 @@ def test_interrupted_run_resumes_to_identical_weights(
     assert [row.split("\t")[0] for row in history] == ["epoch", "1", "2", "3"]
 
 
-OLD_CHECKPOINTS = Path(__file__).parent / "golden" / "checkpoint_d385af9"
+OLD_CHECKPOINTS = Path(__file__).parents[1] / "golden" / "checkpoint_d385af9"
 # How far a resume from OLD_CHECKPOINTS may land from this machine's straight run, as a share of
 # the straight run's epoch-2 update (the test below says why it is not 0).
 RESUME_TOLERANCE = 0.03
