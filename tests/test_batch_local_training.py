@@ -2,7 +2,8 @@
 distances are computed from their reads and the tree equal those of a run that reads the
 precomputed matrix (1 process, and 2 processes under torchrun with gloo); per-epoch
 rarefaction (`--rarefy-each-epoch`) draws and evaluates on one fixed draw (its resume mid-epoch
-to identical weights: faults/test_resume.py); and bad inputs stop with one line before the first step.
+to identical weights: faults/test_resume.py); and bad inputs stop with one line before the first
+step.
 
 Runs use the 48-sample study, one thread per process (CPU training is bit-reproducible only
 with one), no dropout and no masks (drawn per rank), as tests/test_fsdp.py's do.

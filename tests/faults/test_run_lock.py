@@ -37,6 +37,8 @@ from aam.run_lock import (
 from aam.training.checkpoint import load_checkpoint
 from aam.training.orphan import ENV, parse_token, stop_with_workflow, workflow_token
 
+pytestmark = pytest.mark.faults  # concurrency and kills: the fault-injection tier
+
 BUSY = re.compile(
     r"^aam pretrain: error: (?P<dir>\S+): another aam pretrain \(pid (?P<pid>\d+) on host "
     r"(?P<host>\S+), since \S+\) is writing this run; wait for it or stop it \(scancel/kill\)$"
