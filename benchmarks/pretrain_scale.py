@@ -151,7 +151,10 @@ def main() -> None:
                 out = args.work / f"pretrain-{n}-{name}"
                 runs[name].append(pretrain(table, split, source, out, args.threads))
         for name, done in runs.items():
-            row = {key: float(np.median([r[key] for r in done])) for key in done[0]}
+            row = {
+                key: None if done[0][key] is None else float(np.median([r[key] for r in done]))
+                for key in done[0]
+            }
             row.update(samples=n, distances=name, repeats=len(done))
             if name == "matrix":
                 row["matrix_file_gb"] = matrix.stat().st_size / 1e9
