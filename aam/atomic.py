@@ -115,8 +115,8 @@ def output_set() -> Iterator[None]:
     removes the new temporaries and leaves the previous outputs as they were: never some new
     files beside old ones. Only a kill during the final renames (microseconds) can leave whole
     files of two runs side by side; a rerun replaces them all. A file written twice in one set
-    is published once, its last version. Writes made with ``now=True`` (checkpoints, the
-    per-epoch history) are published at once, as the run goes."""
+    is published once, its last version. Writes made with ``now=True`` are published at once:
+    checkpoints, node-local copies of inputs the command reads, a failed check's report."""
     pending: dict[Path, tuple[Path, Path | None]] = {}
     _SETS.append(pending)
     try:

@@ -150,6 +150,15 @@ def test_a_truncated_hdf5_file_is_one_line(tmp_path, written):
 # --- a matrix without some of the table's samples ---------------------------------------
 
 
+def pretrain_on(table: Path, matrix: Path, out: Path) -> int:
+    """`aam pretrain` of a tiny model on ``table`` with the distances of ``matrix``."""
+    return aam(
+        *("pretrain", "--table", table, "--unifrac", matrix, "--output-dir", out),
+        *"--epochs 1 --batch-size 4 --embedding-dim 16 --attention-heads 2 --layers 1".split(),
+        *"--max-bp 100 --token-limit 64 --threads 2 --device cpu --no-progress".split(),
+    )
+
+
 def test_pretrain_with_a_matrix_lacking_samples_stops_before_the_first_step(
     small_study, tmp_path, capsys
 ):
@@ -161,17 +170,7 @@ def test_pretrain_with_a_matrix_lacking_samples_stops_before_the_first_step(
     lacking = tmp_path / "lacking.h5"
     write_distance_matrix(lacking, [ids[k] for k in kept], full[np.ix_(kept, kept)])
     out = tmp_path / "out"
-    rc = aam(
-        "pretrain",
-        "--table",
-        small_study / "table.biom",
-        "--unifrac",
-        lacking,
-        "--output-dir",
-        out,
-        *"--epochs 1 --batch-size 4 --embedding-dim 16 --attention-heads 2 --layers 1".split(),
-        *"--max-bp 100 --token-limit 64 --threads 2 --device cpu --no-progress".split(),
-    )
+    rc = pretrain_on(small_study / "table.biom", lacking, out)
     line = assert_failed(rc, capsys, "pretrain", out, str(lacking), "lacks 3 ID(s)", ids[0])
     assert "--allow-missing-samples" in line
 
@@ -258,15 +257,5 @@ def test_pretrain_with_a_bad_cell_in_its_matrix_stops_before_the_first_step(
     bad = tmp_path / "nan.h5"
     write_distance_matrix(bad, ids, spoil(full, "NaN or infinite", 0, 1))
     out = tmp_path / "out"
-    rc = aam(
-        "pretrain",
-        "--table",
-        small_study / "table.biom",
-        "--unifrac",
-        bad,
-        "--output-dir",
-        out,
-        *"--epochs 1 --batch-size 4 --embedding-dim 16 --attention-heads 2 --layers 1".split(),
-        *"--max-bp 100 --token-limit 64 --threads 2 --device cpu --no-progress".split(),
-    )
+    rc = pretrain_on(small_study / "table.biom", bad, out)
     assert_failed(rc, capsys, "pretrain", out, str(bad), "NaN or infinite distances", ids[0])

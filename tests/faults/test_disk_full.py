@@ -123,12 +123,10 @@ def namespace_refused() -> str:
     return "" if done.returncode == 0 else (done.stderr.strip() or "refused").splitlines()[0]
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> dict[str, Path]:
-    """A 24-sample table, its metadata, its UniFrac matrix and one shard of it."""
-    root = tmp_path_factory.mktemp("written")
+def demo_subset(root: Path, samples: int = 24) -> dict[str, Path]:
+    """The first ``samples`` demo samples: ``table`` (BIOM) and ``metadata`` under ``root``."""
     full = biom.load_table(str(DEMO / "table.biom"))
-    table = full.filter(full.ids()[:24], inplace=False).remove_empty(axis="observation")
+    table = full.filter(full.ids()[:samples], inplace=False).remove_empty(axis="observation")
     paths = {"table": root / "table.biom", "metadata": root / "metadata.tsv"}
     with biom_open(str(paths["table"]), "w") as handle:
         table.to_hdf5(handle, "aam tests")
@@ -136,6 +134,14 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     kept = set(table.ids())
     rows = [line for line in metadata[1:] if line.split("\t", 1)[0] in kept]
     paths["metadata"].write_text("\n".join([metadata[0], *rows]) + "\n")
+    return paths
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    """A 24-sample table, its metadata, its UniFrac matrix and one shard of it."""
+    paths = demo_subset(tmp_path_factory.mktemp("written"))
+    root = paths["table"].parent
     unifrac = ["--table", paths["table"], "--tree", DEMO / "tree.nwk", "--metric", "unweighted"]
     paths[".h5"] = root / "unifrac.h5"
     assert aam("unifrac", *unifrac, "--output", paths[".h5"], "--no-progress") == 0

@@ -13,15 +13,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import biom
 import pytest
-from biom.util import biom_open
 from injection import INJECTION, WritePoints, published, temporaries
 from test_cli_training import TINY, aam, error_line
+from test_disk_full import DEMO, demo_subset
 
 pytestmark = pytest.mark.faults
-
-DEMO = Path(__file__).parents[2] / "data" / "demo"
 
 
 @pytest.fixture(scope="module")
@@ -29,15 +26,7 @@ def study(tmp_path_factory) -> dict[str, Path]:
     """24 demo samples: table, metadata, tree, UniFrac matrix and its two shards, a split, a
     fine-tuned model and its test metrics (the inputs of the commands below)."""
     root = tmp_path_factory.mktemp("inputs")
-    full = biom.load_table(str(DEMO / "table.biom"))
-    table = full.filter(full.ids()[:24], inplace=False).remove_empty(axis="observation")
-    paths = {"table": root / "table.biom", "metadata": root / "metadata.tsv"}
-    with biom_open(str(paths["table"]), "w") as handle:
-        table.to_hdf5(handle, "aam tests")
-    lines = (DEMO / "metadata.tsv").read_text().splitlines()
-    kept = set(table.ids())
-    rows = [line for line in lines[1:] if line.split("\t", 1)[0] in kept]
-    paths["metadata"].write_text("\n".join([lines[0], *rows]) + "\n")
+    paths = demo_subset(root)
     paths["tree"] = DEMO / "tree.nwk"
     tree = ["--table", paths["table"], "--tree", paths["tree"], "--metric", "unweighted"]
     paths["unifrac"] = root / "unifrac.h5"
