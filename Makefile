@@ -47,6 +47,7 @@ lint: $(STAMP)
 	$(BIN)/snakefmt --check workflow
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/snakemake --profile profiles/local --lint
+	$(BIN)/mkdocs build --strict --quiet --site-dir results/site
 
 # workflow/schemas/run_options.schema.json from the flags of `aam pretrain` / `aam finetune`.
 schema: $(STAMP)
