@@ -1,5 +1,5 @@
-"""config/oral.yaml, the full oral study of the README's table: valid, and its DAG is the one
-the README describes (one pretraining shared by the microbiome-only and the covariate run);
+"""config/oral.yaml, the full oral study of docs/results.md's table: valid, and its DAG is the one
+docs/results.md describes (one pretraining shared by the microbiome-only and the covariate run);
 config/oral-full.yaml, the same study unrarefied: rarefied once in the pipeline, and a run that
 draws afresh each epoch from the raw counts; config/oral-full-curve.yaml, its learning curve."""
 

@@ -125,7 +125,8 @@ def test_only_finetune_options_are_not_pretrain_flags():
 
 
 def test_adding_a_field_adds_the_flag_and_the_schema_key(monkeypatch):
-    """Adding a hyper-parameter is one field declaration (README, "Adding an option")."""
+    """Adding a hyper-parameter is one field declaration (docs/development.md, "Adding an
+    option")."""
 
     @dataclasses.dataclass
     class Extended(TrainConfig):

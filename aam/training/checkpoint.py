@@ -5,7 +5,7 @@ hold, when they are written, resume from them); the functions below write and re
 (what a resumed run must share, ``check_config_matches``) and the ``TrainState`` fields;
 ``best.pt`` holds ``model`` and the epoch's ``row``. Randomness is a function of the seed and
 the position in the run, so resuming from ``latest.pt`` ends with the weights of a run never
-stopped (README, "Training resume").
+stopped (docs/training.md, "Resuming").
 
 ``save_checkpoint`` writes through ``aam.atomic.atomic_output``, keeping the old file as
 ``<stem>.prev.pt``, so a crash leaves a loadable file under one of the two names.

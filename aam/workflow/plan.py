@@ -161,7 +161,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
     if unset:
         raise PlanError(
             f"environment variable(s) {', '.join(unset)} not set; this site's profile needs "
-            "them (see the README section of your site)"
+            "them (see docs/clusters.md)"
         )
     expanded = {key: value if key == "scratch" else _expand(value) for key, value in config.items()}
     # a run's option sections may be left out of the config (the schema has no default there)
