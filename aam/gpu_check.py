@@ -261,12 +261,12 @@ def check_unifrac(ctx: Context) -> dict[str, Any]:
 
 
 def _batch_engines(counts: Any, tree: Any, device: Any, numbers: dict[str, Any]) -> list[str]:
-    """The training batches' UniFrac on the device (``--unifrac-engine gpu``, whole and in 4
-    ranks' shares) against the CPU engine, every metric and precision, on a seeded batch of
+    """The training batches' UniFrac on the device (``--unifrac-engine gpu``, whole and from 4
+    ranks' node shares) against the CPU engine, every metric and precision, on a seeded batch of
     256 demo samples; what is out of tolerance."""
     import numpy as np
 
-    from aam.unifrac.batch import BatchUniFrac
+    from aam.unifrac.batch import BatchUniFrac, ranks_in_one_process
     from aam.unifrac.batch_device import DeviceBatchUniFrac
 
     csc = counts.matrix.tocsc()
@@ -280,12 +280,12 @@ def _batch_engines(counts: Any, tree: Any, device: Any, numbers: dict[str, Any])
             )
             want = host.distances(*reads)
             on_device = DeviceBatchUniFrac.on(host, device)
-            whole = on_device.distances(*reads).cpu().numpy()
-            shares = sum(
-                on_device.distances(*reads, rows=slice(64 * r, 64 * (r + 1))).cpu().numpy()
-                for r in range(4)
+            whole = on_device.distances(*reads)
+            shares = [DeviceBatchUniFrac.on(host.node_share(r, 4), device) for r in range(4)]
+            ranks = ranks_in_one_process(
+                [lambda combine, s=s: s.distances(*reads, combine) for s in shares]
             )
-            diff = float(max(np.abs(whole - want).max(), np.abs(shares - want).max()))
+            diff = float(max(np.abs(r.cpu().numpy() - want).max() for r in [whole, *ranks]))
             numbers[f"batch/{metric}/{dtype}_max_abs"] = diff
             if not diff <= tol:
                 bad.append(f"batch {metric}/{dtype} {diff:.3g} > {tol:g}")

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 def available_cpus() -> int:
@@ -29,6 +33,15 @@ class ThreadPool:
     @classmethod
     def of(cls, threads: int, name: str = "aam") -> ThreadPool:
         return cls(ThreadPoolExecutor(threads, name), threads)
+
+
+def run_each(
+    pool: ThreadPool | None, task: Callable[[Item], Result], items: Iterable[Item]
+) -> list[Result]:
+    """``task`` of every item, in order: on ``pool``'s threads, or in this thread without one."""
+    if pool is None:
+        return [task(item) for item in items]
+    return list(pool.executor.map(task, items))
 
 
 def cpu_share() -> int:

@@ -11,10 +11,14 @@ Engines of the first part: ``cpu1`` (the kernel in one thread, as before issue 3
 (a pool of all this process's CPUs), ``gpu`` (``aam.unifrac.batch_device``, when a GPU is
 there). Batches are seeded draws of the table's samples (with replacement above its size).
 Times are the minimum of ``--repeats`` calls after one warm-up; a GPU call is synchronized.
-World rows time every rank's share of one batch on the fastest engine and report the slowest
-(it sets the step's pace). Sources of the second part: ``tree-gpu``/``tree-cpu`` (`--tree`,
-``--unifrac-engine gpu|cpu``), ``matrix`` (`--unifrac`, the matrix computed first by
-`aam unifrac`), each optionally with ``--compile`` (``+compile``).
+``parallel_ceiling``: N one-thread calls side by side on N threads against one alone, what
+perfectly parallel work of this kind gains on these CPUs (the bound for ``cpuN``).
+World rows time every rank's share of one batch on the fastest engine (its node share: the
+spread, the pair sums over its nodes and the distances; the exchange of the partial sums
+between ranks is not in it) and report the slowest (it sets the step's pace). Sources of the
+second part: ``tree-gpu``/``tree-cpu`` (`--tree`, ``--unifrac-engine gpu|cpu``), ``matrix``
+(`--unifrac`, the matrix computed first by `aam unifrac`), each optionally with ``--compile``
+(``+compile``).
 """
 
 from __future__ import annotations
@@ -74,41 +78,46 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
     threads = cpu_share()
     pool = ThreadPool.of(threads)
     gpu = torch.cuda.is_available()
-    device = DeviceBatchUniFrac.on(host, "cuda") if gpu else None
     sync = torch.cuda.synchronize if gpu else (lambda: None)
-    engines = {
-        "cpu1": lambda r, share=(0, 1): host.distances(*r, share=share),
-        f"cpu{threads}": lambda r, share=(0, 1): host.distances(*r, pool=pool, share=share),
-    }
-    if device is not None:
+    keep = lambda partial: partial  # noqa: E731 - one rank's partial sums, not exchanged
 
-        def on_device(r, share=(0, 1)):
-            n = len(r[0]) - 1
-            rows = slice(n * share[0] // share[1], n * (share[0] + 1) // share[1])
-            return device.distances(*r, rows=rows)
+    def runner(engine: str, unifrac: BatchUniFrac, combine):
+        """A call computing the distances of a batch's reads on ``engine``."""
+        if engine == "gpu":
+            on_device = DeviceBatchUniFrac.on(unifrac, "cuda")
+            return lambda r: on_device.distances(*r, combine)
+        threads_of = None if engine == "cpu1" else pool
+        return lambda r: unifrac.distances(*r, pool=threads_of, combine=combine)
 
-        engines["gpu"] = on_device
+    names = ["cpu1", f"cpu{threads}"] + (["gpu"] if gpu else [])
     rows = []
     for batch in args.batches:
         reads = batch_reads(csc, batch, np.random.default_rng(batch))
-        seconds = {
-            name: timed(lambda f=f, x=reads: f(x), args.repeats, sync)
-            for name, f in engines.items()
-        }
-        fastest = engines[min(seconds, key=seconds.get)]
+        seconds = {}
+        for name in names:
+            call = runner(name, host, None)
+            seconds[name] = timed(lambda c=call, x=reads: c(x), args.repeats, sync)
+        fastest = min(seconds, key=seconds.get)
+        copies = [reads] * threads
+        one = runner("cpu1", host, None)
+        side_by_side = timed(
+            lambda f=one, x=copies: list(pool.executor.map(f, x)), args.repeats, sync
+        )
         worlds = {}
         for world in args.worlds:
-            shares = [
-                timed(lambda r=r, w=world, f=fastest, x=reads: f(x, (r, w)), 1, sync)
-                for r in range(world)
-            ]
+            shares = []
+            for r in range(world):
+                call = runner(fastest, host.node_share(r, world), keep)
+                shares.append(timed(lambda c=call, x=reads: c(x), args.repeats, sync))
             worlds[str(world)] = max(shares)
         row = {
             "data": str(args.data),
             "metric": args.metric,
             "batch": batch,
             "ms": {k: round(v * 1e3, 2) for k, v in seconds.items()},
-            "world_engine": min(seconds, key=seconds.get),
+            # what perfectly parallel work of this kind gains on this machine's CPUs
+            "parallel_ceiling": round(threads * seconds["cpu1"] / side_by_side, 2),
+            "world_engine": fastest,
             "world_ms": {k: round(v * 1e3, 2) for k, v in worlds.items()},
         }
         print(json.dumps(row), flush=True)

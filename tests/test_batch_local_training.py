@@ -103,9 +103,11 @@ def test_one_process_on_the_tree_trains_to_the_weights_of_the_matrix(
     assert losses(ours["history"]) == pytest.approx(losses(theirs["history"]), rel=1e-6)
 
 
-def _gpu_code_on_the_cpu(self: TreeDistances, engine, threads, device) -> TreeDistances:
+def _gpu_code_on_the_cpu(self: TreeDistances, engine, threads, device, share) -> TreeDistances:
     """``TreeDistances.on`` giving the gpu engine's code on the CPU (no stream)."""
-    return replace(self, device_unifrac=DeviceBatchUniFrac.on(self.unifrac, device))
+    mine = DeviceBatchUniFrac.on(self.unifrac.node_share(*share), device)
+    whole = DeviceBatchUniFrac.on(self.unifrac, device)
+    return replace(self, device_unifrac=whole, rank_device_unifrac=mine)
 
 
 @pytest.mark.slow

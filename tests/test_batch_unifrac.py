@@ -15,6 +15,7 @@ float64), held to 8 float32 epsilons absolute.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from unittest import mock
@@ -22,6 +23,7 @@ from unittest import mock
 import biom
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +34,8 @@ from aam.training.config import UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.study import load_study
 from aam.unifrac import cpu_kernel
-from aam.unifrac.batch import BatchUniFrac
+from aam.unifrac.abundance import node_abundance
+from aam.unifrac.batch import BatchUniFrac, ranks_in_one_process
 from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.metrics import METRICS
@@ -246,6 +249,19 @@ def test_an_asv_missing_from_the_tree_is_one_line_without_prune_missing(demo, wi
     assert "t.biom" in message and "not tips of t.nwk" in message and "1 of" in message
 
 
+def node_shared(unifrac: BatchUniFrac, reads, *, on_device: bool, world: int = 3) -> list:
+    """Each of ``world`` ranks' distances from its node share, the ranks run in this process
+    (the cpu engine on ``POOL``, or the gpu engine's code on the CPU)."""
+
+    def rank(share: BatchUniFrac, combine):
+        if on_device:
+            return DeviceBatchUniFrac.on(share, "cpu").distances(*reads, combine).numpy()
+        return share.distances(*reads, pool=POOL, combine=combine)
+
+    shares = [unifrac.node_share(r, world) for r in range(world)]
+    return ranks_in_one_process([functools.partial(rank, share) for share in shares])
+
+
 # --- random tables and trees ----------------------------------------------------------------
 
 
@@ -267,16 +283,17 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
             reads = csr_rows(counts, rows)
             ours = unifrac.distances(*reads)
             assert ours.dtype == dtype and ours.shape == (len(rows), len(rows))
-            # the cpu engine's pool and 3 ranks' shares: the same matrix, bit for bit
+            # the cpu engine's pool: the same matrix, bit for bit
             assert np.array_equal(unifrac.distances(*reads, pool=POOL), ours)
-            shares = [unifrac.distances(*reads, share=(r, 3)) for r in range(3)]
-            assert np.array_equal(shares[0] + shares[1] + shares[2], ours)
-            # the gpu engine's code on the CPU, whole and in 3 ranks' row shares (torch may sum
-            # a share's rows in another order: equal within rounding, not bit for bit)
+            # 3 ranks' node shares (a share may hold no node of a small tree): every rank the
+            # same matrix, bit for bit; partial sums added in float64, so within rounding
+            ranks = node_shared(unifrac, reads, on_device=False)
+            assert all(np.array_equal(ranks[0], other) for other in ranks[1:])
+            assert ranks[0].dtype == dtype
+            # the gpu engine's code on the CPU, whole and from 3 ranks' node shares
             device = DeviceBatchUniFrac.on(unifrac, "cpu")
             on_device = device.distances(*reads).numpy()
-            thirds = [slice(len(rows) * r // 3, len(rows) * (r + 1) // 3) for r in range(3)]
-            row_shares = sum(device.distances(*reads, rows=t).numpy() for t in thirds)
+            device_ranks = node_shared(unifrac, reads, on_device=True)
             assert on_device.dtype == dtype
             scale = max(1.0, float(expected.max()))
             if dtype == np.float64:
@@ -284,9 +301,65 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
                 cast = ours.astype(np.float32), expected.astype(np.float32)
                 assert_cast_of_float64(*cast, rows, floor=1e-12 * scale)
                 assert np.abs(on_device - expected).max() <= 1e-12 * scale
-                assert np.abs(row_shares - on_device).max() <= 1e-12 * scale  # torch's sums
+                assert np.abs(ranks[0] - expected).max() <= 1e-12 * scale
+                for shared in device_ranks:
+                    assert np.abs(shared - expected).max() <= 1e-12 * scale
             else:
                 tolerance = 8 * EPS32 * scale
                 assert np.abs(ours.astype(np.float64) - expected).max() <= tolerance
                 assert np.abs(on_device.astype(np.float64) - expected).max() <= tolerance
-                assert np.abs(row_shares - on_device).max() <= tolerance
+                assert np.abs(ranks[0].astype(np.float64) - expected).max() <= tolerance
+                for shared in device_ranks:
+                    assert np.abs(shared.astype(np.float64) - expected).max() <= tolerance
+
+
+# --- the parts that threads and ranks share ------------------------------------------------
+
+
+def test_node_shares_partition_the_nodes_with_balanced_work(demo):
+    """A rank's share is a contiguous range of the nodes; the shares cover each node once, in
+    order, with about 1/world of the ancestor entries (the spread's work) each."""
+    unifrac = BatchUniFrac.for_table(*demo, "unweighted", alpha=0.5)
+    whole = unifrac.ancestors.tocsr()
+    for world in (1, 2, 4, 16):
+        shares = [unifrac.node_share(r, world) for r in range(world)]
+        stacked = sp.vstack([s.ancestors.tocsr() for s in shares])
+        assert (stacked != whole).nnz == 0 and stacked.shape == whole.shape
+        assert np.array_equal(np.concatenate([s.lengths for s in shares]), unifrac.lengths)
+        entries = np.array([s.ancestors.nnz for s in shares])
+        deepest = np.diff(whole.indptr).max()  # one node's entries: the finest cut
+        assert entries.max() <= whole.nnz / world + deepest
+
+
+def test_column_sums_are_scipys_transposed_product_bit_for_bit(demo):
+    counts, tree = demo
+    abundance = node_abundance(counts.matrix, counts.observation_ids, counts.sample_ids, tree)
+    p, lengths = abundance.proportions, abundance.lengths
+    for presence, matrix in ((False, p), (True, p.sign())):
+        expected = np.asarray(matrix.T @ lengths, dtype=np.float64).ravel()
+        assert np.array_equal(cpu_kernel.column_sums(p, lengths, presence), expected)
+
+
+def test_the_tile_layout_on_threads_is_the_serial_one(demo):
+    counts, tree = demo
+    abundance = node_abundance(counts.matrix, counts.observation_ids, counts.sample_ids, tree)
+    n = abundance.proportions.shape[1]
+    tile_of = np.repeat(np.arange(4, dtype=np.int32), -(-n // 4))[:n]
+    for start in (0, 37):
+        serial = cpu_kernel._tile_layout(abundance.proportions, start, tile_of, 4, np.float64)
+        pooled = cpu_kernel._tile_layout(abundance.proportions, start, tile_of, 4, np.float64, POOL)
+        assert all(np.array_equal(a, b) for a, b in zip(serial, pooled, strict=True))
+        assert serial[0][-1, -1] == (abundance.proportions.indices >= start).sum()
+
+
+@settings(max_examples=50, deadline=None)
+@given(rows=st.integers(0, 300), extra=st.integers(0, 300), parts=st.integers(1, 16))
+def test_triangle_rows_cut_every_row_once_into_near_equal_shares(rows, extra, parts):
+    columns = rows + extra
+    bounds = cpu_kernel.triangle_rows(rows, columns, parts)
+    assert bounds[0] == 0 and bounds[-1] == rows and (np.diff(bounds) > 0).all()
+    assert len(bounds) - 1 <= max(parts, 1)
+    cost = np.maximum(columns - np.arange(rows) - 1, 1)
+    shares = [cost[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    if rows:
+        assert max(shares) <= cost.sum() / parts + cost.max()

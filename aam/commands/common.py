@@ -263,7 +263,8 @@ def run_training(
     log.info("%s; device %s", describe(batches.study), device)
     study, where = batches.study, opts.distances
     if batches.distances and study.distances is not None:  # on its engine, ranks sharing pairs
-        engine = study.distances.on(where.unifrac_engine, where.unifrac_threads, device)
+        share = (ctx.rank, ctx.world_size)
+        engine = study.distances.on(where.unifrac_engine, where.unifrac_threads, device, share)
         batches = replace(batches, study=replace(study, distances=engine))
         batches.pair_group = pair_group(ctx)
     trainer = Trainer(

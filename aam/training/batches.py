@@ -8,6 +8,7 @@ probe and the profiler make their batches here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -44,8 +45,8 @@ class TrainBatches:
         ``rng``, reads as ``epoch`` draws them), with the UniFrac distances among ALL of
         ``positions`` when ``distances`` (the loss's pairs span the global batch). ``shared``
         (every rank makes this batch, in the same order): with a ``pair_group``, each rank
-        computes its share of the pairs and the ranks sum the shares (exact: each pair is
-        non-zero on one rank only)."""
+        sums the pairs over its share of the tree's nodes and the ranks add their partial
+        sums (every rank then forms the same distances)."""
         study = self.study
         draw = study.draw(epoch)
         local = rank_slice(positions, self.ctx)
@@ -53,9 +54,8 @@ class TrainBatches:
         if self.distances:
             pairs = study.distances
             if shared and self.pair_group is not None and pairs.shareable:
-                share = (self.ctx.rank, self.ctx.world_size)
-                block = pairs.tensor(positions, draw, share)
-                batch.distances = sum_shares(block, self.pair_group)
+                combine = partial(sum_shares, group=self.pair_group)
+                batch.distances = pairs.tensor(positions, draw, combine)
             else:
                 batch.distances = pairs.tensor(positions, draw)
         return batch

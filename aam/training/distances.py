@@ -6,13 +6,15 @@ on its own stream, the whole batch resident there (``aam.unifrac.batch_device``)
 CPU, the numba kernel's tile pairs shared by a pool of threads. Threads, not processes: the
 kernel releases the GIL and has no threading layer of its own, so the threads share the
 table and tree index without copies, run beside torch's OpenMP threads and the prefetch thread
-safely, and fork nothing. Under DDP/FSDP each rank computes a share of the global batch's
-pairs (``share``) and the ranks sum their shares (``aam.training.batches``).
+safely, and fork nothing. Under DDP/FSDP each rank sums the global batch's pairs over its
+share of the tree's nodes and the ranks add their partial sums (``combine``, from
+``aam.training.batches``): the work per rank falls as 1/world.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,27 +32,36 @@ if TYPE_CHECKING:  # torch only where a tensor is made: `aam split` reads studie
     from aam.unifrac.batch_device import DeviceBatchUniFrac
 
 log = logging.getLogger(__name__)
-WHOLE = (0, 1)  # (rank, world): every pair
+WHOLE = (0, 1)  # (rank, world): the whole tree
+Combine = Callable[["torch.Tensor"], "torch.Tensor"]  # a tensor summed over the ranks
 
 
 class PairDistances(Protocol):
     """Distances between any samples of a study, by study position."""
 
-    shareable: bool  # whether ranks can compute shares of a block's pairs (``tensor``)
+    shareable: bool  # whether ranks can compute partial sums of a block (``tensor``)
 
     def block(self, positions: np.ndarray, draw: ReadDraw | None = None) -> np.ndarray:
         """(B, B) float32 distances among ``positions`` (their reads as ``draw`` draws them)."""
         ...
 
-    def on(self, engine: str, threads: int | None, device: torch.device) -> PairDistances:
-        """These distances computed on ``engine`` for training on ``device``."""
+    def on(
+        self,
+        engine: str,
+        threads: int | None,
+        device: torch.device,
+        share: tuple[int, int] = WHOLE,
+    ) -> PairDistances:
+        """These distances computed on ``engine`` for training on ``device``, by rank
+        ``share`` = (rank, world) when ranks share the work (``tensor(combine=...)``)."""
         ...
 
     def tensor(
-        self, positions: np.ndarray, draw: ReadDraw | None = None, share: tuple[int, int] = WHOLE
+        self, positions: np.ndarray, draw: ReadDraw | None = None, combine: Combine | None = None
     ) -> torch.Tensor:
-        """``block`` as a float32 tensor (on the engine's device), or only the pairs of
-        ``share`` = (rank, world), 0 elsewhere, when ``shareable``."""
+        """``block`` as a float32 tensor (on the engine's device); when ``shareable``, with
+        ``combine`` (every rank calls it at once): this rank's share of the work, the ranks'
+        partial sums added by ``combine``."""
         ...
 
 
@@ -65,18 +76,27 @@ class TreeDistances:
     device_unifrac: DeviceBatchUniFrac | None = None  # the gpu engine
     pool: ThreadPool | None = None  # the cpu engine's threads (None: this thread)
     stream: torch.cuda.Stream | None = None  # the gpu engine's own stream
+    rank_unifrac: BatchUniFrac | None = None  # this rank's node share (``combine``)
+    rank_device_unifrac: DeviceBatchUniFrac | None = None  # the same on the gpu engine
     shareable = True
 
-    def on(self, engine: str, threads: int | None, device: torch.device) -> TreeDistances:
+    def on(
+        self,
+        engine: str,
+        threads: int | None,
+        device: torch.device,
+        share: tuple[int, int] = WHOLE,
+    ) -> TreeDistances:
         """These distances on ``engine`` (gpu, cpu, auto) for training on ``device``;
         ``threads``: the cpu engine's (None: this process's share of the CPUs beside a GPU, one
-        thread beside CPU training, whose torch threads own the cores). InputError,
-        before any step, for a gpu engine without a GPU or more threads than CPUs."""
-        share = cpu_share()
-        if threads is not None and threads > share:
+        thread beside CPU training, whose torch threads own the cores); ``share``: this rank's
+        nodes for ``tensor(combine=...)``. InputError, before any step, for a gpu engine
+        without a GPU or more threads than CPUs."""
+        cpus = cpu_share()
+        if threads is not None and threads > cpus:
             raise InputError(
-                f"--unifrac-threads {threads}: this process may run on {share} CPUs; give at "
-                f"most {share} (or leave it out)"
+                f"--unifrac-threads {threads}: this process may run on {cpus} CPUs; give at "
+                f"most {cpus} (or leave it out)"
             )
         if engine == "gpu" and device.type != "cuda":
             raise InputError(
@@ -85,45 +105,58 @@ class TreeDistances:
             )
         if engine == "cpu" or device.type != "cuda":
             # Training on the CPU, torch's threads own the cores: one thread, overlapped.
-            workers = threads or (share if device.type == "cuda" else 1)
+            workers = threads or (cpus if device.type == "cuda" else 1)
             log.info("batch UniFrac on the CPU, %d thread(s)", workers)
             pool = None if workers == 1 else ThreadPool.of(workers, "aam-unifrac")
-            return replace(self, pool=pool)
+            return replace(self, pool=pool, rank_unifrac=self.unifrac.node_share(*share))
         import torch
 
         from aam.unifrac.batch_device import DeviceBatchUniFrac
 
         log.info("batch UniFrac on %s", device)
-        device_unifrac = DeviceBatchUniFrac.on(self.unifrac, device)
-        return replace(self, device_unifrac=device_unifrac, stream=torch.cuda.Stream(device))
+        whole = DeviceBatchUniFrac.on(self.unifrac, device)
+        mine = DeviceBatchUniFrac.on(self.unifrac.node_share(*share), device)
+        return replace(
+            self,
+            device_unifrac=whole,
+            rank_device_unifrac=mine,
+            stream=torch.cuda.Stream(device),
+        )
 
     def block(self, positions: np.ndarray, draw: ReadDraw | None = None) -> np.ndarray:
         if self.device_unifrac is None:
-            return self._host(positions, draw, WHOLE)
+            return self._host(positions, draw, None)
         return self.tensor(positions, draw).cpu().numpy()
 
     def tensor(
-        self, positions: np.ndarray, draw: ReadDraw | None = None, share: tuple[int, int] = WHOLE
+        self, positions: np.ndarray, draw: ReadDraw | None = None, combine: Combine | None = None
     ) -> torch.Tensor:
         import torch
 
         if self.device_unifrac is None:
-            return torch.from_numpy(self._host(positions, draw, share))
-        rank, world = share
-        n = len(positions)
-        rows = slice(n * rank // world, n * (rank + 1) // world)
+            return torch.from_numpy(self._host(positions, draw, combine))
+        engine = self.device_unifrac if combine is None else self.rank_device_unifrac
         if self.stream is None:  # a torch device without streams (the CPU, in tests)
-            return self.device_unifrac.distances(*self._reads(positions, draw), rows=rows).float()
+            return engine.distances(*self._reads(positions, draw), combine).float()
         with torch.cuda.stream(self.stream):
-            dist = self.device_unifrac.distances(*self._reads(positions, draw), rows=rows).float()
+            dist = engine.distances(*self._reads(positions, draw), combine).float()
         self.stream.synchronize()  # ready when handed over; the step's stream may read it
         dist.record_stream(torch.cuda.default_stream(dist.device))  # freed after that read
         return dist
 
-    def _host(self, positions: np.ndarray, draw: ReadDraw | None, share) -> np.ndarray:
-        """float32 distances of ``share`` from the CPU kernel (this thread or the pool)."""
+    def _host(
+        self, positions: np.ndarray, draw: ReadDraw | None, combine: Combine | None
+    ) -> np.ndarray:
+        """float32 distances from the CPU kernel (this thread or the pool); with ``combine``,
+        from this rank's node share and the ranks' partial sums."""
+        import torch
+
         reads = self._reads(positions, draw)
-        dist = self.unifrac.distances(*reads, pool=self.pool, share=share)
+        if combine is None:
+            return self.unifrac.distances(*reads, pool=self.pool).astype(np.float32)
+        dist = self.rank_unifrac.distances(
+            *reads, pool=self.pool, combine=lambda a: combine(torch.from_numpy(a)).numpy()
+        )
         return dist.astype(np.float32)
 
     def _reads(self, positions: np.ndarray, draw: ReadDraw | None):
@@ -143,8 +176,14 @@ class MatrixDistances:
     row_of: np.ndarray  # study position -> matrix row
     shareable = False
 
-    def on(self, engine: str, threads: int | None, device: torch.device) -> MatrixDistances:
-        """Read, not computed: the same on every engine."""
+    def on(
+        self,
+        engine: str,
+        threads: int | None,
+        device: torch.device,
+        share: tuple[int, int] = WHOLE,
+    ) -> MatrixDistances:
+        """Read, not computed: the same on every engine and rank."""
         return self
 
     def block(self, positions: np.ndarray, draw: ReadDraw | None = None) -> np.ndarray:
@@ -153,10 +192,10 @@ class MatrixDistances:
         return self.rows.block(self.row_of[np.asarray(positions)]).astype(np.float32)
 
     def tensor(
-        self, positions: np.ndarray, draw: ReadDraw | None = None, share: tuple[int, int] = WHOLE
+        self, positions: np.ndarray, draw: ReadDraw | None = None, combine: Combine | None = None
     ) -> torch.Tensor:
         import torch
 
-        if share != WHOLE:
+        if combine is not None:
             raise ValueError("a matrix's rows are read whole on every rank")
         return torch.from_numpy(self.block(positions, draw))

@@ -65,8 +65,8 @@ def all_reduce_sum(value: torch.Tensor, ctx: DistContext) -> torch.Tensor:
 
 
 def pair_group(ctx: DistContext) -> dist.ProcessGroup | None:
-    """A gloo group of all ranks for the UniFrac shares of each batch (every rank calls this at
-    the same point): batches are made in a prefetch thread, and a group of their own keeps
+    """A gloo group of all ranks for the UniFrac partial sums of each batch (every rank calls
+    this at the same point): batches are made in a prefetch thread, and a group of their own keeps
     those exchanges apart from the training step's collectives on the default group."""
     return dist.new_group(backend="gloo") if ctx.enabled else None
 

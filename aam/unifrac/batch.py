@@ -2,15 +2,23 @@
 
 The node x ASV ancestor matrix is built once per table; a group's distances then cost one
 spread of its reads up the tree (``aam.unifrac.batch_spread``) and the shared-node kernel over
-the nodes those reads reach, in the calling thread or on a pool's threads, for all pairs or
-one rank's share. The entries equal ``compute_unifrac``'s full matrix (float64: within
-rounding, ~1e-15); nothing N x N is built. ``aam.unifrac.batch_device`` computes the same on a
-torch device.
+the nodes those reads reach, in the calling thread or on a pool's threads. The entries equal
+``compute_unifrac``'s full matrix (float64: within rounding, ~1e-15); nothing N x N is built.
+``aam.unifrac.batch_device`` computes the same on a torch device.
+
+Ranks share the work by nodes (``node_share``): every metric is a sum over nodes of per-sample
+totals and pair sums, so each rank spreads its batch up its own share of the tree, sums the
+pairs over those nodes only, and the ranks add their partial sums (``combine``) before the
+distances are formed: each rank's spread, layout and kernel fall as 1/world.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,7 +33,13 @@ from aam.unifrac.abundance import (
     match_tips,
 )
 from aam.unifrac.engines import checked_tree_arrays
-from aam.unifrac.metrics import SUM_FOR_METRIC, sample_totals, upper_distances
+from aam.unifrac.metrics import (
+    SUM_FOR_METRIC,
+    PairSums,
+    mirror_upper,
+    sample_totals,
+    upper_distances,
+)
 from aam.unifrac.tree import TreeArrays
 
 
@@ -69,6 +83,20 @@ class BatchUniFrac:
         ancestors.sort_indices()
         return cls(metric, alpha, dtype, ancestors, arrays.length[with_length], keep)
 
+    def node_share(self, rank: int, world: int) -> BatchUniFrac:
+        """Rank ``rank`` of ``world``'s share of the nodes: a contiguous range of them holding
+        about 1/world of the ancestor entries (the spread's work). The partial sums of all
+        shares add up to the whole (``distances(combine=...)``)."""
+        if world == 1:
+            return self
+        by_node = self.ancestors.tocsr()
+        cuts = np.searchsorted(by_node.indptr, np.linspace(0, by_node.nnz, world + 1))
+        cuts[0], cuts[-1] = 0, by_node.shape[0]
+        mine = slice(int(cuts[rank]), int(max(cuts[rank], cuts[rank + 1])))
+        ancestors = by_node[mine].tocsc()
+        ancestors.sort_indices()
+        return replace(self, ancestors=ancestors, lengths=self.lengths[mine])
+
     def distances(
         self,
         asv_ptr: np.ndarray,
@@ -76,13 +104,22 @@ class BatchUniFrac:
         reads: np.ndarray,
         *,
         pool: ThreadPool | None = None,
-        share: tuple[int, int] = (0, 1),
+        combine: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> np.ndarray:
         """(B, B) distances of B samples given as CSR rows: sample ``s`` holds table ASVs
         ``asv_idx[asv_ptr[s]:asv_ptr[s + 1]]`` with ``reads`` of the same slice. ``pool``: its
-        threads share the kernel. ``share`` = (rank, world): only this rank's share of the
-        pairs (both triangles), 0 elsewhere; the shares of all ranks sum to the matrix, bit for
-        bit the one of ``share=(0, 1)``."""
+        threads share the work (the same distances, bit for bit). ``combine``: the sum over
+        the ranks of a float64 vector of partial sums (this object being one rank's
+        ``node_share``); every rank then forms the same distances."""
+        totals, sums = self._partial_sums(asv_ptr, asv_idx, reads, pool)
+        if combine is not None:
+            totals, sums = _combined(totals, sums, combine)
+        dist = upper_distances(self.metric, totals, sums, 0, reuse=True, pool=pool)
+        mirror_upper(dist, pool)
+        return dist
+
+    def _partial_sums(self, asv_ptr, asv_idx, reads, pool) -> tuple[np.ndarray, PairSums]:
+        """Each sample's total and the pair sums (upper triangles) over this object's nodes."""
         from aam.unifrac.batch_spread import proportions_below  # numba: only when used
         from aam.unifrac.cpu_kernel import batch_pair_sums
 
@@ -96,18 +133,39 @@ class BatchUniFrac:
                 "tree (those dropped by --prune-missing held them all); drop such samples"
             )
         abundance = NodeAbundance([str(k) for k in range(n)], self.lengths[used], proportions)
-        sums, plan = batch_pair_sums(
+        sums = batch_pair_sums(
             proportions,
             abundance.lengths,
             SUM_FOR_METRIC[self.metric],
             alpha=self.alpha,
             dtype=self.dtype,
             pool=pool,
-            share=share,
         )
-        dist = upper_distances(
-            self.metric, sample_totals(self.metric, abundance, self.alpha), sums, 0, reuse=True
-        )
-        if share[1] > 1:
-            dist[~plan.covered(n)] = 0
-        return dist + dist.T
+        return sample_totals(self.metric, abundance, self.alpha), sums
+
+
+def _combined(
+    totals: np.ndarray, sums: PairSums, combine: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, PairSums]:
+    """``totals`` and ``sums`` summed over the ranks by ``combine``, as one float64 vector
+    (one exchange), back in their own dtypes."""
+    parts = [(k, v) for k, v in vars(sums).items() if v is not None]
+    flat = np.concatenate([totals, *(v.reshape(-1) for _, v in parts)], dtype=np.float64)
+    total = combine(flat)
+    n = len(totals)
+    blocks = total[n:].reshape(len(parts), n, n)
+    return total[:n], PairSums(
+        **{k: blocks[i].astype(v.dtype, copy=False) for i, (k, v) in enumerate(parts)}
+    )
+
+
+def ranks_in_one_process(ranks: list[Callable[[Callable[[Any], Any]], Any]]) -> list[Any]:
+    """What each rank's ``distances(..., combine)`` gives when the ranks run one after another
+    in this process (checks, benchmarks): each is called with its partial sums collected
+    first, then with the combine that returns their sum (in rank order; an all-reduce may sum
+    in another order, so equal within rounding). Partials are numpy arrays or tensors; each
+    call gets its own copy (the distances may be formed in place)."""
+    partials: list[Any] = []
+    for rank in ranks:
+        rank(lambda partial: partials.append(partial * 1) or partial)  # `* 1`: a copy
+    return [rank(lambda partial: functools.reduce(operator.add, partials)) for rank in ranks]

@@ -10,13 +10,15 @@ nodes are visited in chunks of dense (nodes x samples) proportions:
 - generalized: the elementwise shared-node terms of ``aam.unifrac.torch_kernel``.
 
 Sums run in float64 whatever ``dtype`` asks (fp64 GEMMs are exact enough and fast on the
-target GPUs, and a global TF32 switch cannot reach them); the distances are then cast. A share
-of the rows (``rows``) computes those rows against every sample, for sharding pairs across
-ranks. Nothing outside the batch is dense: memory is O(nodes x batch) per chunk, never N x N.
+target GPUs, and a global TF32 switch cannot reach them); the distances are then cast. Built
+from one rank's ``BatchUniFrac.node_share``, it sums over those nodes only and the ranks add
+their partial sums (``combine``). Nothing outside the batch is dense: memory is O(nodes x
+batch) per chunk, never N x N.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,14 +68,13 @@ class DeviceBatchUniFrac:
         asv_ptr: np.ndarray,
         asv_idx: np.ndarray,
         reads: np.ndarray,
-        rows: slice | None = None,
+        combine: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """(B, B) distances (in ``dtype``) on the device of B samples given as CSR rows (as
-        ``BatchUniFrac.distances`` takes them). With ``rows``, only those rows are computed
-        (against all B samples); the other rows are 0."""
+        ``BatchUniFrac.distances`` takes them). ``combine``: the sum over the ranks of a
+        float64 tensor of partial sums (this object holding one rank's node share)."""
         dev = self.device
         n = len(asv_ptr) - 1
-        rows = rows or slice(0, n)
         lengths_per_sample = torch.as_tensor(np.diff(asv_ptr), dtype=torch.int64)
         idx = torch.as_tensor(np.asarray(asv_idx), dtype=torch.int64).to(dev, non_blocking=True)
         count = torch.as_tensor(np.asarray(reads), dtype=torch.float64).to(dev, non_blocking=True)
@@ -91,7 +92,7 @@ class DeviceBatchUniFrac:
             )
         node, sample, below = self._reads_below(idx, sample, count, n)
         proportion = below * (1.0 / totals)[sample]
-        sums = _ChunkSums(self.metric, self.alpha, n, rows, dev)
+        sums = _ChunkSums(self.metric, self.alpha, n, dev)
         chunk = max(1, CHUNK_ELEMENTS // n)
         used, position = torch.unique_consecutive(node, return_inverse=True)
         bounds = torch.searchsorted(position, torch.arange(0, len(used) + chunk, chunk, device=dev))
@@ -102,8 +103,9 @@ class DeviceBatchUniFrac:
             dense = torch.zeros((int(local[-1]) + 1, n), dtype=torch.float64, device=dev)
             dense[local, sample[lo:hi]] = proportion[lo:hi]
             sums.add(dense, self.lengths[used[position[lo] : position[hi - 1] + 1]])
-        out = torch.zeros((n, n), dtype=self.dtype, device=dev)
-        out[rows] = sums.distances().to(self.dtype)
+        if combine is not None:
+            sums.combine(combine)
+        out = sums.distances().to(self.dtype)
         out.fill_diagonal_(0.0)
         return out
 
@@ -128,37 +130,46 @@ class DeviceBatchUniFrac:
 
 
 class _ChunkSums:
-    """The pair sums of one metric over node chunks, for ``rows`` against all ``n`` samples,
-    and the distances they give (the formulas of ``aam.unifrac.metrics.pair_distances``)."""
+    """The pair sums of one metric over node chunks, and the distances they give (the formulas
+    of ``aam.unifrac.metrics.pair_distances``)."""
 
-    def __init__(self, metric: str, alpha: float, n: int, rows: slice, device) -> None:
-        self.metric, self.alpha, self.rows = metric, alpha, rows
+    def __init__(self, metric: str, alpha: float, n: int, device) -> None:
+        self.metric, self.alpha = metric, alpha
         zeros = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
         self.totals = zeros(n)
-        height = len(range(n)[rows])
-        self.num = zeros(height, n)
-        self.den = zeros(height, n) if metric == "generalized" else None
+        self.num = zeros(n, n)
+        self.den = zeros(n, n) if metric == "generalized" else None
 
     def add(self, p: torch.Tensor, length: torch.Tensor) -> None:
         """Add a chunk: ``p`` (chunk nodes x n) proportions, ``length`` (chunk nodes,)."""
-        rows, length = self.rows, length[:, None]
+        length = length[:, None]
         if self.metric == "unweighted":
             present = (p > 0).to(torch.float64)
             weighted = length * present
             self.totals += weighted.sum(dim=0)
-            self.num += present[:, rows].T @ weighted  # shared length
+            self.num += present.T @ weighted  # shared length
         elif self.metric in ("weighted_normalized", "weighted_unnormalized"):
             weighted = (length * p).T.contiguous()
             self.totals += weighted.sum(dim=1)
-            self.num += torch.cdist(weighted[rows], weighted, p=1)  # sum_v L_v |p_i - p_j|
+            self.num += torch.cdist(weighted, weighted, p=1)  # sum_v L_v |p_i - p_j|
         else:
             solo = torch.where(p > 0, p.pow(self.alpha), 0.0)  # alpha 0: presence
             self.totals += (length * solo).sum(dim=0)
-            generalized_chunk(p, length, self.alpha, self.num, self.den, rows)
+            generalized_chunk(p, length, self.alpha, self.num, self.den)
+
+    def combine(self, combine: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Replace the sums by their sum over the ranks (one exchange of one tensor)."""
+        parts = [self.totals, self.num.reshape(-1)]
+        parts += [] if self.den is None else [self.den.reshape(-1)]
+        total = combine(torch.cat(parts))
+        n = len(self.totals)
+        self.totals, self.num = total[:n], total[n : n + n * n].reshape(n, n)
+        if self.den is not None:
+            self.den = total[n + n * n :].reshape(n, n)
 
     def distances(self) -> torch.Tensor:
-        """Distances of the rows to every sample (float64)."""
-        pair_total = self.totals[self.rows, None] + self.totals[None, :]
+        """Distances between every two samples (float64)."""
+        pair_total = self.totals[:, None] + self.totals[None, :]
         if self.metric == "unweighted":
             unique = torch.clamp(pair_total - 2 * self.num, min=0.0)
             return _ratio(unique, pair_total - self.num)

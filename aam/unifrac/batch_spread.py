@@ -16,7 +16,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from aam.threads import ThreadPool
+from aam.threads import ThreadPool, run_each
 
 CHUNK_SAMPLES = 64  # samples per task: enough tasks to balance a pool, few enough to be cheap
 
@@ -87,12 +87,11 @@ def proportions_below(
     chunks = list(zip(bounds[:-1], bounds[1:], strict=True))
     counts = np.zeros((len(chunks), n_nodes), dtype=np.int64)
     nothing_s, nothing_v = np.empty(0, dtype=np.int32), np.empty(0, dtype=np.float64)
-    run = pool.executor.map if pool is not None else map
 
     def count(c: int) -> np.ndarray:
         return _spread(*fixed, *chunks[c], True, counts[c], nothing_s, nothing_v)
 
-    totals = np.concatenate(list(run(count, range(len(chunks)))))
+    totals = np.concatenate(run_each(pool, count, range(len(chunks))))
     if not (totals > 0).all():
         return sp.csr_matrix((0, n)), np.empty(0, dtype=np.int64), totals
     per_node = counts.sum(axis=0)
@@ -104,7 +103,7 @@ def proportions_below(
     def fill(c: int) -> None:
         _spread(*fixed, *chunks[c], False, at[c], samples, values)
 
-    list(run(fill, range(len(chunks))))
+    run_each(pool, fill, range(len(chunks)))
     used = np.flatnonzero(per_node)
     indptr = np.concatenate([[0], ptr[used + 1]])
     proportions = sp.csr_matrix((values, samples, indptr), shape=(len(used), n), copy=False)

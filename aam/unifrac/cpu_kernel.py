@@ -28,7 +28,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from aam.threads import ThreadPool, usable_threads
+from aam.threads import ThreadPool, run_each, usable_threads
 from aam.unifrac.metrics import PairSums
 
 TILE = 128
@@ -190,24 +190,21 @@ def batch_pair_sums(
     alpha: float,
     dtype: type,
     pool: ThreadPool | None = None,
-    share: tuple[int, int] = (0, 1),
-) -> tuple[PairSums, TilePlan]:
-    """One kind of pair sum of a small group of samples (a training batch) for the tile pairs
-    of ``share`` = (rank, world) only, and the plan of those tile pairs (``covered``).
-    ``pool``: its threads run the serial kernel on parts of the tile pairs (each writes its
-    own blocks: the same sums, bit for bit, whatever the threads or the share)."""
+) -> PairSums:
+    """One kind of pair sum of a small group of samples (a training batch). ``pool``: its
+    threads run the serial kernel on parts of the tile pairs (each writes its own blocks)
+    and the steps around it: the same sums, bit for bit, whatever the threads."""
     n = proportions.shape[1]
     workers = pool.threads if pool is not None else 1
-    plan = tile_plan(n, n, tile=batch_tile(n, workers * share[1]), share=share)
+    plan = tile_plan(n, n, tile=batch_tile(n, workers))
     todo = [(k, mode) for k, mode in _MODES if k == kind]
     kernel = _tile_pairs_serial if pool is None else _pooled(pool, 4 * workers)
     with _progress(False, 0) as bar:
-        sums = _sums(proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar)
-    return sums, plan
+        return _sums(proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar, pool)
 
 
 def batch_tile(n: int, parts: int) -> int:
-    """A tile size that cuts n samples into at least ~8 tile pairs per part (thread x rank),
+    """A tile size that cuts n samples into at least ~8 tile pairs per part (thread),
     between 16 and ``TILE``: results do not depend on it."""
     tiles = math.ceil(math.sqrt(16 * parts))
     return int(min(TILE, max(min(16, TILE), math.ceil(n / tiles))))
@@ -227,17 +224,20 @@ def _pooled(pool: ThreadPool, parts: int) -> Callable[..., None]:
     return run
 
 
-def _sums(proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar) -> PairSums:
-    """The pair sums of each (kind, mode) in ``todo`` over ``plan``'s tile pairs."""
+def _sums(
+    proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar, pool=None
+) -> PairSums:
+    """The pair sums of each (kind, mode) in ``todo`` over ``plan``'s tile pairs; ``pool``:
+    threads for the steps around the kernel (layout, complement terms)."""
     sums = PairSums()
     for kind, mode in todo:
         if mode == 0:
             entries, flipped = _complemented(proportions)
         else:
             entries, flipped = proportions, None
-        out_a, out_b = _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar)
+        out_a, out_b = _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool)
         if flipped is not None:
-            _add_complement_terms(out_a, proportions, lengths, flipped, start)
+            _add_complement_terms(out_a, proportions, lengths, flipped, start, pool)
         if mode == 2:
             sums.gen_num, sums.gen_den = out_a, out_b
         else:
@@ -254,20 +254,11 @@ class TilePlan:
     pair_i: np.ndarray  # (pairs,) int64 row tile
     pair_j: np.ndarray  # (pairs,) int64 column tile (>= pair_i)
 
-    def covered(self, n: int) -> np.ndarray:
-        """(n, n) bool: the pairs j > i that the plan's tile pairs compute."""
-        tile_of = np.repeat(np.arange(len(self.tile_start) - 1), np.diff(self.tile_start))
-        owned = np.zeros((len(self.tile_start) - 1,) * 2, dtype=bool)
-        owned[self.pair_i, self.pair_j] = True
-        return np.triu(owned[tile_of[:, None], tile_of[None, :]], k=1)
 
-
-def tile_plan(
-    rows: int, n_columns: int, *, tile: int | None = None, share: tuple[int, int] = (0, 1)
-) -> TilePlan:
+def tile_plan(rows: int, n_columns: int, *, tile: int | None = None) -> TilePlan:
     """Tiles of ``tile`` samples, restarted at ``rows`` (the first tiles hold the rows), and
     the upper-triangle tile pairs with a row tile, shuffled so costly and cheap ones interleave
-    (balanced parallel chunks); ``share`` = (rank, world) keeps every world-th of them."""
+    (balanced parallel chunks)."""
     tile = tile or TILE
     n_row_tiles = -(-rows // tile)
     tile_start = np.concatenate(
@@ -276,9 +267,8 @@ def tile_plan(
     pair_i, pair_j = np.triu_indices(len(tile_start) - 1)
     keep = pair_i < n_row_tiles
     shuffle = np.random.default_rng(0).permutation(int(keep.sum()))
-    rank, world = share
-    pair_i = pair_i[keep][shuffle][rank::world].astype(np.int64)
-    pair_j = pair_j[keep][shuffle][rank::world].astype(np.int64)
+    pair_i = pair_i[keep][shuffle].astype(np.int64)
+    pair_j = pair_j[keep][shuffle].astype(np.int64)
     return TilePlan(rows, tile_start, pair_i, pair_j)
 
 
@@ -295,29 +285,21 @@ def _progress(enabled: bool, total: int):
 
 
 @numba.njit(cache=True, nogil=True)
-def _tile_layout(
-    indptr, indices, data, start, tile_of, n_tiles, values_dtype
-):  # pragma: no cover - compiled
-    """Entries of columns ``start..`` of a CSR node x sample matrix, counting-sorted from
-    (node, sample) order into (tile, node, sample) order: ``ptr[t, v]..ptr[t, v + 1]`` are
-    node v's entries in tile t; samples are local column numbers."""
-    n_nodes = indptr.shape[0] - 1
-    ptr = np.zeros((n_tiles, n_nodes + 1), dtype=np.int64)
-    for v in range(n_nodes):
+def _layout_count(indptr, indices, start, tile_of, v0, v1, ptr):  # pragma: no cover - compiled
+    """Count the entries of nodes ``v0..v1-1`` in columns ``start..`` per tile: node v's
+    entries in tile t into ``ptr[t, v + 1]``."""
+    for v in range(v0, v1):
         for e in range(indptr[v], indptr[v + 1]):
             if indices[e] >= start:
                 ptr[tile_of[indices[e] - start], v + 1] += 1
-    total = 0
-    for t in range(n_tiles):
-        for v in range(n_nodes):
-            count = ptr[t, v + 1]
-            ptr[t, v] = total
-            total += count
-        ptr[t, n_nodes] = total
-    samples = np.empty(total, dtype=np.int32)
-    values = np.empty(total, dtype=values_dtype)
-    fill = ptr[:, :n_nodes].copy()
-    for v in range(n_nodes):
+
+
+@numba.njit(cache=True, nogil=True)
+def _layout_fill(
+    indptr, indices, data, start, tile_of, v0, v1, fill, samples, values
+):  # pragma: no cover - compiled
+    """Write the entries of nodes ``v0..v1-1`` at their (tile, node) slots ``fill[t, v]``."""
+    for v in range(v0, v1):
         for e in range(indptr[v], indptr[v + 1]):
             column = indices[e] - start
             if column >= 0:
@@ -325,6 +307,38 @@ def _tile_layout(
                 samples[fill[t, v]] = column
                 values[fill[t, v]] = data[e]
                 fill[t, v] += 1
+
+
+def _tile_layout(
+    entries: sp.csr_matrix,
+    start: int,
+    tile_of: np.ndarray,
+    n_tiles: int,
+    values_dtype: np.dtype,
+    pool: ThreadPool | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Entries of columns ``start..`` of a CSR node x sample matrix, counting-sorted from
+    (node, sample) order into (tile, node, sample) order: ``ptr[t, v]..ptr[t, v + 1]`` are
+    node v's entries in tile t; samples are local column numbers. ``pool``: its threads count
+    and write ranges of nodes (each its own slots: the same layout whatever the threads)."""
+    indptr, indices, data = entries.indptr, entries.indices, entries.data
+    n_nodes = len(indptr) - 1
+    parts = 1 if pool is None else 4 * pool.threads
+    cuts = np.searchsorted(indptr, np.linspace(0, indptr[-1], parts + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], cuts, [n_nodes]]))
+    ranges = list(zip(bounds[:-1], bounds[1:], strict=True))
+    ptr = np.zeros((n_tiles, n_nodes + 1), dtype=np.int64)
+    run_each(pool, lambda r: _layout_count(indptr, indices, start, tile_of, *r, ptr), ranges)
+    flat = ptr.reshape(-1)
+    np.cumsum(flat, out=flat)  # slot (t, v) holds the count of (t, v - 1): now the offsets
+    samples = np.empty(flat[-1] if len(flat) else 0, dtype=np.int32)
+    values = np.empty(len(samples), dtype=values_dtype)
+    fill = ptr[:, :n_nodes].copy()
+    run_each(
+        pool,
+        lambda r: _layout_fill(indptr, indices, data, start, tile_of, *r, fill, samples, values),
+        ranges,
+    )
     return ptr, samples, values
 
 
@@ -354,19 +368,17 @@ def _complement_rows(indptr, indices, flipped, n_samples):  # pragma: no cover -
     return out_ptr, out
 
 
-def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar):
+def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool):
     """The kernel over one node x sample entry matrix, for ``plan``'s tile pairs. With an
     enabled progress ``bar`` the tile pairs run in ``PROGRESS_STEPS`` calls, the bar advanced
     by the sample pairs of each (each tile pair writes its own block: the same sums, bit for
-    bit)."""
+    bit). ``pool``: its threads lay the entries out."""
     n_columns = entries.shape[1] - start
     tile_start, pair_i, pair_j = plan.tile_start, plan.pair_i, plan.pair_j
     rows = plan.rows
     n_tiles = len(tile_start) - 1
     tile_of = np.repeat(np.arange(n_tiles, dtype=np.int32), np.diff(tile_start))
-    ptr, samples, values = _tile_layout(
-        entries.indptr, entries.indices, entries.data, start, tile_of, n_tiles, np.dtype(dtype)
-    )
+    ptr, samples, values = _tile_layout(entries, start, tile_of, n_tiles, np.dtype(dtype), pool)
     powered = values**alpha if mode == 2 else np.zeros(1, dtype=dtype)
     out_a = np.zeros((rows, n_columns), dtype=dtype)
     out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
@@ -408,21 +420,60 @@ def _complemented(proportions: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray
     return sp.csr_matrix((ones, indices, indptr), shape=proportions.shape), flipped
 
 
+def column_sums(matrix: sp.csr_matrix, lengths: np.ndarray, presence: bool) -> np.ndarray:
+    """sum_v lengths[v] * matrix[v, i] (``presence``: its sign) for every column i of a CSR
+    node x sample matrix: the terms of scipy's ``matrix.T @ lengths``, in its node order, so
+    the same sums bit for bit, without its copies of the matrix."""
+    n = matrix.shape[1]
+    return _column_sums(matrix.indptr, matrix.indices, matrix.data, lengths, n, presence)
+
+
+@numba.njit(cache=True, nogil=True)
+def _column_sums(indptr, indices, data, lengths, n, presence):  # pragma: no cover - compiled
+    out = np.zeros(n, dtype=np.float64)
+    for v in range(indptr.shape[0] - 1):
+        for e in range(indptr[v], indptr[v + 1]):
+            value = np.float64(data[e])
+            if presence:
+                value = np.sign(value)
+            out[indices[e]] += value * lengths[v]
+    return out
+
+
 def _add_complement_terms(
     out: np.ndarray,
     proportions: sp.csr_matrix,
     lengths: np.ndarray,
     flipped: np.ndarray,
     start: int,
+    pool: ThreadPool | None = None,
 ) -> None:
     """Turn the kernel's sums over shared absences of the flipped nodes into sums over
     shared presences: add ``T - A_i - A_j`` (T: their total length; A_i: the length of
-    those sample i lacks), row by row over the upper triangle."""
+    those sample i lacks) over the upper triangle, ranges of rows on ``pool``'s threads."""
     total = lengths[flipped].sum()
-    present = proportions[flipped].sign().T @ lengths[flipped]  # per sample, float64
-    lacking = np.asarray(total - present, dtype=np.float64).ravel()
-    rows = out.shape[0]
-    columns = lacking[start:]
-    for r in range(rows):
-        row = out[r, r + 1 :]
-        row += (total - lacking[start + r] - columns[r + 1 :]).astype(out.dtype)
+    present = column_sums(proportions, np.where(flipped, lengths, 0.0), presence=True)
+    lacking = total - present
+    bounds = triangle_rows(out.shape[0], out.shape[1], 1 if pool is None else 4 * pool.threads)
+    ranges = zip(bounds[:-1], bounds[1:], strict=True)
+    run_each(pool, lambda r: _add_terms(out, lacking, total, start, *r), ranges)
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_terms(out, lacking, total, start, r0, r1):  # pragma: no cover - compiled
+    """Rows ``r0..r1-1`` of ``_add_complement_terms``: each term computed in float64 and cast
+    to ``out``'s dtype before it is added (as numpy's ``astype`` then ``+=``)."""
+    term = np.empty(1, dtype=out.dtype)
+    for r in range(r0, r1):
+        base = total - lacking[start + r]
+        for j in range(r + 1, out.shape[1]):
+            term[0] = base - lacking[start + j]
+            out[r, j] += term[0]
+
+
+def triangle_rows(rows: int, columns: int, parts: int) -> np.ndarray:
+    """Bounds of at most ``parts`` ranges of rows with about equal shares of the upper
+    triangle (row r holds ``columns - r - 1`` of its entries)."""
+    cost = np.cumsum(np.maximum(columns - np.arange(rows) - 1, 1))
+    cuts = np.searchsorted(cost, np.linspace(0, cost[-1] if rows else 0, parts + 1)[1:-1])
+    return np.unique(np.concatenate([[0], cuts, [rows]]))

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
+from aam.threads import ThreadPool, run_each
 from aam.unifrac.abundance import NodeAbundance
 
 _CHUNK = 1 << 16  # elements of a row chunk's temporaries (they stay in cache)
@@ -55,52 +57,66 @@ def distance_matrix(
     temporary; that sum is gone afterwards)."""
     totals = sample_totals(metric, abundance, alpha)
     dist = upper_distances(metric, totals, sums, 0, reuse=reuse)
-    _mirror_upper(dist)
+    mirror_upper(dist)
     return dist
 
 
 def upper_distances(
-    metric: str, totals: np.ndarray, sums: PairSums, start: int, *, reuse: bool = False
+    metric: str,
+    totals: np.ndarray,
+    sums: PairSums,
+    start: int,
+    *,
+    reuse: bool = False,
+    pool: ThreadPool | None = None,
 ) -> np.ndarray:
     """Distances of samples ``start + i`` (rows of ``sums``) to samples ``start + j``
     (columns) for ``j > i``, 0 for ``j <= i``, from ``sample_totals`` of all samples; in
-    row chunks, so temporaries stay small. ``reuse`` writes over the sums' own array."""
+    row chunks, so temporaries stay small (on ``pool``'s threads: elementwise, so the same
+    values). ``reuse`` writes over the sums' own array."""
     base = {"unweighted": sums.shared_length, "generalized": sums.gen_num}.get(
         metric, sums.shared_min
     )
     out = base if reuse else np.empty_like(base)
     rows, columns = base.shape
     step = max(1, _CHUNK // columns)
-    for lo in range(0, rows, step):
+
+    def chunk(lo: int) -> None:
         hi = min(lo + step, rows)
         part = PairSums(**{k: None if v is None else v[lo:hi] for k, v in vars(sums).items()})
         out[lo:hi] = pair_distances(metric, totals[start + lo : start + hi], totals[start:], part)
-        for i in range(lo, hi):
-            out[i, : i + 1] = 0
+        lower = np.arange(columns)[None, :] <= np.arange(lo, hi)[:, None]
+        np.putmask(out[lo:hi], lower, 0)
+
+    run_each(pool, chunk, range(0, rows, step))
     return out
 
 
-def _mirror_upper(matrix: np.ndarray) -> None:
+def mirror_upper(matrix: np.ndarray, pool: ThreadPool | None = None) -> None:
     """Fill the lower triangle of a square matrix whose lower triangle is 0 from its upper
-    one, in place, a block of rows at a time."""
+    one, in place, a block of rows at a time (blocks on ``pool``'s threads: each writes only
+    its own rows and reads only rows above it)."""
     n = matrix.shape[0]
     step = max(1, _CHUNK // max(n, 1))
-    for lo in range(0, n, step):
+
+    def block(lo: int) -> None:
         hi = min(lo + step, n)
         matrix[lo:hi, :lo] = matrix[:lo, lo:hi].T
-        block = matrix[lo:hi, lo:hi]
-        block += block.T.copy()
+        diagonal = matrix[lo:hi, lo:hi]
+        diagonal += diagonal.T.copy()
+
+    run_each(pool, block, range(0, n, step))
 
 
 def sample_totals(metric: str, abundance: NodeAbundance, alpha: float = 1.0) -> np.ndarray:
     """Each sample's own sum over the nodes it occupies (Faith's PD for unweighted)."""
     p, lengths = abundance.proportions, abundance.lengths
-    if metric == "unweighted":
-        return _column_sums(p.sign(), lengths)
+    if metric == "unweighted" or (metric == "generalized" and alpha == 0):  # power(0) raises
+        return _column_sums(p, lengths, presence=True)
     if metric in ("weighted_normalized", "weighted_unnormalized"):
         return _column_sums(p, lengths)
     if metric == "generalized":
-        return _column_sums(p.sign() if alpha == 0 else p.power(alpha), lengths)  # power(0) raises
+        return _column_sums(p.power(alpha), lengths)
     raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
 
 
@@ -129,9 +145,11 @@ def pair_distances(
     return np.asarray(dist, dtype=_dtype_of(sums))
 
 
-def _column_sums(matrix, lengths: np.ndarray) -> np.ndarray:
-    """sum_v lengths[v] * matrix[v, i] for every sample i."""
-    return np.asarray(matrix.T @ lengths, dtype=np.float64).ravel()
+def _column_sums(matrix: sp.csr_matrix, lengths: np.ndarray, presence: bool = False) -> np.ndarray:
+    """sum_v lengths[v] * matrix[v, i] (``presence``: its sign) for every sample i."""
+    from aam.unifrac.cpu_kernel import column_sums  # numba: only where distances are made
+
+    return column_sums(matrix, lengths, presence)
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:

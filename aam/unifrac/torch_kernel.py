@@ -65,16 +65,14 @@ def generalized_chunk(
     alpha: float,
     num: torch.Tensor,
     den: torch.Tensor,
-    rows: slice = slice(None),
 ) -> None:
-    """Add one node chunk's generalized-UniFrac shared-node terms of samples ``rows`` (the
-    rows of ``num`` and ``den``) against every sample (their columns)."""
+    """Add one node chunk's generalized-UniFrac shared-node terms of every pair of samples to
+    ``num`` and ``den``."""
     chunk, n = p.shape
-    first, stop, _ = rows.indices(n)
     step = max(1, SLAB_ELEMENTS // max(1, chunk * n))
     solo = torch.where(p > 0, p.pow(alpha), torch.zeros_like(p))
-    for lo in range(first, stop, step):
-        hi = min(lo + step, stop)
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
         pi, pj = p[:, lo:hi, None], p[:, None, :]
         both = (pi > 0) & (pj > 0)
         total = pi + pj
@@ -83,5 +81,5 @@ def generalized_chunk(
         safe_total = torch.where(both, total, torch.ones_like(total))
         num_terms = torch.where(both, scaled * (pi - pj).abs() / safe_total - solos, 0.0)
         den_terms = torch.where(both, scaled - solos, 0.0)
-        num[lo - first : hi - first] += (length[:, :, None] * num_terms).sum(dim=0)
-        den[lo - first : hi - first] += (length[:, :, None] * den_terms).sum(dim=0)
+        num[lo:hi] += (length[:, :, None] * num_terms).sum(dim=0)
+        den[lo:hi] += (length[:, :, None] * den_terms).sum(dim=0)
