@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 from test_cli_training import aam, assert_failed, demo  # noqa: F401  (module fixture)
 
-from aam.baselines import fit_predict, relative_abundances
+from aam.analysis.baselines import fit_predict, relative_abundances
+from aam.analysis.predictions import read_model_predictions
 from aam.data.samples import SampleSet
 from aam.data.split import read_split
-from aam.predictions import read_model_predictions
 from aam.training.metrics import (
     bootstrap_intervals,
     classification_metrics,

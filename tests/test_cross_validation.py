@@ -16,8 +16,8 @@ from planning import check_data_error, plan_error
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from aam.analysis.cross_validation import fold_table
 from aam.cli import main
-from aam.cross_validation import fold_table
 from aam.data.split import make_fold_split, read_split
 from aam.errors import InputError
 from aam.workflow.config import config_error_line, expand_cv

@@ -17,10 +17,10 @@ from planning import planned
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from aam.analysis.learning_curve import curve_table, per_doubling
 from aam.cli import main
 from aam.data.split import UNUSED, make_split, nested_split, read_split, write_split
 from aam.errors import InputError
-from aam.learning_curve import curve_table, per_doubling
 from aam.workflow.config import config_error_line, expand_learning_curves
 
 BASE = {"dataset": "demo", "predict_on": ["other"]}

@@ -7,7 +7,7 @@ import re
 import pytest
 from test_cli_training import aam, assert_failed
 
-from aam.overview import OUTPUT_FOLDERS, RunMetrics, overview_html, verdict
+from aam.analysis.overview import OUTPUT_FOLDERS, RunMetrics, overview_html, verdict
 
 
 def regression(mae_difference: list[float | None]) -> dict:

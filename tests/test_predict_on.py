@@ -19,15 +19,15 @@ from test_cli_training import (
     write_table,
 )
 
-from aam.baselines import aligned_abundances
-from aam.data.samples import SampleSet
-from aam.domain_shift import (
+from aam.analysis.baselines import aligned_abundances
+from aam.analysis.domain_shift import (
     asv_overlap,
     depth_comparison,
     not_predicted,
     token_limit_cut,
     unseen_categories,
 )
+from aam.data.samples import SampleSet
 from aam.errors import InputError
 
 NEW = ["GGGGCCCCAAAATTTTGGGGCCCC", "CATCATCATCATCATCATCATCAT", "TGCATGCATGCATGCATGCATGCA"]

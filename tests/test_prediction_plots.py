@@ -9,7 +9,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
 
-from aam import prediction_plots  # noqa: E402
+from aam.analysis import prediction_plots  # noqa: E402
 
 
 def test_classifier_panels_have_a_roc_curve_per_class_with_its_auc():

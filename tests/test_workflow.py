@@ -22,8 +22,8 @@ import yaml
 from biom.util import biom_open
 from checkout import copy_checkout, job_counts
 
+from aam.analysis.overview import verdict
 from aam.cli import main
-from aam.overview import verdict
 from aam.unifrac.io import read_distance_matrix
 
 # one worker runs the shared DAG once

@@ -1,6 +1,6 @@
 """`aam baselines`: the mean predictor, a random forest on relative abundances and with
 ``--group-column`` the group mean, fitted on the training samples of a split, predicting every
-sample, or every sample of another study's table (``aam.baselines``)."""
+sample, or every sample of another study's table (``aam.analysis.baselines``)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aam.analysis.baselines import aligned_abundances, fit_predict, relative_abundances
+from aam.analysis.predictions import prediction_table
 from aam.atomic import atomic_output
-from aam.baselines import aligned_abundances, fit_predict, relative_abundances
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.table import load_table
 from aam.errors import InputError
 from aam.options import checked
-from aam.predictions import prediction_table
 from aam.training.study import load_study
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from aam.cross_validation import write_fold_table
+from aam.analysis.cross_validation import write_fold_table
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 
 log = logging.getLogger(__name__)

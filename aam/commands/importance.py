@@ -1,5 +1,5 @@
 """`aam importance`: which ASVs carry the signal, by AAM (gradient x input) and by the random
-forest (permutation importance) on the test split, side by side (``aam.importance``)."""
+forest (permutation importance) on the test split, side by side (``aam.analysis.importance``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aam.atomic import atomic_output, check_output_dir, write_json
-from aam.commands.baselines import add_forest_options
-from aam.errors import InputError, NonFiniteError
-from aam.importance import (
+from aam.analysis.importance import (
     FOREST_CANDIDATES,
     PERMUTATION_REPEATS,
     aam_importance,
@@ -21,7 +18,10 @@ from aam.importance import (
     importance_table,
     rank_agreement,
 )
-from aam.importance_plot import plot_importance
+from aam.analysis.importance_plot import plot_importance
+from aam.atomic import atomic_output, check_output_dir, write_json
+from aam.commands.baselines import add_forest_options
+from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options, checked
 from aam.threads import usable_threads

@@ -1,6 +1,6 @@
 """`aam overview`: the report's front page, every run's test metrics beside the baselines'
 with intervals, AAM minus each baseline with its paired interval and a verdict, and what each
-output folder holds (``aam.overview``)."""
+output folder holds (``aam.analysis.overview``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import json
 import logging
 from pathlib import Path
 
+from aam.analysis.overview import RunMetrics, overview_html
 from aam.atomic import atomic_output
 from aam.errors import InputError
-from aam.overview import RunMetrics, overview_html
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """`aam pcoa`: PCoA of a UniFrac matrix (a plot coloured by a metadata column) and the files
-QIIME 2 imports: the ordination and the matrix as an lsmat TSV (``aam.ordination``)."""
+QIIME 2 imports: the ordination and the matrix as an lsmat TSV (``aam.analysis.ordination``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import argparse
 import logging
 from pathlib import Path
 
+from aam.analysis.ordination import ordinate, plot_ordination, write_lsmat, write_ordination
 from aam.atomic import check_output_dir
 from aam.data.metadata import load_metadata
 from aam.errors import InputError
-from aam.ordination import ordinate, plot_ordination, write_lsmat, write_ordination
 from aam.unifrac.io import read_distance_matrix
 
 log = logging.getLogger(__name__)

@@ -12,17 +12,17 @@ import numpy as np
 import pandas as pd
 import torch
 
+from aam.analysis.domain_shift import domain_shift_report
+from aam.analysis.prediction_plots import plot_predictions
+from aam.analysis.predictions import model_label, prediction_table, read_model_predictions
 from aam.atomic import atomic_output, check_output_dir, write_json
 from aam.data.metadata import load_metadata, numeric_column
 from aam.data.novelty import NOVELTY_WARNING, novelty
 from aam.data.samples import SampleSet
 from aam.data.split import SPLITS
-from aam.domain_shift import domain_shift_report
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options, checked
-from aam.prediction_plots import plot_predictions
-from aam.predictions import model_label, prediction_table, read_model_predictions
 from aam.staging import localized
 from aam.threads import usable_threads
 from aam.training.config import RuntimeConfig, StudyOptions

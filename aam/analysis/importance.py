@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from aam.baselines import fit_forest, relative_abundances
+from aam.analysis.baselines import fit_forest, relative_abundances
 from aam.training.inference import encode_table_asvs, model_outputs
 from aam.training.study import Study
 

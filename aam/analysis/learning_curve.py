@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aam.cross_validation import read_test_metrics
+from aam.analysis.cross_validation import read_test_metrics
+from aam.analysis.overview import METRIC_NAMES
+from aam.analysis.predictions import model_label
 from aam.data.split import read_split
 from aam.errors import InputError
-from aam.overview import METRIC_NAMES
-from aam.predictions import model_label
 
 FIRST_COLUMNS = ["fraction", "n_train", "n_val", "n_test"]
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from aam.predictions import model_label
+from aam.analysis.predictions import model_label
 from aam.training.config import LOWER_IS_BETTER
 
 # What a reader finds where, relative to the workflow's workdir.

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aam.analysis.predictions import model_label
 from aam.atomic import atomic_output
-from aam.predictions import model_label
 
 
 def plot_predictions(

@@ -16,9 +16,9 @@ import biom
 import numpy as np
 import scipy.sparse as sp
 
+from aam.analysis.predictions import LOG_FLOOR
 from aam.data.samples import SampleSet
 from aam.errors import InputError
-from aam.predictions import LOG_FLOOR
 from aam.threads import usable_threads
 from aam.training.study import Study
 
