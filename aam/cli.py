@@ -22,10 +22,10 @@ from types import ModuleType
 from typing import NoReturn
 
 from aam import __version__
-from aam.atomic import output_set
 from aam.errors import EXIT_INPUT, EXIT_NON_FINITE, InputError, NonFiniteError
 from aam.options import OptionError
-from aam.provenance import provenance_record, write_provenance
+from aam.runtime.atomic import output_set
+from aam.workflow.provenance import provenance_record, write_provenance
 
 # The commands, in the groups and order of `aam --help`: a researcher's first, then what the
 # workflow and the clusters run, then the developers' tools. command -> one line.
@@ -148,8 +148,8 @@ def _os_error_line(err: OSError) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one `aam` command; bad input exits 2 with a one-line message.
 
-    ``aam --provenance PATH <command> ...`` also writes PATH (see ``aam.provenance``) when the
-    command succeeds.
+    ``aam --provenance PATH <command> ...`` also writes PATH (see ``aam.workflow.provenance``)
+    when the command succeeds.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     provenance = None

@@ -18,6 +18,6 @@ class NonFiniteError(Exception):
 class DiskFullError(InputError):
     """A file could not be written for lack of space: the file system is full (ENOSPC), the
     user's quota is used up (EDQUOT) or the file is over the process's file size limit (EFBIG,
-    ``ulimit -f``). Raised by ``aam.atomic.atomic_output`` with the temporary removed and the
-    previous file under the name kept; the CLI prints it as one line and exits with
+    ``ulimit -f``). Raised by ``aam.runtime.atomic.atomic_output`` with the temporary removed
+    and the previous file under the name kept; the CLI prints it as one line and exits with
     ``EXIT_INPUT``, as for bad input: the run is fine, its location is not."""

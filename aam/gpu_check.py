@@ -544,7 +544,7 @@ def verdict(report: dict[str, Any]) -> str:
 
 def write_report(report: dict[str, Any], out: Path) -> None:
     """report.json (strict JSON: NaN/inf as null) and report.md, atomically."""
-    from aam.atomic import atomic_output, write_json
+    from aam.runtime.atomic import atomic_output, write_json
 
     write_json(out / "report.json", report)
     with atomic_output(out / "report.md") as tmp:

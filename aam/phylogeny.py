@@ -18,10 +18,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from aam.atomic import atomic_output
 from aam.data.outputs import check_output_file
 from aam.errors import InputError
-from aam.threads import usable_threads
+from aam.runtime.atomic import atomic_output
+from aam.runtime.threads import usable_threads
 
 log = logging.getLogger(__name__)
 

@@ -66,7 +66,7 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
     import torch
 
     from aam.data.table import counts_of
-    from aam.threads import ThreadPool, cpu_share
+    from aam.runtime.threads import ThreadPool, cpu_share
     from aam.unifrac.batch import BatchUniFrac
     from aam.unifrac.batch_device import DeviceBatchUniFrac
     from aam.unifrac.tree import load_tree

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aam.threads import cpu_share
+from aam.runtime.threads import cpu_share
 from aam.training.busy import DeviceBusy
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from aam.data.samples import SampleSet
 from aam.data.table import counts_of, load_counts
-from aam.threads import ThreadPool
+from aam.runtime.threads import ThreadPool
 from aam.training.config import UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.study import load_study

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from aam.atomic import atomic_output, remove_stale_temporaries
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output, remove_stale_temporaries
 from aam.training.checkpoint import (
     capture_rng_state,
     check_config_matches,

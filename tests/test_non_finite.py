@@ -34,10 +34,10 @@ from aam.commands import (
 )
 from aam.commands import finetune as finetune_command
 from aam.profiling import probe
-from aam.provenance import write_provenance
 from aam.training import losses, trainer
 from aam.training.trainer import TrainResult
 from aam.validation import golden
+from aam.workflow.provenance import write_provenance
 
 
 def strict_json(path: Path):

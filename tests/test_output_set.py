@@ -1,7 +1,7 @@
-"""A command's outputs are published together (``aam.atomic.output_set``): nothing is renamed
-onto a final name until the whole set is written, a failure anywhere leaves the previous files
-as they were, and a rerun clears the temporaries a killed run left. The faults tier
-(tests/faults/) injects full disks, I/O errors and kills into every writing command."""
+"""A command's outputs are published together (``aam.runtime.atomic.output_set``): nothing is
+renamed onto a final name until the whole set is written, a failure anywhere leaves the
+previous files as they were, and a rerun clears the temporaries a killed run left. The faults
+tier (tests/faults/) injects full disks, I/O errors and kills into every writing command."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from aam.atomic import atomic_output, output_set, write_json
 from aam.errors import DiskFullError, InputError
+from aam.runtime.atomic import atomic_output, output_set, write_json
 
 
 def write(path: Path, text: str, now: bool = False) -> None:

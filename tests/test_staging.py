@@ -4,7 +4,7 @@ import pytest
 
 from aam.cli import main
 from aam.errors import InputError
-from aam.staging import localized, scratch_root
+from aam.runtime.staging import localized, scratch_root
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from aam.threads import available_cpus, usable_threads
+from aam.runtime.threads import available_cpus, usable_threads
 
 
 def test_threads_within_the_allocation_are_kept_and_none_stays_none(caplog):

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from aam.analysis.predictions import LOG_FLOOR
 from aam.data.samples import SampleSet
 from aam.errors import InputError
-from aam.threads import usable_threads
+from aam.runtime.threads import usable_threads
 from aam.training.study import Study
 
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aam.atomic import atomic_output
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output
 
 
 def fold_table(folds: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:

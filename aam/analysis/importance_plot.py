@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from aam.analysis.baselines import relative_abundances
-from aam.atomic import atomic_output
+from aam.runtime.atomic import atomic_output
 from aam.training.study import Study
 
 FLOOR = 1e-4  # relative abundance shown for an absent ASV (log scale)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aam.atomic import atomic_output
+from aam.runtime.atomic import atomic_output
 from aam.unifrac.io import write_distance_matrix
 
 DIMENSIONS = 10  # axes kept: a plot needs 2, QIIME 2's Emperor shows 3

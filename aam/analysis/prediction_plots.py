@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from aam.analysis.predictions import model_label
-from aam.atomic import atomic_output
+from aam.runtime.atomic import atomic_output
 
 
 def plot_predictions(

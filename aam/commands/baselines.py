@@ -13,11 +13,11 @@ import pandas as pd
 
 from aam.analysis.baselines import aligned_abundances, fit_predict, relative_abundances
 from aam.analysis.predictions import prediction_table
-from aam.atomic import atomic_output
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.table import load_table
 from aam.errors import InputError
 from aam.options import checked
+from aam.runtime.atomic import atomic_output
 from aam.training.study import load_study
 
 log = logging.getLogger(__name__)

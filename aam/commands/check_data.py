@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aam.atomic import atomic_output, check_output_path
 from aam.errors import InputError
-from aam.staging import sha256_of
+from aam.runtime.atomic import atomic_output, check_output_path
+from aam.runtime.staging import sha256_of
 from aam.workflow.dataset_checks import check_dataset
 
 

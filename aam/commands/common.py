@@ -11,21 +11,21 @@ from typing import Any
 
 import torch
 
-from aam.atomic import (
-    atomic_output,
-    check_output_dir,
-    check_output_path,
-    remove_stale_temporaries,
-    write_json,
-)
 from aam.data.split import write_split
 from aam.errors import InputError
 from aam.models import ModelConfig
 from aam.models.config import LAYERS_HELP
 from aam.options import add_options, checked, from_args, given_options
 from aam.profiling.probe import memory_curve
-from aam.run_lock import RunLocks, lock_directories
-from aam.threads import usable_threads
+from aam.runtime.atomic import (
+    atomic_output,
+    check_output_dir,
+    check_output_path,
+    remove_stale_temporaries,
+    write_json,
+)
+from aam.runtime.run_lock import RunLocks, lock_directories
+from aam.runtime.threads import usable_threads
 from aam.training.auto_batch import resolve_batch_size
 from aam.training.batches import TrainBatches
 from aam.training.config import RuntimeConfig, StudyOptions, TrainConfig, UniFracOptions
@@ -194,9 +194,9 @@ def checkpoint_dir(paths: RunPaths) -> Path:
 
 def prepare_outputs(paths: RunPaths, ctx: DistContext, name: str, command: str) -> RunLocks:
     """Before any work: fail if the output or checkpoint directory cannot be written or another
-    process writes this run (``aam.run_lock``), and remove the temporary files a killed run left
-    next to ``name`` and the run files. Returns the run's locks (held by rank 0; release them,
-    e.g. ``with prepare_outputs(...):``, when the run ends)."""
+    process writes this run (``aam.runtime.run_lock``), and remove the temporary files a killed
+    run left next to ``name`` and the run files. Returns the run's locks (held by rank 0;
+    release them, e.g. ``with prepare_outputs(...):``, when the run ends)."""
     check_output_dir(paths.output_dir, "output")
     checkpoints = checkpoint_dir(paths)
     if checkpoints.exists():

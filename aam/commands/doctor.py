@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aam.atomic import check_output_path, write_json
 from aam.doctor import diagnose
+from aam.runtime.atomic import check_output_path, write_json
 from aam.training.device import resolve_device
 
 

@@ -26,7 +26,7 @@ from aam.data.novelty import sample_asvs
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor
 from aam.models.files import load_model_file
-from aam.staging import localized
+from aam.runtime.staging import localized
 from aam.training.config import CLASSIFIER_METRICS, REGRESSION_METRICS, check_best_metric
 from aam.training.distributed import DistContext
 from aam.training.inference import encode_table_asvs
@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> None:
 
 
 def finetune(opts: TrainingOptions, target: Target) -> None:
-    """`aam finetune` with typed options (one writer per output directory: ``aam.run_lock``)."""
+    """`aam finetune` with typed options (one writer per output directory:
+    ``aam.runtime.run_lock``)."""
     device, ctx = setup_run(opts.runtime)
     with prepare_outputs(opts.paths, ctx, "model.pt", "aam finetune"):
         _finetune(opts, target, device, ctx)

@@ -19,12 +19,12 @@ from aam.analysis.importance import (
     rank_agreement,
 )
 from aam.analysis.importance_plot import plot_importance
-from aam.atomic import atomic_output, check_output_dir, write_json
 from aam.commands.baselines import add_forest_options
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options, checked
-from aam.threads import usable_threads
+from aam.runtime.atomic import atomic_output, check_output_dir, write_json
+from aam.runtime.threads import usable_threads
 from aam.training.config import RuntimeConfig, StudyOptions
 from aam.training.device import resolve_device
 from aam.training.study import load_study

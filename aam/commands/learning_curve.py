@@ -10,8 +10,8 @@ from pathlib import Path
 from aam.analysis.learning_curve import curve_figure, curve_table, headline_metric, per_doubling
 from aam.analysis.overview import METRIC_NAMES
 from aam.analysis.predictions import model_label
-from aam.atomic import atomic_output, check_output_path
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
+from aam.runtime.atomic import atomic_output, check_output_path
 
 log = logging.getLogger(__name__)
 

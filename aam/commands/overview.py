@@ -10,8 +10,8 @@ import logging
 from pathlib import Path
 
 from aam.analysis.overview import RunMetrics, overview_html
-from aam.atomic import atomic_output
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output
 
 log = logging.getLogger(__name__)
 

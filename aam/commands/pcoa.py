@@ -8,9 +8,9 @@ import logging
 from pathlib import Path
 
 from aam.analysis.ordination import ordinate, plot_ordination, write_lsmat, write_ordination
-from aam.atomic import check_output_dir
 from aam.data.metadata import load_metadata
 from aam.errors import InputError
+from aam.runtime.atomic import check_output_dir
 from aam.unifrac.io import read_distance_matrix
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from aam.atomic import atomic_output, check_output_path
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output, check_output_path
 
 SERIES = (
     ("loss", "objective: the weighted sum of the losses"),

@@ -15,7 +15,6 @@ import torch
 from aam.analysis.domain_shift import domain_shift_report
 from aam.analysis.prediction_plots import plot_predictions
 from aam.analysis.predictions import model_label, prediction_table, read_model_predictions
-from aam.atomic import atomic_output, check_output_dir, write_json
 from aam.data.metadata import load_metadata, numeric_column
 from aam.data.novelty import NOVELTY_WARNING, novelty
 from aam.data.samples import SampleSet
@@ -23,8 +22,9 @@ from aam.data.split import SPLITS
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options, checked
-from aam.staging import localized
-from aam.threads import usable_threads
+from aam.runtime.atomic import atomic_output, check_output_dir, write_json
+from aam.runtime.staging import localized
+from aam.runtime.threads import usable_threads
 from aam.training.config import RuntimeConfig, StudyOptions
 from aam.training.device import resolve_device
 from aam.training.inference import predict

@@ -21,7 +21,7 @@ from aam.commands.common import (
 )
 from aam.errors import InputError
 from aam.models import ModelConfig, SequenceEncoder
-from aam.staging import localized
+from aam.runtime.staging import localized
 from aam.training.distributed import DistContext
 from aam.training.objective import Objective
 from aam.training.study import load_study
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> None:
 
 
 def pretrain(opts: TrainingOptions) -> None:
-    """`aam pretrain` with typed options (one writer per output directory: ``aam.run_lock``)."""
+    """`aam pretrain` with typed options (one writer per output directory:
+    ``aam.runtime.run_lock``)."""
     paths = opts.paths
     if paths.tree is None and paths.unifrac is None:
         raise InputError(

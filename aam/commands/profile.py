@@ -19,13 +19,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from aam.atomic import check_output_dir
 from aam.commands.common import MODEL_GROUP, add_model_options, model_options
 from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS
 from aam.options import add_options, flag
-from aam.run_lock import lock_directories
-from aam.threads import usable_threads
+from aam.runtime.atomic import check_output_dir
+from aam.runtime.run_lock import lock_directories
+from aam.runtime.threads import usable_threads
 from aam.training.config import PRECISIONS, RuntimeConfig
 from aam.training.orphan import stop_with_workflow
 
@@ -134,7 +134,7 @@ def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[s
 
 def run_profile(args: argparse.Namespace) -> None:
     """`aam profile`: kernel table (rocprof or torch.profiler) + memory/throughput sweep; one
-    writer per output directory (``aam.run_lock``)."""
+    writer per output directory (``aam.runtime.run_lock``)."""
     for path in (args.table, args.tree or args.unifrac):
         if not path.is_file():
             raise InputError(f"{path}: no such file")

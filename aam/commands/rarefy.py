@@ -11,11 +11,11 @@ from pathlib import Path
 
 import biom
 
-from aam.atomic import atomic_output
 from aam.data.outputs import check_output_file
 from aam.data.rarefy import rarefy
 from aam.data.table import load_table
 from aam.options import checked
+from aam.runtime.atomic import atomic_output
 
 log = logging.getLogger(__name__)
 

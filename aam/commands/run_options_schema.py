@@ -16,11 +16,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aam.atomic import atomic_output
 from aam.commands import finetune, pretrain
 from aam.commands.common import MODEL_GROUP
 from aam.devices import KERNEL_DEVICE, TORCH_DEVICE
 from aam.options import Domain, OptionValue
+from aam.runtime.atomic import atomic_output
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_options.schema.json"
 # Flags the workflow's rules pass themselves (inputs, outputs, the dataset's target and

@@ -1,5 +1,5 @@
 """`aam stage`: copy inputs into the work area, verified, with a sha256 manifest
-(``aam.staging``)."""
+(``aam.runtime.staging``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from aam.errors import InputError
-from aam.staging import stage_files
+from aam.runtime.staging import stage_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

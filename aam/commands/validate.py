@@ -12,11 +12,11 @@ import argparse
 import logging
 from pathlib import Path
 
-from aam.atomic import check_output_dir, check_output_path
 from aam.devices import TORCH_DEVICE
 from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS
 from aam.options import checked
+from aam.runtime.atomic import check_output_dir, check_output_path
 
 log = logging.getLogger(__name__)
 

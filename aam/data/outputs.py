@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aam.atomic import check_output_path
 from aam.errors import InputError
+from aam.runtime.atomic import check_output_path
 
 TSV_SUFFIXES = (".tsv", ".txt")
 

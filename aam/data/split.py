@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aam.atomic import atomic_output
 from aam.data.reconcile import preview, printable
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output
 
 SPLITS = ("train", "val", "test")
 # The label of the samples a learning-curve point leaves out (``nested_split``): read by every

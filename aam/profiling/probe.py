@@ -23,12 +23,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from aam.atomic import atomic_output, write_json
 from aam.errors import InputError
 from aam.models import ModelConfig, SequenceEncoder, effective_attn_implementation
 from aam.models.layers import available_backends, set_attn_implementation
 from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import from_key_averages
+from aam.runtime.atomic import atomic_output, write_json
 from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig, UniFracOptions
 from aam.training.device import resolve_device

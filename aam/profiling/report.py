@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from aam.atomic import atomic_output
 from aam.errors import InputError
 from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import by_category, read_kernel_table, read_rocprof_dir
+from aam.runtime.atomic import atomic_output
 
 log = logging.getLogger(__name__)
 HOW_TO_READ = (

@@ -7,7 +7,7 @@ hold, when they are written, resume from them); the functions below write and re
 the position in the run, so resuming from ``latest.pt`` ends with the weights of a run never
 stopped (docs/training.md, "Resuming").
 
-``save_checkpoint`` writes through ``aam.atomic.atomic_output``, keeping the old file as
+``save_checkpoint`` writes through ``aam.runtime.atomic.atomic_output``, keeping the old file as
 ``<stem>.prev.pt``, so a crash leaves a loadable file under one of the two names.
 ``resume_checkpoint`` moves a file that failed to load aside (``<name>.corrupt``), so the next
 save cannot rotate it over the good previous file. Checkpoints hold only what
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from aam.atomic import atomic_output, remove_stale_temporaries
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import read_torch_file
+from aam.runtime.atomic import atomic_output, remove_stale_temporaries
 from aam.training.config import LOWER_IS_BETTER, check_best_metric
 from aam.training.distributed import DistContext, any_rank, broadcast_from_main
 from aam.training.fsdp import (

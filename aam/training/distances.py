@@ -22,7 +22,7 @@ import numpy as np
 
 from aam.data.samples import ReadDraw, SampleSet, sample_reads
 from aam.errors import InputError
-from aam.threads import ThreadPool, cpu_share
+from aam.runtime.threads import ThreadPool, cpu_share
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from aam.atomic import atomic_output
+from aam.runtime.atomic import atomic_output
 from aam.training.losses import embedding_distances
 
 BOOTSTRAP_RESAMPLES = 1000  # draws behind every interval in metrics.json

@@ -30,7 +30,7 @@ import sys
 import threading
 from collections.abc import Mapping
 
-from aam.run_lock import process_start
+from aam.runtime.run_lock import process_start
 from aam.training.preemption import signal_self
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from aam.data.table import Counts
 from aam.errors import InputError
-from aam.threads import ThreadPool
+from aam.runtime.threads import ThreadPool
 from aam.unifrac.abundance import (
     NodeAbundance,
     ancestor_matrix,

@@ -16,7 +16,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from aam.threads import ThreadPool, run_each
+from aam.runtime.threads import ThreadPool, run_each
 
 CHUNK_SAMPLES = 64  # samples per task: enough tasks to balance a pool, few enough to be cheap
 

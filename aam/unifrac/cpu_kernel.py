@@ -28,7 +28,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from aam.threads import ThreadPool, run_each, usable_threads
+from aam.runtime.threads import ThreadPool, run_each, usable_threads
 from aam.unifrac.metrics import PairSums
 
 TILE = 128

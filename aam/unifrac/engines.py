@@ -12,7 +12,7 @@ import numpy as np
 
 from aam.data.table import Counts, check_counts, counts_of
 from aam.errors import InputError
-from aam.threads import usable_threads
+from aam.runtime.threads import usable_threads
 from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
 from aam.unifrac.metrics import DEFAULT_ALPHA, METRICS, SUM_FOR_METRIC, distance_matrix
 from aam.unifrac.tree import TreeArrays, as_tree_arrays, to_skbio

@@ -10,10 +10,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from aam.atomic import atomic_output
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.reconcile import preview, printable
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output
 
 HDF5_SUFFIXES = (".h5", ".hdf5")
 SUFFIXES = HDF5_SUFFIXES + TSV_SUFFIXES

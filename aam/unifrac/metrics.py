@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from aam.threads import ThreadPool, run_each
+from aam.runtime.threads import ThreadPool, run_each
 from aam.unifrac.abundance import NodeAbundance
 
 _CHUNK = 1 << 16  # elements of a row chunk's temporaries (they stay in cache)

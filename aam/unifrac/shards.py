@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import h5py
 import numpy as np
 
-from aam.atomic import atomic_output
 from aam.data.table import Counts, counts_of
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output
 from aam.unifrac.abundance import node_abundance
 from aam.unifrac.cpu_kernel import block_pair_sums
 from aam.unifrac.engines import checked_tree_arrays

@@ -28,13 +28,13 @@ from typing import Any
 
 import torch
 
-from aam.atomic import atomic_output, write_json
 from aam.data.batching import Batch
 from aam.data.tokenize import tokenize
 from aam.errors import InputError
 from aam.models import ModelConfig, SequencePredictor, mask_nucleotides
 from aam.models.files import read_torch_file
 from aam.models.layers import available_backends
+from aam.runtime.atomic import atomic_output, write_json
 from aam.training.device import autocast
 from aam.training.inference import model_outputs
 

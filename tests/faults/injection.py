@@ -1,7 +1,7 @@
 """Faults at the write points of `aam`: each fsync of a temporary that ``atomic_output``
-(aam/atomic.py) writes, the point where a real write-back error surfaces (ENOSPC or EIO from a
-full or failing file system, NFS/VAST included) and where a SIGKILL finds the file written but
-not yet published.
+(aam/runtime/atomic.py) writes, the point where a real write-back error surfaces (ENOSPC or
+EIO from a full or failing file system, NFS/VAST included) and where a SIGKILL finds the file
+written but not yet published.
 
 In the test process ``WritePoints`` replaces ``os.fsync`` (monkeypatch); for a kill the command
 runs in a child: ``python tests/faults/injection.py kill K -- <aam arguments>`` kills itself at

@@ -26,9 +26,9 @@ import biom
 import pytest
 from biom.util import biom_open
 
-from aam.atomic import atomic_output, check_output_dir, check_output_path, write_json
 from aam.cli import main
 from aam.errors import DiskFullError, InputError
+from aam.runtime.atomic import atomic_output, check_output_dir, check_output_path, write_json
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 TINY = (

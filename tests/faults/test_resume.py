@@ -17,7 +17,7 @@ import pytest
 import torch
 from tiny_model import TINY_FLAGS
 
-from aam.run_lock import LOCK_NAME
+from aam.runtime.run_lock import LOCK_NAME
 from aam.training.checkpoint import load_checkpoint
 
 # the faults tier; one worker runs the module: the uninterrupted reference run is made once

@@ -1,4 +1,4 @@
-"""One writer per run (aam.run_lock) and training jobs that stop with their workflow
+"""One writer per run (aam.runtime.run_lock) and training jobs that stop with their workflow
 (aam.training.orphan): a second trainer on a directory fails with one line, and a trainer whose
 Snakemake (or direct parent) died saves latest.pt and exits 75. (A SIGKILLed run's lock taken
 over by its rerun: faults/test_resume.py, whose SIGKILL case resumes to the weights of an unstopped
@@ -24,9 +24,9 @@ import pytest
 from checkout import copy_checkout
 from tiny_model import TINY_FLAGS
 
-from aam import run_lock
 from aam.errors import InputError
-from aam.run_lock import (
+from aam.runtime import run_lock
+from aam.runtime.run_lock import (
     LOCK_NAME,
     Holder,
     lock_directories,

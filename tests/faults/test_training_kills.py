@@ -15,7 +15,7 @@ import torch
 from injection import INJECTION, WritePoints, temporaries
 from tiny_model import TINY_FLAGS
 
-from aam.run_lock import LOCK_NAME
+from aam.runtime.run_lock import LOCK_NAME
 
 pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("training_kills")]
 

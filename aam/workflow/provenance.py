@@ -74,6 +74,6 @@ def provenance_record(argv: list[str], entry: str, started: datetime) -> dict:
 
 def write_provenance(path: Path, record: dict) -> None:
     """Write ``record`` as JSON atomically."""
-    from aam.atomic import write_json
+    from aam.runtime.atomic import write_json
 
     write_json(path, record)

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from aam.atomic import atomic_output, check_output_dir, check_output_path
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output, check_output_dir, check_output_path
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 22
