@@ -364,7 +364,7 @@ def check_auto_batch(ctx: Context) -> dict[str, Any]:
 
 def check_doctor(ctx: Context) -> dict[str, Any]:
     """`aam doctor`: every backend correct with padding masks or honestly unsupported."""
-    from aam.doctor import MAX_ERROR
+    from aam.validation.doctor import MAX_ERROR
 
     path = ctx.out / "doctor.json"
     ctx.aam("doctor", "--device", ctx.dev, "--output", path)

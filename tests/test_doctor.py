@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-import aam.doctor as doctor
+import aam.validation.doctor as doctor
 from aam.cli import main
 
 

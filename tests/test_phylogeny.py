@@ -16,10 +16,10 @@ import pytest
 from biom.util import biom_open
 from skbio import TreeNode
 
-from aam import phylogeny
 from aam.cli import main
 from aam.commands import tree as tree_command
 from aam.errors import InputError
+from aam.unifrac import phylogeny
 
 DEMO_TABLE = Path(__file__).resolve().parents[1] / "data" / "demo" / "table.biom"
 N_ASVS = 25

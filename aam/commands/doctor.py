@@ -1,14 +1,14 @@
 """`aam doctor`: attention backends and the torch stack, with a recommendation
-(``aam.doctor``)."""
+(``aam.validation.doctor``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from aam.doctor import diagnose
 from aam.runtime.atomic import check_output_path, write_json
 from aam.training.device import resolve_device
+from aam.validation.doctor import diagnose
 
 
 def _cell(value) -> str:

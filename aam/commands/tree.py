@@ -1,11 +1,11 @@
-"""`aam tree`: phylogeny of a table's ASV sequences (``aam.phylogeny``)."""
+"""`aam tree`: phylogeny of a table's ASV sequences (``aam.unifrac.phylogeny``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from aam.phylogeny import FASTA_SUFFIXES, NEWICK_SUFFIXES, make_tree
+from aam.unifrac.phylogeny import FASTA_SUFFIXES, NEWICK_SUFFIXES, make_tree
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
