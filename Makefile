@@ -42,8 +42,8 @@ test-faults: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m faults tests/faults
 
 lint: $(STAMP)
-	$(BIN)/ruff check aam tests benchmarks workflow/scripts
-	$(BIN)/ruff format --check aam tests benchmarks workflow/scripts
+	$(BIN)/ruff check aam tests benchmarks tools workflow/scripts
+	$(BIN)/ruff format --check aam tests benchmarks tools workflow/scripts
 	$(BIN)/snakefmt --check workflow
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/snakemake --profile profiles/local --lint
@@ -69,11 +69,11 @@ GPU_PYTHON_VERSION ?= 3.11
 GPU_CARRY_MIB ?= 60
 
 gpu-check:
-	@$(GPU_PYTHON) -m aam.gpu_check run --device $(GPU_CHECK_DEVICE) --out $(GPU_CHECK_OUT) \
+	@$(GPU_PYTHON) tools/gpu_env.py run --device $(GPU_CHECK_DEVICE) --out $(GPU_CHECK_OUT) \
 		--venv $(GPU_VENV) --wheelhouse $(WHEELHOUSE) --checks $(GPU_CHECKS)
 
 gpu-wheels: $(STAMP)
-	$(BIN)/python -m aam.gpu_check wheels --dest $(WHEELHOUSE) \
+	$(BIN)/python tools/gpu_env.py wheels --dest $(WHEELHOUSE) \
 		--python-version $(GPU_PYTHON_VERSION) --carry-mib $(GPU_CARRY_MIB)
 
 clean:

@@ -55,6 +55,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "profile": "Kernel table, peak memory and samples/s of a few steps",
         "profiling-report": "HTML profiling report (kernels, memory, rules)",
         "validate": "Golden numeric check: generate, or compare on any device",
+        "gpu-check": "What aam does on this machine's GPU (CUDA or ROCm), as one report",
     },
     "developer tools": {
         "lint-def": "Check Singularity .def files (header, sections, no aam)",

@@ -15,7 +15,10 @@ import pytest
 import torch
 from tiny_model import TINY_FLAGS
 
-from aam import gpu_check
+from aam.validation import gpu_checks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import gpu_env  # noqa: E402 - tools/gpu_env.py, outside the package
 
 REPO = Path(__file__).resolve().parents[1]
 GPU_TESTS = "tests/test_gpu_device.py"
@@ -66,17 +69,17 @@ def test_gpu_tests_are_deselected_by_default():
         capture_output=True,
         text=True,
     )
-    n = len(gpu_check.CHECKS) + 1
+    n = len(gpu_checks.CHECKS) + 1
     assert f"no tests collected ({n} deselected)" in proc.stdout, proc.stdout + proc.stderr
     assert proc.returncode == pytest.ExitCode.NO_TESTS_COLLECTED
 
 
 @pytest.mark.slow
 def test_cpu_dry_run_report_has_every_section(tmp_path):
-    report = gpu_check.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["golden", "doctor"])
+    report = gpu_checks.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["golden", "doctor"])
     data = strict_json(tmp_path / "report.json")
     assert data == json.loads(json.dumps(report))
-    assert data["format"] == gpu_check.FORMAT and data["dry_run"] and not data["gpu_pass"]
+    assert data["format"] == gpu_checks.FORMAT and data["dry_run"] and not data["gpu_pass"]
     assert data["verdict"] == (
         "DRY RUN on cpu (2/7 checks passed; not run: unifrac, training, auto_batch, profile, "
         "throughput): plumbing only, not a GPU pass"
@@ -84,7 +87,7 @@ def test_cpu_dry_run_report_has_every_section(tmp_path):
     env = data["environment"]
     assert env["device"] == "cpu" and env["device_name"] == "cpu"
     assert env["torch"] == torch.__version__ and {"cuda", "hip"} <= set(env)
-    assert list(data["checks"]) == list(gpu_check.CHECKS)
+    assert list(data["checks"]) == list(gpu_checks.CHECKS)
     for name, section in data["checks"].items():
         assert set(section) == {"status", "message", "numbers", "seconds"}, name
         expected = "pass" if name in ("golden", "doctor") else "skipped"
@@ -94,15 +97,15 @@ def test_cpu_dry_run_report_has_every_section(tmp_path):
     )
     assert (tmp_path / "golden.json").is_file() and (tmp_path / "doctor.json").is_file()
     text = (tmp_path / "report.md").read_text()
-    assert "DRY RUN" in text and all(f"| {name} |" in text for name in gpu_check.CHECKS)
+    assert "DRY RUN" in text and all(f"| {name} |" in text for name in gpu_checks.CHECKS)
 
 
 def test_a_nan_is_never_a_pass_and_a_crash_is_an_error(tmp_path, monkeypatch):
-    checks = dict(gpu_check.CHECK_FUNCTIONS)
+    checks = dict(gpu_checks.CHECK_FUNCTIONS)
     checks["golden"] = lambda ctx: {"numbers": {"flash": {"max_abs": math.nan}}}
     checks["doctor"] = lambda ctx: 1 / 0
-    monkeypatch.setattr(gpu_check, "CHECK_FUNCTIONS", checks)
-    gpu_check.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["golden", "doctor"])
+    monkeypatch.setattr(gpu_checks, "CHECK_FUNCTIONS", checks)
+    gpu_checks.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["golden", "doctor"])
     data = strict_json(tmp_path / "report.json")
     golden, doctor = data["checks"]["golden"], data["checks"]["doctor"]
     assert golden["status"] == "fail" and "flash.max_abs" in golden["message"]
@@ -120,23 +123,23 @@ def test_a_run_killed_mid_way_leaves_the_checks_it_ran(tmp_path, monkeypatch):
     def killed(ctx):
         raise KeyboardInterrupt  # as SIGINT/SIGTERM: not an error section, the process ends
 
-    checks = dict(gpu_check.CHECK_FUNCTIONS)
+    checks = dict(gpu_checks.CHECK_FUNCTIONS)
     checks["golden"] = lambda ctx: {"numbers": {"worst": 1e-7}, "message": "ok"}
     checks["unifrac"] = killed
-    monkeypatch.setattr(gpu_check, "CHECK_FUNCTIONS", checks)
+    monkeypatch.setattr(gpu_checks, "CHECK_FUNCTIONS", checks)
     with pytest.raises(KeyboardInterrupt):
-        gpu_check.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["unifrac", "golden"])
+        gpu_checks.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["unifrac", "golden"])
     data = strict_json(tmp_path / "report.json")
     assert data["checks"]["golden"]["status"] == "pass"
-    assert data["checks"]["unifrac"]["message"] == gpu_check.NOT_YET_RUN
-    assert data["checks"]["doctor"]["message"] == gpu_check.NOT_SELECTED
+    assert data["checks"]["unifrac"]["message"] == gpu_checks.NOT_YET_RUN
+    assert data["checks"]["doctor"]["message"] == gpu_checks.NOT_SELECTED
     assert not data["passed"]
     assert "1/7 checks passed; not run: unifrac, training" in data["verdict"]
 
 
 def test_unknown_check_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"unknown checks \['gpu'\]"):
-        gpu_check.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["gpu"])
+        gpu_checks.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["gpu"])
 
 
 def test_wheel_parts_fit_the_carry_limit(tmp_path):
@@ -147,16 +150,16 @@ def test_wheel_parts_fit_the_carry_limit(tmp_path):
         with wheel.open("wb") as handle:
             handle.truncate(mib * 2**20)
         wheels.append(wheel)
-    parts = gpu_check.split_parts(wheels, 60)
+    parts = gpu_env.split_parts(wheels, 60)
     assert [[w.name[0] for w in part] for part in parts] == [["a", "d", "e"], ["b", "c"]]
     with pytest.raises(ValueError, match=r"a-1.0-py3-none-any.whl: 50.0 MiB, over the 40 MiB"):
-        gpu_check.split_parts(wheels, 40)
-    assert gpu_check.project(Path("biom_format-2.1.18-cp311-cp311-x.whl")) == "biom-format"
+        gpu_env.split_parts(wheels, 40)
+    assert gpu_env.project(Path("biom_format-2.1.18-cp311-cp311-x.whl")) == "biom-format"
 
 
 def test_requirements_are_pyprojects():
     text = (REPO / "pyproject.toml").read_text()
-    for spec in [*gpu_check.REQUIRED, *gpu_check.OPTIONAL]:
+    for spec in [*gpu_env.REQUIRED, *gpu_env.OPTIONAL]:
         assert f'"{spec}"' in text, spec
 
 
@@ -179,21 +182,21 @@ def test_install_from_the_wheelhouse_without_an_index_then_a_dry_run(tmp_path):
     wheelhouse = tmp_path / "wheelhouse"
     version = ".".join(map(str, sys.version_info[:2]))
     try:
-        parts = gpu_check.make_wheelhouse(wheelhouse, version, limit_mib=60)
+        parts = gpu_env.make_wheelhouse(wheelhouse, version, limit_mib=60)
     except subprocess.CalledProcessError as err:
         pytest.fail(f"no package index to download the wheels from (make venv needs one): {err}")
     assert all(part["mib"] <= 60 for part in parts)
     assert any("llvmlite" in " ".join(p["wheels"]) for p in parts if p["optional"])
     python = torch_only_python(tmp_path / "gpu-node")
     lacks = subprocess.run(
-        [python, "-m", "aam.gpu_check", "missing"], cwd=REPO, capture_output=True, text=True
+        [python, "tools/gpu_env.py", "missing"], cwd=REPO, capture_output=True, text=True
     )
     assert lacks.returncode == 1 and "numpy" in lacks.stdout.split(), lacks.stdout
     venv, out = tmp_path / "venv-gpu", tmp_path / "report"
     offline = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     offline.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="http://127.0.0.1:9/nothing")
     proc = subprocess.run(
-        [python, "-m", "aam.gpu_check", "run", "--device", "cpu", "--venv", str(venv)]
+        [python, "tools/gpu_env.py", "run", "--device", "cpu", "--venv", str(venv)]
         + ["--wheelhouse", str(wheelhouse), "--out", str(out), "--checks", "golden"],
         cwd=REPO,
         env=offline,

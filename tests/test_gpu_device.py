@@ -1,4 +1,5 @@
-"""The `gpu` tests: every check of ``aam.gpu_check`` on the GPU, one report (`make gpu-check`).
+"""The `gpu` tests: every check of ``aam.validation.gpu_checks`` on the GPU, one report (`make
+gpu-check`).
 
 Deselected in every other pytest run (``-m 'not gpu'`` in pyproject's addopts). The checks run
 once, on the device of AAM_GPU_CHECK_DEVICE (default cuda; cpu: a dry run of the plumbing, so
@@ -15,23 +16,24 @@ import pytest
 import torch
 from tiny_model import TINY_FLAGS
 
-from aam import gpu_check
+from aam.devices import no_gpu_line
+from aam.validation import gpu_checks
 
 pytestmark = pytest.mark.gpu
-OUT = Path(os.environ.get("AAM_GPU_CHECK_OUT", gpu_check.REPO / "results" / "gpu-check"))
+OUT = Path(os.environ.get("AAM_GPU_CHECK_OUT", gpu_checks.REPO / "results" / "gpu-check"))
 DEVICE = os.environ.get("AAM_GPU_CHECK_DEVICE", "cuda")
 CHOSEN = [c for c in os.environ.get("AAM_GPU_CHECK_CHECKS", "").split(",") if c]
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    line = gpu_check.no_gpu_line(DEVICE)
+    line = no_gpu_line(DEVICE)
     if line is not None:
         pytest.fail(line)
-    return gpu_check.run_checks(torch.device(DEVICE), OUT, TINY_FLAGS, CHOSEN or gpu_check.CHECKS)
+    return gpu_checks.run_checks(torch.device(DEVICE), OUT, TINY_FLAGS, CHOSEN or gpu_checks.CHECKS)
 
 
-@pytest.mark.parametrize("check", CHOSEN or gpu_check.CHECKS)  # the checks not chosen: no test
+@pytest.mark.parametrize("check", CHOSEN or gpu_checks.CHECKS)  # the checks not chosen: no test
 def test_check(report, check):
     section = report["checks"][check]
     assert section["status"] == "pass", f"{check}: {section['status']}: {section['message']}"
