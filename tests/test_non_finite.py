@@ -26,15 +26,13 @@ from test_cli_training import (
 )
 
 from aam.commands import (
-    common,
     doctor,  # patched where the command looks `diagnose` up
     plot_history,
     predict,
-    pretrain,
 )
-from aam.commands import finetune as finetune_command
 from aam.profiling import probe
 from aam.training import losses, trainer
+from aam.training import run as training_run
 from aam.training.trainer import TrainResult
 from aam.validation import golden
 from aam.workflow.provenance import write_provenance
@@ -240,7 +238,7 @@ def test_every_json_writer_writes_strict_json(tmp_path, monkeypatch, capsys):
     probe.write_results(result, tmp_path / "profile")
     split = pd.Series(["train"], index=pd.Index(["s1"], name="sample_id"), name="split")
     run = TrainResult({}, [{"epoch": 1, "val_r2": nan}], 1, {"val_r2": nan})
-    common.write_outputs(
+    training_run.write_outputs(
         tmp_path / "run",
         "m.pt",
         {},
@@ -288,8 +286,8 @@ def test_output_under_a_regular_file_fails_before_any_work(
     out = blocker / "out"
     table, metadata, model = trained_micro.table, trained_micro.metadata, trained_micro.out
     work = {
-        "pretrain": (pretrain, "load_study"),
-        "finetune": (finetune_command, "load_study"),
+        "pretrain": (training_run, "load_study"),
+        "finetune": (training_run, "load_study"),
         "predict": (predict, "load_study"),
         "plot-history": (plot_history, "read_history"),
         "profile": (probe, "profile_training"),

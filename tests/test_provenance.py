@@ -365,11 +365,12 @@ def test_metadata_reader_edit_changes_finetune_and_predict_only(package_copy):
 def test_unifrac_kernel_edit_changes_unifrac_and_the_stages_that_train(package_copy):
     # the default engine ("builtin") on the default device ("cpu"); pretrain, finetune and
     # profile compute each batch's UniFrac with it (--tree) through the same kernel driver
-    # (_run), as do the shards of a matrix. run-options-schema is no rule: it uses the pretrain
-    # and finetune modules as values, which counts them whole.
+    # (_run), as do the shards of a matrix. Two commands are no rule: run-options-schema uses
+    # the pretrain and finetune modules as values, which counts them whole; gpu-check runs the
+    # unifrac check (the device's kernels against this one).
     changed = changed_by(edit_body, package_copy, "aam.unifrac.cpu_kernel", "_run")
     stages = {"unifrac", "unifrac-shard", "pretrain", "finetune", "profile"}
-    assert changed - {"run-options-schema"} == stages
+    assert changed - {"run-options-schema", "gpu-check"} == stages
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ def test_torch_in_a_one_cpu_process_asked_for_24_threads_runs_one():
     the Cosmos profile's 24 threads: torch gets 1."""
     code = (
         "import torch\n"
-        "from aam.commands.common import setup_run\n"
+        "from aam.training.run import setup_run\n"
         "from aam.training.config import RuntimeConfig\n"
         "setup_run(RuntimeConfig(threads=24, device='cpu'))\n"
         "print(torch.get_num_threads())\n"

@@ -124,7 +124,7 @@ def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[s
         argv += ["--backends", args.backends[0]]
     if args.threads:
         argv += ["--threads", str(args.threads)]
-    for name, value in model_options(args).items():
+    for name, value in model_options(args).chosen().items():
         if isinstance(value, bool):
             argv += [flag(name)] if value else []
         else:
@@ -158,7 +158,7 @@ def measure(args: argparse.Namespace) -> None:
 
     if args.threads:
         torch.set_num_threads(usable_threads(args.threads))
-    model = model_options(args)
+    model = model_options(args).chosen()
     common = dict(device=args.device, precision=args.precision, seed=args.seed, **model)
     if args.steps_only:
         backend = args.backends[0] if args.backends else "auto"

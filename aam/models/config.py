@@ -200,6 +200,28 @@ class ModelConfig:
         ]
 
 
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model options a training command was given, as ``ModelConfig`` values: ``given``
+    holds them over the defaults, ``names`` says which were given (a pretrained base fixes the
+    others), ``layers`` sets every stack unless a stack is given (``ModelConfig.from_options``)."""
+
+    given: ModelConfig = field(default_factory=ModelConfig)
+    names: frozenset[str] = frozenset()
+    layers: int | None = None
+
+    def chosen(self) -> dict[str, Any]:
+        """The given options by name, ``layers`` included (as ``ModelConfig.from_options``
+        and `aam profile`'s probes take them)."""
+        chosen: dict[str, Any] = {name: getattr(self.given, name) for name in self.names}
+        return chosen if self.layers is None else {**chosen, "layers": self.layers}
+
+    def config(self, base: dict[str, Any] | None = None, **fixed: Any) -> ModelConfig:
+        """The run's model: these options over ``base`` (a pretrained encoder's config, whose
+        architecture they may not contradict) or the defaults, and ``fixed``."""
+        return ModelConfig.from_options(self.chosen(), base, **fixed)
+
+
 def _check_type(name: str, annotation: Any, value: Any) -> None:
     ann = str(annotation)
     if ann == "int":

@@ -1,15 +1,20 @@
 """Training hyper-parameters and run options (dataclasses; their ``option`` fields are the
-command-line flags of `aam pretrain` / `aam finetune`, see ``aam.options``)."""
+command-line flags of `aam pretrain` / `aam finetune`, see ``aam.options``), and the typed
+options of a whole training run (``TrainingOptions``) that ``aam.training.run`` starts from."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aam.devices import TORCH_DEVICE
 from aam.options import OptionError, check_options, option
 from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
+
+if TYPE_CHECKING:  # the torch-free commands read this module: aam.models imports torch
+    from aam.models.config import ModelOptions
 
 PRECISIONS = ("auto", "fp32", "bf16")
 REGRESSION_LOSSES = ("huber", "mse", "mae")
@@ -278,3 +283,33 @@ class UniFracOptions:
         """What the distances are (a resumed run must share it), not where they run."""
         where = ("unifrac_engine", "unifrac_threads")
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in where}
+
+
+@dataclass
+class RunPaths:
+    """Inputs and outputs every training run has."""
+
+    table: Path
+    tree: Path | None
+    unifrac: Path | None
+    output_dir: Path
+    checkpoint_dir: Path | None
+    split: Path | None
+    scratch: str | None
+
+    @property
+    def checkpoints(self) -> Path:
+        """--checkpoint-dir, by default OUTPUT_DIR/checkpoints."""
+        return self.checkpoint_dir or self.output_dir / "checkpoints"
+
+
+@dataclass
+class TrainingOptions:
+    """The typed options of a training run (`aam pretrain`, `aam finetune`)."""
+
+    paths: RunPaths
+    study: StudyOptions
+    distances: UniFracOptions
+    model: ModelOptions
+    train: TrainConfig
+    runtime: RuntimeConfig
