@@ -9,6 +9,7 @@ code and the workflow can fingerprint exactly the code a command uses.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import os
@@ -165,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        _top_parser().error(f"unknown command {name!r}")
+        close = difflib.get_close_matches(name, COMMANDS, n=1)
+        _top_parser().error(
+            f"unknown command {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+        )
     module = importlib.import_module(COMMANDS[name][0])
     args = command_parser(name, module).parse_args(rest)
     logging.basicConfig(level=logging.INFO, format=f"aam {name}: %(message)s")

@@ -34,6 +34,22 @@ def test_no_command_is_the_help_and_exit_status_2(capsys):
     assert "analysis:" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("typed", "hint"),
+    [
+        ("finetnue", "; did you mean 'finetune'?"),
+        ("unifac", "; did you mean 'unifrac'?"),
+        ("xyz", ""),
+    ],
+)
+def test_an_unknown_command_is_one_line_with_the_closest_one(capsys, typed, hint):
+    with pytest.raises(SystemExit) as stop:
+        main([typed, "--help"])
+    assert stop.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == f"aam: error: unknown command {typed!r}{hint}; see aam --help", line
+
+
 def test_version_names_aam_torch_and_python():
     run = subprocess.run(
         [sys.executable, "-m", "aam", "--version"], capture_output=True, text=True, check=True

@@ -246,6 +246,17 @@ def test_the_truth_column_may_have_another_name_or_no_values(studies, tmp_path):
     assert (out / "predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"  # says why: no metrics
 
 
+@pytest.mark.slow
+def test_a_target_column_asked_for_and_missing_is_one_line(studies, tmp_path, capsys):
+    """--target-column names the truth: a metadata file without that column is an error (exit
+    2, nothing written), not predictions without metrics (issue 41)."""
+    out = tmp_path / "predict"
+    inputs = ["--model", studies["model_dir"] / "model.pt", "--table", studies["other"]]
+    inputs += ["--metadata", studies["other_metadata"], "--target-column", "Age"]
+    rc = aam("predict", *inputs, "--output-dir", out)
+    assert_failed(rc, capsys, "predict", out, "no column 'Age' for --target-column")
+
+
 def test_training_table_without_its_split_is_one_line(studies, tmp_path, capsys):
     out = tmp_path / "predict"
     inputs = ["--model", studies["model_dir"] / "model.pt", "--table", studies["other"]]

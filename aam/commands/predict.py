@@ -141,7 +141,8 @@ def run(args: argparse.Namespace) -> None:
     ids = [study.samples.sample_ids[p] for p in positions]
     seen = _novelty(study.samples, positions, state, args.table)
     # The truth and the groups are input: checked before the model runs.
-    truth = _truth(args.metadata, target, ids) if args.metadata is not None else None
+    asked = args.target_column is not None
+    truth = _truth(args.metadata, target, ids, asked) if args.metadata is not None else None
     groups = _groups(args.metadata, args.group_column, ids) if args.group_column else None
     scale = None if target["classes"] else TargetScale(mean=target["mean"], std=target["std"])
     predicted = predict(
@@ -252,10 +253,18 @@ def _check_finite(predicted: np.ndarray, model_path: Path) -> None:
         )
 
 
-def _truth(metadata_path: Path, target: dict, ids: list[str]) -> pd.Series | None:
-    """Known target values for ``ids`` (None when the metadata lacks the column)."""
+def _truth(metadata_path: Path, target: dict, ids: list[str], asked: bool) -> pd.Series | None:
+    """Known target values for ``ids``; None when the metadata lacks the model's target column
+    (predictions without metrics), an InputError when it lacks the one ``--target-column``
+    (``asked``) names."""
     metadata = load_metadata(metadata_path)
     if target["column"] not in metadata.columns:
+        if asked:
+            raise InputError(
+                f"{metadata_path}: no column {target['column']!r} for --target-column (columns: "
+                f"{', '.join(map(str, metadata.columns))}); name the column that holds the "
+                "truth, or leave the flag out to predict without it"
+            )
         log.info("%s has no %s column: no metrics", metadata_path, target["column"])
         return None
     if target["classes"]:
