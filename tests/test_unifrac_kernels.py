@@ -134,7 +134,10 @@ def test_the_progress_bar_counts_every_sample_pair_and_changes_no_sum(monkeypatc
         np.testing.assert_array_equal(getattr(shown, field), getattr(quiet, field))
     rows, columns = stop - start, p.shape[1] - start
     pairs = sum(columns - i - 1 for i in range(rows))  # (i, j > i), i a row of the block
-    assert bars[0].total == bars[0].n == 3 * pairs  # 3 passes: shared length, min, generalized
+    # 3 passes (shared length, min, generalized), each counting the pairs (issue 41: a bar of
+    # 3 x pairs "pairs" counted what it did not say)
+    assert bars[0].total == bars[0].n == pairs
+    assert bars[0].desc.startswith("UniFrac pairs, generalized (3/3)")
     assert bars[0].unit == "pair" and bars[1].disable
 
 

@@ -178,7 +178,7 @@ def block_pair_sums(
     kernel = _tile_pairs_serial if serial else _tile_pairs_parallel
     pairs = (stop - start) * (n - start) - (stop - start) * (stop - start + 1) // 2
     todo = [(kind, mode) for kind, mode in _MODES if kind in kinds]
-    with _progress(progress, len(todo) * pairs) as bar:
+    with _progress(progress, pairs) as bar:
         return _sums(proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar)
 
 
@@ -227,10 +227,14 @@ def _pooled(pool: ThreadPool, parts: int) -> Callable[..., None]:
 def _sums(
     proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar, pool=None
 ) -> PairSums:
-    """The pair sums of each (kind, mode) in ``todo`` over ``plan``'s tile pairs; ``pool``:
-    threads for the steps around the kernel (layout, complement terms)."""
+    """The pair sums of each (kind, mode) in ``todo`` over ``plan``'s tile pairs, one pass each
+    (an enabled ``bar`` counts each pass's pairs afresh, named by its sum); ``pool``: threads
+    for the steps around the kernel (layout, complement terms)."""
     sums = PairSums()
-    for kind, mode in todo:
+    for number, (kind, mode) in enumerate(todo, start=1):
+        if not bar.disable:
+            bar.reset(total=bar.total)
+            bar.set_description(f"UniFrac pairs, {kind} ({number}/{len(todo)})")
         if mode == 0:
             entries, flipped = _complemented(proportions)
         else:
@@ -276,7 +280,8 @@ PROGRESS_STEPS = 100  # kernel calls per pass when a progress bar is shown
 
 
 def _progress(enabled: bool, total: int):
-    """A bar over the sample pairs of every pass (one pass per kind of sum)."""
+    """A bar over the ``total`` sample pairs, counted once per pass (one pass per kind of
+    sum)."""
     from tqdm import tqdm  # 0.1 s of imports, only for a progress bar
 
     return tqdm(
