@@ -47,6 +47,31 @@ def test_model_metrics_stand_beside_the_mean_baseline(summary):
     assert rows == [["tiny", "demo", "age", "12", "3.25", "5", "4.5", "6", "0.123457", "NA"]]
 
 
+def test_each_value_is_followed_by_its_interval_where_a_run_has_one(summary):
+    """metrics.json ``intervals`` become ``_low``/``_high`` columns (issue 41: point estimates
+    only); a run without them gets NA there."""
+    with_intervals = {
+        **REGRESSION,
+        "intervals": {"model": {"mae": [2.5, 4.0]}, "mean_baseline": {"mae": [4.5, 5.5]}},
+    }
+    runs = [
+        {"run": "a", "dataset": "demo", "target": "age", "metrics": with_intervals},
+        {"run": "b", "dataset": "demo", "target": "age", "metrics": REGRESSION},
+    ]
+    header, rows = summary.summary_table(runs)
+    assert header[4:10] == [
+        "model_mae",
+        "model_mae_low",
+        "model_mae_high",
+        "mean_baseline_mae",
+        "mean_baseline_mae_low",
+        "mean_baseline_mae_high",
+    ]
+    assert header[10:] == ["model_rmse", "mean_baseline_rmse", "model_r2", "mean_baseline_r2"]
+    assert rows[0][4:10] == ["3.25", "2.5", "4", "5", "4.5", "5.5"]
+    assert rows[1][4:10] == ["3.25", "NA", "NA", "5", "NA", "NA"]
+
+
 def test_runs_of_different_kinds_share_one_table(summary):
     runs = [
         {"run": "a", "dataset": "demo", "target": "age", "metrics": REGRESSION},

@@ -149,6 +149,8 @@ def test_outputs_of_the_whole_dag(completed):
     assert summary.loc[0, "n"] == len(predictions)
     assert {"model_mae", "mean_baseline_mae", "model_r2", "mean_baseline_r2"} <= set(summary)
     assert "random_forest_baseline_mae" in summary and "group_mean_baseline_mae" in summary
+    low, high = summary.loc[0, "model_mae_low"], summary.loc[0, "model_mae_high"]
+    assert low <= summary.loc[0, "model_mae"] <= high  # the bootstrap interval beside it
     # the report's front page: the run's table, AAM minus the forest, the verdict, per study
     scored = json.loads(metrics)
     page = (completed / "results/test/overview.html").read_text()

@@ -20,11 +20,14 @@ def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
     Each run is ``{"run", "dataset", "target", "metrics"}``, ``metrics`` being the content of its
     metrics.json. Columns: run, dataset, target, n, then per metric (in first-seen order)
     ``model_<metric>`` and, when any run has them, ``mean_baseline_<metric>``,
-    ``random_forest_baseline_<metric>`` and ``group_mean_baseline_<metric>``. An undefined R^2
-    or AUC is null in metrics.json, and a run may lack a section: such cells are ``NA``.
+    ``random_forest_baseline_<metric>`` and ``group_mean_baseline_<metric>``, each followed by
+    its 95% interval's ``_low`` and ``_high`` (metrics.json ``intervals``; as the learning
+    curve's table names them) when any run has one. An undefined R^2 or AUC is null in
+    metrics.json, and a run may lack a section or an interval: such cells are ``NA``.
     """
     runs = list(runs)
     sections = [[run["metrics"].get(part) or {} for part in PARTS] for run in runs]
+    bounds = [[(run["metrics"].get("intervals") or {}).get(p) or {} for p in PARTS] for run in runs]
     metrics = list(dict.fromkeys(m for parts in sections for part in parts for m in part))
     columns = [
         (i, metric)
@@ -32,16 +35,23 @@ def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
         for i in range(len(PARTS))
         if any(metric in parts[i] for parts in sections)
     ]
-    header = ["run", "dataset", "target", "n", *(f"{PARTS[i]}_{metric}" for i, metric in columns)]
+    header, cells = ["run", "dataset", "target", "n"], []
+    for i, metric in columns:
+        header.append(f"{PARTS[i]}_{metric}")
+        cells.append(lambda parts, _, i=i, m=metric: parts[i].get(m))
+        if any(bound[i].get(metric) for bound in bounds):
+            header += [f"{PARTS[i]}_{metric}_low", f"{PARTS[i]}_{metric}_high"]
+            cells.append(lambda _, bound, i=i, m=metric: (bound[i].get(m) or [None, None])[0])
+            cells.append(lambda _, bound, i=i, m=metric: (bound[i].get(m) or [None, None])[1])
     rows = [
         [
             str(run["run"]),
             str(run["dataset"]),
             str(run["target"]),
             _cell(run["metrics"].get("n")),
-            *(_cell(parts[i].get(metric)) for i, metric in columns),
+            *(_cell(cell(parts, bound)) for cell in cells),
         ]
-        for run, parts in zip(runs, sections, strict=True)
+        for run, parts, bound in zip(runs, sections, bounds, strict=True)
     ]
     return header, rows
 
