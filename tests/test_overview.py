@@ -73,6 +73,29 @@ def test_verdict_of_a_classifier_knows_higher_accuracy_is_better():
     assert verdict({}) == "no paired comparison with the random forest in this run"
 
 
+def test_no_verdict_against_the_forest_when_aam_reads_covariates_it_lacks():
+    """Issue 41: AAM given covariates against a forest of the microbiome alone is no
+    like-for-like comparison; the verdicts against the means stay (they read no microbiome)."""
+    metrics = regression([-0.5, -0.9, -0.1])
+    metrics["inputs"] = {
+        "model": ["microbiome", "qiita_study_id"],
+        "mean_baseline": [],
+        "random_forest_baseline": ["microbiome"],
+        "group_mean_baseline": ["qiita_study_id"],
+    }
+    line = verdict(metrics)
+    assert line == (
+        "AAM (microbiome + qiita_study_id) and the random forest (microbiome) read different "
+        "inputs: no like-for-like verdict (their paired difference is in the table)."
+    )
+    assert verdict(metrics, "group_mean_baseline", "qiita_study_id").startswith("AAM is worse")
+    page = overview_html([RunMetrics("tiny", "demo", metrics)])
+    assert "<p class=verdict>AAM (microbiome + qiita_study_id) and the random forest" in page
+    assert "Inputs: AAM: microbiome + qiita_study_id; training mean: none; random forest: " in page
+    metrics["inputs"]["model"] = ["microbiome"]
+    assert verdict(metrics).startswith("AAM is better than the random forest in MAE")
+
+
 def cells(page: str, row: str) -> list[str]:
     """The text of the cells of the table row headed ``row``."""
     match = re.search(rf"<tr(?: class=diff)?><th>{re.escape(row)}</th>(.*?)</tr>", page)

@@ -174,6 +174,12 @@ def test_the_other_study_gets_predictions_baselines_metrics_and_a_shift_report(s
     known = table.dropna(subset=["true"])
     mae = (rows.loc[known["sample_id"], "prediction"].to_numpy() - known["true"]).abs().mean()
     assert metrics["random_forest_baseline"]["mae"] == pytest.approx(mae, rel=1e-4)
+    # which model read what (issue 41): AAM was fine-tuned with the site covariate
+    assert metrics["inputs"] == {
+        "model": ["microbiome", "site"],
+        "mean_baseline": [],
+        "random_forest_baseline": ["microbiome"],
+    }
 
     shift = json.loads((out / "domain_shift.json").read_text())
     assert shift["samples"] == {

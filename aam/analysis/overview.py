@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from aam.analysis.predictions import model_label
+from aam.analysis.predictions import MICROBIOME, inputs_text, model_label
 from aam.training.config import LOWER_IS_BETTER
 
 # What a reader finds where, relative to the workflow's workdir.
@@ -61,12 +61,21 @@ class RunMetrics:
 
 def verdict(metrics: Mapping, baseline: str = HEADLINE_BASELINE, group: str | None = None) -> str:
     """One sentence: is AAM better than ``baseline`` on the first metric, by the paired 95%
-    interval of their difference?"""
+    interval of their difference? Against a model of the microbiome (the forest) only when
+    both read the same inputs (metrics.json ``inputs``): AAM given covariates the forest lacks
+    gets no verdict against it."""
     differences = metrics.get("differences", {}).get(baseline)
     if not differences:
         return f"no paired comparison with the {model_label(baseline, group)} in this run"
     key, difference = next(iter(differences.items()))
     name, other = METRIC_NAMES.get(key, key), model_label(baseline, group)
+    inputs = metrics.get("inputs", {})
+    mine, theirs = inputs.get("model"), inputs.get(baseline)
+    if mine is not None and theirs is not None and MICROBIOME in theirs and mine != theirs:
+        return (
+            f"AAM ({inputs_text(mine)}) and the {other} ({inputs_text(theirs)}) read different "
+            "inputs: no like-for-like verdict (their paired difference is in the table)."
+        )
     value, (low, high) = difference["value"], difference["interval"]
     if value is None or low is None:
         return f"AAM - {other}: {name} undefined on these samples"
@@ -126,12 +135,21 @@ def run_section(result: RunMetrics) -> str:
     note = html.escape(
         f"{metrics['n']} test samples; [95% bootstrap interval]; the rows 'AAM - ...' are "
         "paired differences (the same bootstrap draws for both)."
+        + _inputs_sentence(metrics.get("inputs", {}), group)
     )
     return (
         f"{title}<p class=verdict>{html.escape(verdict(metrics, group=group))}</p>"
         f"<table><tr><th>model</th>{header}</tr>{''.join(rows)}</table>"
         f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}"
     )
+
+
+def _inputs_sentence(inputs: Mapping, group: str | None) -> str:
+    """`` Inputs: AAM microbiome + site; ...`` (nothing for a metrics.json without them)."""
+    if not inputs:
+        return ""
+    named = "; ".join(f"{model_label(k, group)}: {inputs_text(v)}" for k, v in inputs.items())
+    return f" Inputs: {named}."
 
 
 MAX_GROUP_ROWS = 15

@@ -7,6 +7,7 @@ with a ``model`` column.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pandas as pd
 from aam.errors import InputError
 
 LOG_FLOOR = 1e-12  # probabilities are floored before the log: a log-probability stays finite
+MICROBIOME = "microbiome"  # the input every sequence model and the forest read
 
 
 def model_label(section: str, group_column: str | None = None) -> str:
@@ -26,6 +28,23 @@ def model_label(section: str, group_column: str | None = None) -> str:
         "group_mean_baseline": f"mean of each {group_column or 'group'}",
     }
     return names.get(section, section.removesuffix("_baseline"))
+
+
+def model_inputs(section: str, covariates: Sequence[str], group_column: str | None) -> list[str]:
+    """What a model of metrics.json predicts from: AAM from the microbiome and the covariates
+    it was fine-tuned with; the baselines as `aam baselines` fits them (the forest on relative
+    abundances, the group mean on the group column, the training mean on nothing)."""
+    return {
+        "model": [MICROBIOME, *covariates],
+        "mean_baseline": [],
+        "random_forest_baseline": [MICROBIOME],
+        "group_mean_baseline": [group_column or "group"],
+    }[section]
+
+
+def inputs_text(inputs: Sequence[str]) -> str:
+    """A model's inputs in words: ``microbiome + site``, or ``none``."""
+    return " + ".join(inputs) or "none"
 
 
 def prediction_table(ids: list[str], predicted: np.ndarray, classes: list[str]) -> pd.DataFrame:

@@ -14,7 +14,12 @@ import torch
 
 from aam.analysis.domain_shift import domain_shift_report
 from aam.analysis.prediction_plots import plot_predictions
-from aam.analysis.predictions import model_label, prediction_table, read_model_predictions
+from aam.analysis.predictions import (
+    model_inputs,
+    model_label,
+    prediction_table,
+    read_model_predictions,
+)
 from aam.data.metadata import load_metadata, numeric_column
 from aam.data.novelty import NOVELTY_WARNING, novelty
 from aam.data.samples import SampleSet
@@ -163,6 +168,10 @@ def run(args: argparse.Namespace) -> None:
     metrics = None
     if args.metadata is not None:
         metrics = {**_metrics(models, truth, target, args.metadata, ids, groups), "novelty": seen}
+        group = metrics.get("group_column")
+        metrics["inputs"] = {
+            name: model_inputs(name, categorical["columns"], group) for name in models
+        }
     if truth is not None:
         table["true"] = truth
     with atomic_output(out_dir / "predictions.tsv") as tmp:
