@@ -1,5 +1,7 @@
-"""One name per stage: a rule that runs `aam <command>` carries the command's name, fingerprints
-that command's code, and waits for the image it runs in (static checks of workflow/rules)."""
+"""One name per stage: a rule that runs `aam <command>` carries the command's name, logs under
+it, and a cluster job is sized by each site profile (static checks of workflow/rules). That it
+fingerprints that command's code, waits for the image it runs in and benchmarks beside its log
+(aam.workflow.rules.shared_directives): test_workflow_style.py, on the parsed workflow."""
 
 import re
 
@@ -24,12 +26,29 @@ SAME_COMMAND = {
 
 
 def _rules() -> dict[str, str]:
-    """rule name -> its text, from every workflow/rules/*.smk."""
-    rules = {}
+    """rule name -> its text, from every workflow/rules/*.smk; a rule made by `use rule BASE
+    as NAME with:` has its own text, then BASE's (its shell)."""
+    rules, derived = {}, {}
     for path in sorted((REPO / "workflow/rules").glob("*.smk")):
-        chunks = re.split(r"^\s*rule (\w+):", path.read_text(), flags=re.M)
-        rules.update(zip(chunks[1::2], chunks[2::2], strict=True))
+        chunks = re.split(
+            r"^\s*(?:rule (\w+)|use rule (\w+) as (\w+) with):", path.read_text(), flags=re.M
+        )
+        for name, base, alias, body in zip(*(chunks[k::4] for k in range(1, 5)), strict=True):
+            if name:
+                rules[name] = body
+            else:
+                derived[alias] = (base, body)
+    rules.update({alias: body + rules[base] for alias, (base, body) in derived.items()})
     return rules
+
+
+def _local_rules() -> set[str]:
+    """Rules named by a `localrules:` directive or marked `localrule: True`."""
+    local = {rule for rule, body in _rules().items() if re.search(r"localrule:\s+True", body)}
+    for path in sorted((REPO / "workflow/rules").glob("*.smk")):
+        for listed in re.findall(r"^localrules:\n((?:    \w+,\n)+)", path.read_text(), flags=re.M):
+            local.update(re.findall(r"\w+", listed))
+    return local
 
 
 def _command(body: str) -> str | None:
@@ -45,7 +64,6 @@ def test_each_rule_is_named_after_the_aam_command_it_runs():
             continue
         assert command in COMMANDS, f"rule {rule}: aam {command} is not a command"
         assert SAME_COMMAND.get(rule, rule) == command.replace("-", "_"), (rule, command)
-        assert f'code=code("{command}")' in body, f"rule {rule}: no code=code({command!r})"
         named[rule] = command
     assert {
         "stage",
@@ -68,21 +86,23 @@ def test_each_rule_is_named_after_the_aam_command_it_runs():
     } <= set(named)
 
 
-def test_every_rule_that_runs_in_the_image_waits_for_it():
-    for rule, body in _rules().items():
-        if rule == "build_container":  # makes the image, on the host (`container: None`)
-            assert re.search(r"container:\s+None", body)
-        elif re.search(r"^\s+(shell|script):", body, flags=re.M):
-            assert "image=IMAGE_INPUT" in body, f"rule {rule}: no image=IMAGE_INPUT input"
+def test_build_container_alone_goes_without_the_image():
+    """It makes the image (`container: None`); shared_directives gives every other rule the
+    image as an input (``on_host``: build_container alone; a multi-node pretraining runs its
+    shell on the host but starts the image on each node)."""
+    on_host = {
+        rule
+        for rule, body in _rules().items()
+        if re.search(r"container:\s+None$", body, flags=re.M)
+    }
+    assert on_host == {"build_container"}
 
 
-def test_every_rule_has_a_log_and_a_benchmark_under_its_name():
+def test_every_rule_has_a_log_under_its_name():
+    """Its benchmark, beside the log (benchmarks/<rule>/), is given by shared_directives."""
     for rule, body in _rules().items():
-        for directive, root in (("log", "logs"), ("benchmark", "benchmarks")):
-            match = re.search(rf"^\s+{directive}:\s+WORK / f?\"{root}/(\w+)/", body, flags=re.M)
-            assert match and match.group(1) == rule, (
-                f"rule {rule}: {directive} not in {root}/{rule}/"
-            )
+        match = re.search(r"^\s+log:\s+WORK / f?\"logs/(\w+)/", body, flags=re.M)
+        assert match and match.group(1) == rule, f"rule {rule}: log not in logs/{rule}/"
 
 
 @pytest.mark.parametrize("profile", ["cosmos", "lumi"])
@@ -90,7 +110,7 @@ def test_a_rule_running_another_rules_command_gets_its_resources(profile):
     # The site DAG of test_slurm_profiles has no predict_on dataset: its rules are checked here.
     settings = yaml.safe_load((REPO / f"profiles/{profile}/config.yaml").read_text())
     for rule, namesake in SAME_COMMAND.items():
-        if re.search(r"localrule:\s+True", _rules()[rule]):
+        if rule in _local_rules():
             continue
         for section in ("set-resources", "set-threads"):
             assert settings[section].get(rule) == settings[section].get(namesake), (rule, section)
@@ -100,11 +120,7 @@ def test_a_rule_running_another_rules_command_gets_its_resources(profile):
 def test_every_cluster_job_has_its_resources_in_each_site_profile():
     """A rule that is not a localrule runs as a SLURM job: each site profile sizes it (rule
     build_container sets its own resources in container.smk)."""
-    cluster = {
-        rule
-        for rule, body in _rules().items()
-        if "localrule: True" not in body and rule != "build_container"
-    }
+    cluster = set(_rules()) - _local_rules() - {"build_container"}
     assert {"pretrain", "baselines", "subset_baselines"} <= cluster
     for site in ("cosmos", "lumi"):
         profile = yaml.safe_load((REPO / f"profiles/{site}/config.yaml").read_text())

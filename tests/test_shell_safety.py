@@ -23,7 +23,10 @@ def _shell_templates() -> dict[str, str]:
     """rule name -> its shell: template (the concatenated string literals after `shell:`)."""
     templates = {}
     for path in sorted((REPO / "workflow/rules").glob("*.smk")):
-        chunks = re.split(r"^\s*rule (\w+):", path.read_text(), flags=re.M)
+        # `use rule BASE as NAME with:` runs BASE's shell: its block has none of its own
+        chunks = re.split(
+            r"^\s*(?:rule|use rule \w+ as) (\w+)(?: with)?:", path.read_text(), flags=re.M
+        )
         for rule, body in zip(chunks[1::2], chunks[2::2], strict=True):
             shell = body.split("shell:", 1)[1] if "shell:" in body else ""
             literals = re.findall(r"^\s+([\"'])(.*)\1\s*$", shell, flags=re.M)

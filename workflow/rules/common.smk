@@ -1,3 +1,4 @@
+import functools
 import os
 import shlex
 import sys
@@ -11,7 +12,10 @@ sys.path.insert(0, str(REPO))
 from aam.cli import COMMANDS  # noqa: E402
 from aam.workflow.config import cli_flags  # noqa: E402
 from aam.workflow.fingerprint import code_fingerprint  # noqa: E402
+from aam.workflow.flags import Flags  # noqa: E402
 from aam.workflow.plan import PlanError, plan  # noqa: E402
+from aam.workflow.rules import final_outputs, out_dir, report_entry  # noqa: E402
+from aam.workflow.rules import shared_directives  # noqa: E402
 
 # The schema check (Snakemake's validate fills in the defaults) and the rest: one error type.
 try:
@@ -21,24 +25,10 @@ except PlanError as err:
 config.update(PLAN.config)
 
 WORK, IMAGE, RUNS, DATASETS = PLAN.work, PLAN.image, PLAN.runs, PLAN.datasets
+FLAGS = Flags(PLAN)  # each rule's `aam` flags: params options=FLAGS.<rule>
 # Rules that run in the image wait for its build (`container:` makes no DAG edge).
 IMAGE_INPUT = ancient(PLAN.image_input) if PLAN.image_input else []
-# Used only with --software-deployment-method conda, named in each rule: Snakemake's global
-# conda directive would give the running Snakemake (the login node) the environment, not jobs.
-CONDA_ENV = "../envs/aam.yaml"
-# The report's categories in reading order (Snakemake's report lists them sorted by name).
-CATEGORY = {
-    "results": "1. Results",
-    "predictions": "2. Predictions",
-    "training": "3. Training",
-    "self_check": "4. Numerical self-check of the kernels",
-    "profiling": "5. Profiling",
-}
-# The runs' batch UniFrac: config unifrac's metric and alpha, before a run's own options.
-RUN_UNIFRAC = {
-    "unifrac_metric": config["unifrac"]["metric"],
-    "unifrac_alpha": config["unifrac"]["alpha"],
-}
+CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda
 # Every job runs `python -m aam` from this checkout: in a container with the image's python
 # (the image holds dependencies only), locally with the python running Snakemake.
 _python_bin = shlex.quote(str(Path(sys.executable).parent))
@@ -47,14 +37,31 @@ _exports += [] if IMAGE else [f'PATH={_python_bin}"{os.pathsep}$PATH"']
 shell.prefix("".join(f"export {e}; " for e in _exports))
 
 
+@functools.cache
 def code(command):
     """Fingerprint of the aam code that `aam <command>` runs (rerun trigger via params)."""
     return code_fingerprint(COMMANDS[command][0])
 
 
+def get_final_output():
+    """The targets of rule all (aam.workflow.rules.final_outputs)."""
+    return final_outputs(PLAN)
+
+
+def in_report(path):
+    """Output ``path`` in the report, as aam.workflow.rules.REPORT describes it."""
+    caption, category, subcategory, labels = report_entry(path, WORK)
+    return report(path, f"../report/{caption}.rst", category, subcategory, labels)
+
+
 def dataset_of(wildcards):
     """The dataset config of a run."""
     return DATASETS[RUNS[wildcards.run]["dataset"]]
+
+
+def given(name):
+    """Input function: the file `name` (table, tree, ...) a dataset's config names, if any."""
+    return lambda wildcards: DATASETS[wildcards.dataset][name] or []
 
 
 def staged(name):
@@ -74,9 +81,9 @@ def dataset_table(wildcards):
 
 
 def run_table(section):
-    """Input function of a run's `section` (pretrain, finetune) stage and what reads its
-    model: the table as staged where that stage draws afresh each epoch (rarefy_each_epoch),
-    else table_of its dataset."""
+    """Input function: the table of a run's `section` stage (and what reads its model): as
+    staged where it draws afresh each epoch (rarefy_each_epoch), else table_of its dataset.
+    """
 
     def table(wildcards):
         run = RUNS[wildcards.run]
@@ -98,11 +105,6 @@ def split_of(wildcards):
     return split_file(wildcards.run)
 
 
-def curve_runs(wildcards):
-    """A learning curve's runs, its points (fractions ascending) then the run itself."""
-    return [*PLAN.curves[wildcards.run]["points"], wildcards.run]
-
-
 def pretrain_split_of(wildcards):
     """Input function: the split pretraining reads; none for the shared pretraining of a
     cross-validated run, which learns from every sample of the table (no targets)."""
@@ -110,33 +112,16 @@ def pretrain_split_of(wildcards):
     return [] if fold and fold[0]["pretrain"] == "shared" else split_of(wildcards)
 
 
-def encoder_run(wildcards):
-    """The run whose pretrained encoder a run fine-tunes from."""
-    return RUNS[wildcards.run]["encoder_from"] or wildcards.run
-
-
-def rarefied(run):
-    """The run's rarefaction depth (`finetune.rarefy_depth`; None: none)."""
-    return RUNS[run]["finetune"].get("rarefy_depth")
+def encoder_of(wildcards):
+    """Input function: the encoder a run fine-tunes (its own, or its `encoder_from`'s)."""
+    run = RUNS[wildcards.run]["encoder_from"] or wildcards.run
+    return WORK / f"runs/{run}/pretrain/encoder.pt"
 
 
 def baselines_of(wildcards):
     """Input function: the baseline predictions of a run's split."""
     dataset, part = RUNS[wildcards.run]["dataset"], PLAN.split_part(wildcards.run)
     return WORK / "baselines" / (f"{dataset}/{part}.tsv" if part else f"{dataset}.tsv")
-
-
-def baselines_options(dataset):
-    """`aam baselines` flags of a dataset (rules baselines, subset_baselines, baselines_on)."""
-    data = DATASETS[dataset]
-    return cli_flags(
-        {
-            "target_column": data["target"],
-            "classifier": data["classifier"],
-            "group_column": data["group_column"],
-            **config["baselines"],
-        }
-    )
 
 
 def tree_of(dataset):
@@ -148,3 +133,13 @@ def tree_of(dataset):
 def run_tree(wildcards):
     """Input function: the tree of a run's dataset (each batch's UniFrac is computed from it)."""
     return tree_of(RUNS[wildcards.run]["dataset"])
+
+
+def curve_runs(wildcards):
+    """A learning curve's runs, its points (fractions ascending) then the run itself."""
+    return [*PLAN.curves[wildcards.run]["points"], wildcards.run]
+
+
+def metrics_of(runs):
+    """The test metrics of `runs`."""
+    return [WORK / f"runs/{run}/predict/metrics.json" for run in runs]

@@ -3,19 +3,18 @@
 # `container.platform` (cosmos, lumi). Editing the .def gives a new image path, so the image is
 # rebuilt and every stage that runs in it reruns; touching or copying the .sif reruns nothing.
 #
-# Rules that run in the image add IMAGE_INPUT (common.smk: ancient(PLAN.image_input), or []
-# without a build) as an input, so that they wait for the build (`container:` makes no DAG
-# edge); the Snakefile's global `container: IMAGE` gives every rule but this one the image
-# (aam.workflow.plan: a profile's pinned container.image, else the one built here).
+# Rules that run in the image get IMAGE_INPUT (common.smk: ancient(PLAN.image_input), or []
+# without a build) as input `image` (shared_directives), so that they wait for the build
+# (`container:` makes no DAG edge); the Snakefile's global `container: IMAGE` gives every rule
+# but this one the image (aam.workflow.plan: a profile's pinned container.image, else the one
+# built here).
 if config["container"]["platform"]:
 
+    # `singularity`: Cosmos has Singularity Pro (`module load singularitypro`); on Apptainer
+    # systems `singularity` is the compatibility name of `apptainer`. The layer cache and the
+    # build's temporary files go to container.dir and the job's $TMPDIR, not $HOME.
     rule build_container:
-        """The platform's image from containers/<platform>.def (a CPU job with fakeroot).
-
-        `singularity`: Cosmos has Singularity Pro (`module load singularitypro`); on Apptainer
-        systems `singularity` is the compatibility name of `apptainer`. The layer cache and the
-        build's temporary files go to container.dir and the job's $TMPDIR, not $HOME.
-        """
+        """The platform's image from containers/<platform>.def (a CPU job with fakeroot)."""
         input:
             definition=PLAN.container_def,
         output:

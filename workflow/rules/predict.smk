@@ -1,55 +1,23 @@
+# Bootstrap intervals, per group of the dataset's group_column; a panel per model.
 rule predict:
-    """Predictions on the test split; metrics of the model beside the baselines (bootstrap
-    intervals; per group of the dataset's group_column), a predicted-vs-true panel per model.
-    """
+    """Test-split predictions, metrics beside the baselines', a predicted-vs-true panel."""
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
         table=run_table("finetune"),
         metadata=staged("metadata.tsv"),
         split=split_of,
         baselines=baselines_of,
-        image=IMAGE_INPUT,
     output:
-        predictions=report(
-            WORK / "runs/{run}/predict/predictions.tsv",
-            caption="../report/predictions.rst",
-            category=CATEGORY["predictions"],
-            subcategory="{run}",
-            labels={"run": "{run}", "file": "predictions"},
-        ),
-        metrics=report(
-            WORK / "runs/{run}/predict/metrics.json",
-            caption="../report/metrics.rst",
-            category=CATEGORY["predictions"],
-            subcategory="{run}",
-            labels={"run": "{run}", "file": "metrics"},
-        ),
-        plot=report(
-            WORK / "runs/{run}/predict/predicted_vs_true.png",
-            caption="../report/predicted_vs_true.rst",
-            category=CATEGORY["predictions"],
-            subcategory="{run}",
-            labels={"run": "{run}", "file": "predicted vs true"},
-        ),
+        predictions=in_report(WORK / "runs/{run}/predict/predictions.tsv"),
+        metrics=in_report(WORK / "runs/{run}/predict/metrics.json"),
+        plot=in_report(WORK / "runs/{run}/predict/predicted_vs_true.png"),
         provenance=WORK / "runs/{run}/predict/provenance.json",
     log:
         WORK / "logs/predict/{run}.log",
-    benchmark:
-        WORK / "benchmarks/predict/{run}.tsv"
-    conda:
-        CONDA_ENV
     threads: config["threads"]
     params:
-        out_dir=lambda wc, output: Path(output[0]).parent,
-        code=code("predict"),
-        options=lambda wc: cli_flags(
-            {
-                "rarefy_depth": rarefied(wc.run),
-                "group_column": dataset_of(wc)["group_column"],
-                "device": config["device"],
-                "scratch": config["scratch"],
-            }
-        ),
+        out_dir=out_dir,
+        options=FLAGS.predict,
     shell:
         "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
         " --table {input.table:q} --metadata {input.metadata:q} --split {input.split:q}"
@@ -58,10 +26,10 @@ rule predict:
         " > {log:q} 2>&1"
 
 
+# Metrics beside the baselines where the other dataset's target is known; domain_shift.json:
+# how its samples differ from the training samples.
 rule predict_on:
-    """Predictions on every sample of another dataset, metrics beside the baselines where its
-    target is known, and how its samples differ from the training samples (domain_shift.json).
-    """
+    """Predictions on another dataset, metrics where its target is known, domain shift."""
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
         table=dataset_table,
@@ -70,48 +38,17 @@ rule predict_on:
         training_split=staged("split.tsv"),
         baselines=lambda wc: WORK
         / f"baselines_on/{RUNS[wc.run]['dataset']}/{wc.dataset}.tsv",
-        image=IMAGE_INPUT,
     output:
-        predictions=report(
-            WORK / "runs/{run}/predict_on/{dataset}/predictions.tsv",
-            caption="../report/predictions_on.rst",
-            category=CATEGORY["predictions"],
-            subcategory="{run} on {dataset}",
-            labels={"run": "{run}", "dataset": "{dataset}", "file": "predictions"},
-        ),
-        metrics=report(
-            WORK / "runs/{run}/predict_on/{dataset}/metrics.json",
-            caption="../report/metrics_on.rst",
-            category=CATEGORY["predictions"],
-            subcategory="{run} on {dataset}",
-            labels={"run": "{run}", "dataset": "{dataset}", "file": "metrics"},
-        ),
-        shift=report(
-            WORK / "runs/{run}/predict_on/{dataset}/domain_shift.json",
-            caption="../report/domain_shift.rst",
-            category=CATEGORY["predictions"],
-            subcategory="{run} on {dataset}",
-            labels={"run": "{run}", "dataset": "{dataset}", "file": "domain shift"},
-        ),
+        predictions=in_report(WORK / "runs/{run}/predict_on/{dataset}/predictions.tsv"),
+        metrics=in_report(WORK / "runs/{run}/predict_on/{dataset}/metrics.json"),
+        shift=in_report(WORK / "runs/{run}/predict_on/{dataset}/domain_shift.json"),
         provenance=WORK / "runs/{run}/predict_on/{dataset}/provenance.json",
     log:
         WORK / "logs/predict_on/{run}.{dataset}.log",
-    benchmark:
-        WORK / "benchmarks/predict_on/{run}.{dataset}.tsv"
-    conda:
-        CONDA_ENV
     threads: config["threads"]
     params:
-        out_dir=lambda wc, output: Path(output[0]).parent,
-        code=code("predict"),
-        options=lambda wc: cli_flags(
-            {
-                "target_column": DATASETS[wc.dataset]["target"],
-                "rarefy_depth": rarefied(wc.run),
-                "device": config["device"],
-                "scratch": config["scratch"],
-            }
-        ),
+        out_dir=out_dir,
+        options=FLAGS.predict_on,
     shell:
         "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
         " --table {input.table:q} --metadata {input.metadata:q}"
@@ -120,48 +57,25 @@ rule predict_on:
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
+# AAM's gradient x input and the random forest's permutation importance side by side, and a
+# heatmap of the top ASVs.
 rule importance:
-    """Which ASVs carry the signal: AAM's gradient x input and the random forest's permutation
-    importance on the test split, side by side, and a heatmap of the top ASVs."""
+    """Which ASVs carry the signal, for AAM and for the forest, on the test split."""
     input:
         model=WORK / "runs/{run}/finetune/model.pt",
         table=run_table("finetune"),
         metadata=staged("metadata.tsv"),
         split=split_of,
-        image=IMAGE_INPUT,
     output:
-        table=report(
-            WORK / "runs/{run}/importance/importance.tsv",
-            caption="../report/importance.rst",
-            category=CATEGORY["predictions"],
-            subcategory="{run}",
-            labels={"run": "{run}", "file": "ASV importance"},
-        ),
+        table=in_report(WORK / "runs/{run}/importance/importance.tsv"),
         summary=WORK / "runs/{run}/importance/importance.json",
-        plot=report(
-            WORK / "runs/{run}/importance/importance.png",
-            caption="../report/importance.rst",
-            category=CATEGORY["predictions"],
-            subcategory="{run}",
-            labels={"run": "{run}", "file": "top ASVs"},
-        ),
+        plot=in_report(WORK / "runs/{run}/importance/importance.png"),
     log:
         WORK / "logs/importance/{run}.log",
-    benchmark:
-        WORK / "benchmarks/importance/{run}.tsv"
-    conda:
-        CONDA_ENV
     threads: config["threads"]
     params:
-        out_dir=lambda wc, output: Path(output.table).parent,
-        code=code("importance"),
-        options=lambda wc: cli_flags(
-            {
-                "rarefy_depth": rarefied(wc.run),
-                "device": config["device"],
-                **config["baselines"],
-            }
-        ),
+        out_dir=out_dir,
+        options=FLAGS.importance,
     shell:
         "python -m aam importance --model {input.model:q} --table {input.table:q}"
         " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"

@@ -1,10 +1,10 @@
+# Kernel table by rocprofv3 on ROCm, torch.profiler elsewhere; memory and speed over batch sizes
+# and attention backends.
 rule profile:
-    """A short training segment: kernel table (rocprofv3 on ROCm, torch.profiler elsewhere),
-    peak memory and samples/s over batch sizes and attention backends."""
+    """A short training segment: kernels, peak memory and samples/s per batch size."""
     input:
         table=lambda wc: table_of(RUNS[wc.run]["dataset"]),  # rarefied where the dataset asks
         tree=run_tree,
-        image=IMAGE_INPUT,
     output:
         kernels=WORK / "profiling/{run}/kernel_stats.csv",
         memory=WORK / "profiling/{run}/memory.json",
@@ -12,24 +12,12 @@ rule profile:
         provenance=WORK / "profiling/{run}/provenance.json",
     log:
         WORK / "logs/profile/{run}.log",
-    benchmark:
-        WORK / "benchmarks/profile/{run}.tsv"
-    conda:
-        CONDA_ENV
     threads: config["threads"]
     resources:
         gpu=0,  # the cluster profiles set it
     params:
-        code=code("profile"),
-        out_dir=lambda wc, output: Path(output.kernels).parent,
-        options=lambda wc: cli_flags(
-            {
-                "device": config["device"],
-                "steps": config["profiling"]["steps"],
-                "batch_sizes": config["profiling"]["batch_sizes"],
-                **RUNS[wc.run]["model"],
-            }
-        ),
+        out_dir=out_dir,
+        options=FLAGS.profile,
     shell:
         "python -m aam --provenance {output.provenance:q} profile --table {input.table:q}"
         " --tree {input.tree:q} --threads {threads} --output-dir {params.out_dir:q}"

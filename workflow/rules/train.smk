@@ -31,31 +31,30 @@ PER_NODE_CONTAINER = (
 )
 
 
+localrules:
+    plot_history,
+
+
+# The runs' batch UniFrac: config unifrac's metric and alpha, before a run's own options.
+RUN_UNIFRAC = {
+    "unifrac_metric": config["unifrac"]["metric"],
+    "unifrac_alpha": config["unifrac"]["alpha"],
+}
+
+
 rule pretrain:
-    """Self-supervised base: UniFrac distances (each batch's, from the table and the tree) +
-    masked nucleotides (resumes from checkpoints)."""
+    """Self-supervised base: each batch's UniFrac + masked nucleotides; resumes."""
     input:
         table=run_table("pretrain"),
         tree=run_tree,
         split=pretrain_split_of,
-        image=IMAGE_INPUT,
     output:
         encoder=WORK / "runs/{run}/pretrain/encoder.pt",
         summary=WORK / "runs/{run}/pretrain/summary.json",
-        history=report(
-            WORK / "runs/{run}/pretrain/history.tsv",
-            caption="../report/history.rst",
-            category=CATEGORY["training"],
-            subcategory="{run}",
-            labels={"run": "{run}", "stage": "pretrain", "file": "history"},
-        ),
+        history=in_report(WORK / "runs/{run}/pretrain/history.tsv"),
         provenance=WORK / "runs/{run}/pretrain/provenance.json",
     log:
         WORK / "logs/pretrain/{run}.log",
-    benchmark:
-        WORK / "benchmarks/pretrain/{run}.tsv"
-    conda:
-        CONDA_ENV
     container:
         None if PLAN.pretrain_layout.multi_node else IMAGE
     threads: config["threads"]
@@ -63,8 +62,7 @@ rule pretrain:
         **slurm_resources(PLAN.pretrain_layout),
         nodes=PLAN.pretrain_layout.nodes,
     params:
-        out_dir=lambda wc, output: Path(output[0]).parent,
-        code=code("pretrain"),
+        out_dir=out_dir,
         launcher=lambda wc, resources: launch_prefix(
             layout_of("pretrain", resources), PER_NODE_CONTAINER
         ),
@@ -91,29 +89,17 @@ rule finetune:
         metadata=staged("metadata.tsv"),
         tree=run_tree,
         split=split_of,
-        encoder=lambda wc: WORK / f"runs/{encoder_run(wc)}/pretrain/encoder.pt",
-        image=IMAGE_INPUT,
+        encoder=encoder_of,
     output:
         model=WORK / "runs/{run}/finetune/model.pt",
         summary=WORK / "runs/{run}/finetune/summary.json",
-        history=report(
-            WORK / "runs/{run}/finetune/history.tsv",
-            caption="../report/history.rst",
-            category=CATEGORY["training"],
-            subcategory="{run}",
-            labels={"run": "{run}", "stage": "finetune", "file": "history"},
-        ),
+        history=in_report(WORK / "runs/{run}/finetune/history.tsv"),
         provenance=WORK / "runs/{run}/finetune/provenance.json",
     log:
         WORK / "logs/finetune/{run}.log",
-    benchmark:
-        WORK / "benchmarks/finetune/{run}.tsv"
-    conda:
-        CONDA_ENV
     threads: config["threads"]
     params:
-        out_dir=lambda wc, output: Path(output[0]).parent,
-        code=code("finetune"),
+        out_dir=out_dir,
         options=lambda wc: cli_flags(
             {
                 "target_column": dataset_of(wc)["target"],
@@ -134,29 +120,15 @@ rule finetune:
 
 
 rule plot_history:
-    """Training curves for the report: train and validation per epoch, the chosen epoch and
-    the training mean's validation MAE marked."""
+    """Training curves: train and validation per epoch, the chosen epoch, the mean's MAE."""
     input:
         history=WORK / "runs/{run}/{stage}/history.tsv",
         summary=WORK / "runs/{run}/{stage}/summary.json",
-        image=IMAGE_INPUT,
     output:
-        report(
-            WORK / "runs/{run}/{stage}/history.png",
-            caption="../report/curves.rst",
-            category=CATEGORY["training"],
-            subcategory="{run}",
-            labels={"run": "{run}", "stage": "{stage}", "file": "curves"},
-        ),
+        in_report(WORK / "runs/{run}/{stage}/history.png"),
     log:
         WORK / "logs/plot_history/{run}.{stage}.log",
-    benchmark:
-        WORK / "benchmarks/plot_history/{run}.{stage}.tsv"
-    localrule: True
-    conda:
-        CONDA_ENV
     params:
-        code=code("plot-history"),
         target=lambda wc: dataset_of(wc)["target"],
     shell:
         "python -m aam plot-history --history {input.history:q} --summary {input.summary:q}"
