@@ -1,11 +1,16 @@
 """Rules like the Snakemake workflow catalog's (issue 40, item 4): short rules; what every rule
 shares given to each in one place (aam.workflow.rules.shared_directives: benchmark, code
-fingerprint, conda env, image input); rule `all` from get_final_output() in common.smk."""
+fingerprint, conda env, image input); rule `all` from get_final_output() in common.smk; no
+parse-time side effect on the environment (AAM_STOP_WITH_PID reaches the jobs through the
+shell prefix)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -15,6 +20,7 @@ import pytest
 import yaml
 from checkout import REPO
 
+from aam.training.orphan import ENV
 from aam.workflow.rules import aam_command, benchmark_of
 
 WORKFLOW_FILES = [REPO / "workflow/Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]
@@ -66,6 +72,11 @@ def test_rule_all_comes_from_get_final_output_in_common_smk():
     assert "def get_final_output(" in (REPO / "workflow/rules/common.smk").read_text()
 
 
+def test_the_workflow_sets_no_environment_variable_at_parse_time():
+    for path in WORKFLOW_FILES:
+        assert not re.search(r"os\.environ\[.*\]\s*=|os\.environ\.update|putenv", path.read_text())
+
+
 def test_benchmark_of_a_log():
     work = Path("/w")
     log = "/w/logs/cv_split/{dataset,[^/]+}.{folds,\\d+}x{seed}.fold{fold}.log"
@@ -91,8 +102,9 @@ def test_aam_command_of_a_shell_command():
 # The parsed workflow, dumped by a Snakemake of its own (a parse runs common.smk: sys.path, the
 # shell prefix, the fingerprint cache).
 PARSE = """
-import json, sys
+import json, os, sys
 from pathlib import Path
+from snakemake import shell
 from snakemake.api import SnakemakeApi
 from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
 
@@ -123,6 +135,9 @@ with SnakemakeApi(OutputSettings()) as api:
         "rules": rules,
         "fingerprints": {name: code_fingerprint(c[0]) for name, c in COMMANDS.items()},
         "work": str(workflow.globals["WORK"]),
+        "prefix": shell._process_prefix,
+        "environ": os.environ.get("AAM_STOP_WITH_PID"),
+        "pid": os.getpid(),
     }))
 """
 
@@ -176,3 +191,42 @@ def test_every_rule_gets_the_shared_directives(parsed):
     assert {"cv_split", "subset_baselines", "summary", "leaderboard"} <= seen
     site = parsed[1]["rules"]
     assert any(path.endswith(".sif") for path in site["pretrain"]["input"])  # waits for the image
+
+
+@pytest.mark.workflow
+def test_jobs_get_the_workflow_token_through_the_shell_prefix_not_the_environment(parsed):
+    """A training job stops when the Snakemake that runs it is gone (aam.training.orphan): the
+    shell of every job exports AAM_STOP_WITH_PID naming the Snakemake that parsed the workflow
+    (in a SLURM job, the job's own); the parse leaves that Snakemake's environment alone, and
+    the token is in no rule's shell command or params (rerun triggers)."""
+    for workflow in parsed:
+        token = f"{workflow['pid']}@{socket.gethostname()}"
+        assert f"export {ENV}={token};" in workflow["prefix"]
+        assert workflow["environ"] == os.environ.get(ENV)
+        for rule in workflow["rules"].values():
+            assert ENV not in (rule["shellcmd"] or "") and rule["code"] != token
+
+
+@pytest.mark.workflow
+def test_a_job_runs_with_the_token_of_its_snakemake(checkout_copy, tmp_path):
+    """A real job of the workflow's rules (stage) with a shell that reports the variable."""
+    root = tmp_path / "repo"
+    shutil.copytree(checkout_copy, root)
+    (root / "workflow/Snakefile.token").write_text(
+        'include: "rules/common.smk"\n\n\n'
+        "rule token:\n"
+        "    output:\n"
+        '        "token.txt",\n'
+        "    shell:\n"
+        '        "echo $AAM_STOP_WITH_PID > {output}"\n'
+    )
+    command = [sys.executable, "-m", "snakemake", "token.txt", "-s", "workflow/Snakefile.token"]
+    command += ["--cores", "1", "--configfile", "config/test.yaml"]
+    command += ["--config", f"workdir={tmp_path / 'work'}"]
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    process = subprocess.Popen(
+        command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    assert (root / "token.txt").read_text().strip() == f"{process.pid}@{socket.gethostname()}"

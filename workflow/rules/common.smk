@@ -10,6 +10,7 @@ REPO = Path(workflow.basedir).parent
 sys.path.insert(0, str(REPO))
 # No torch and no data file at parse time: every SLURM job parses this again, on any node.
 from aam.cli import COMMANDS  # noqa: E402
+from aam.training import orphan  # noqa: E402
 from aam.workflow.config import cli_flags  # noqa: E402
 from aam.workflow.fingerprint import code_fingerprint  # noqa: E402
 from aam.workflow.flags import Flags  # noqa: E402
@@ -30,10 +31,14 @@ FLAGS = Flags(PLAN)  # each rule's `aam` flags: params options=FLAGS.<rule>
 IMAGE_INPUT = ancient(PLAN.image_input) if PLAN.image_input else []
 CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda
 # Every job runs `python -m aam` from this checkout: in a container with the image's python
-# (the image holds dependencies only), locally with the python running Snakemake.
+# (the image holds dependencies only), locally with the python running Snakemake. A training
+# job stops when the Snakemake that runs it is gone (aam.training.orphan): orphan.ENV names
+# this process (in a SLURM job, the job's own Snakemake). Not in a rule's shell command or
+# params, which are rerun triggers: the prefix is neither.
 _python_bin = shlex.quote(str(Path(sys.executable).parent))
 _exports = [f'PYTHONPATH={shlex.quote(str(REPO))}"{os.pathsep}${{{{PYTHONPATH:-}}}}"']
 _exports += [] if IMAGE else [f'PATH={_python_bin}"{os.pathsep}$PATH"']
+_exports += [f"{orphan.ENV}={shlex.quote(orphan.workflow_token())}"]
 shell.prefix("".join(f"export {e}; " for e in _exports))
 
 

@@ -2,8 +2,6 @@ import shutil
 
 from snakemake.settings.types import DeploymentMethod
 
-from aam.training.orphan import ENV as STOP_WITH_ENV
-from aam.training.orphan import workflow_token
 from aam.workflow.launch import (
     container_exec,
     launch_prefix,
@@ -11,11 +9,6 @@ from aam.workflow.launch import (
     slurm_resources,
 )
 
-# A training job stops itself when the Snakemake that started it is gone (SIGKILLed, crashed):
-# every job inherits AAM_STOP_WITH_PID=<this process>@<host> and `aam pretrain/finetune/profile`
-# watch that process (aam.training.orphan), then save latest.pt and exit 75. Set at parse time:
-# inside a SLURM job its own Snakemake parses the workflow again and names itself.
-os.environ[STOP_WITH_ENV] = workflow_token()
 # A multi-node job runs its shell on the host (srun is not in the image); srun then starts the
 # image on each node, as Snakemake would have (`exec --home <workdir> <apptainer-args> <image>`).
 PER_NODE_CONTAINER = (
