@@ -2,5 +2,7 @@
 and checks; one PlanError), ``config`` (fold and sweep expansion, shell-quoted flags),
 ``checks`` (the config's pre-flight checks, at parse time), ``dataset_checks`` (the data's,
 in each dataset's check_data job), ``launch`` (how a training job starts its processes on
-SLURM), ``containers`` (image names, ``.def`` lint) and ``fingerprint`` (each rule's code
-hash). Importing ``plan`` imports no torch: the Snakefile parses on login nodes."""
+SLURM), ``containers`` (image names, ``.def`` lint), ``fingerprint`` (each rule's code
+hash), ``flags`` (each rule's `aam` flags) and ``rules`` (what every rule shares, the report's
+entries, the targets of rule all). Importing ``plan`` imports no torch: the Snakefile parses on
+login nodes."""
