@@ -435,7 +435,7 @@ def test_model_change_reruns_training_prediction_and_validation_only(copy):
 
 def test_prediction_code_change_reruns_predict_only(copy):
     _edit(
-        copy / "aam/prediction_plots.py",
+        copy / "aam/analysis/prediction_plots.py",
         "bottom.scatter(y[mask], predicted[mask] - y[mask], s=8",
         "bottom.scatter(y[mask], predicted[mask] - y[mask], s=9",
     )

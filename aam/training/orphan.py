@@ -2,10 +2,11 @@
 
 Snakemake runs a rule's shell as ``bash -c '...'`` whose child is ``python -m aam ...``; when
 Snakemake is SIGKILLed (or dies otherwise) the two survive it, and a local training job would go
-on writing its outputs with nobody waiting for them. The workflow therefore sets
-``AAM_STOP_WITH_PID=<its pid>@<its host>`` (``workflow_token``, at parse time, so it is the
-Snakemake process that runs the jobs: the user's locally, the job's own one inside a SLURM job),
-and a training command started with it calls ``stop_with_workflow``:
+on writing its outputs with nobody waiting for them. The workflow therefore exports
+``AAM_STOP_WITH_PID=<its pid>@<its host>`` in every job's shell prefix (``workflow_token``,
+taken by the Snakemake process that parses the workflow and runs the jobs: the user's locally,
+the job's own one inside a SLURM job), and a training command started with it calls
+``stop_with_workflow``:
 
 - a daemon thread looks every ``POLL_S`` seconds whether that process (same PID and start time,
   so a reused PID does not count) still exists, and when it is gone sends SIGTERM to this

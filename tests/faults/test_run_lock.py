@@ -248,8 +248,9 @@ def test_a_second_trainer_on_one_directory_fails_with_one_line(small_study, tmp_
 
 
 # What Snakemake does with a rule's shell: bash -c '...' as a child of the Snakemake process,
-# the training command a child of that bash; AAM_STOP_WITH_PID names Snakemake (as train.smk
-# sets it). Killed, Snakemake leaves bash and the trainer behind; bash records its exit status.
+# the training command a child of that bash; AAM_STOP_WITH_PID names Snakemake (as the shell
+# prefix of common.smk exports it). Killed, Snakemake leaves bash and the trainer behind;
+# bash records its exit status.
 WORKFLOW = textwrap.dedent(
     """
     import os, shlex, subprocess, sys, time
