@@ -268,7 +268,7 @@ def test_a_missing_argument_and_an_unknown_command_are_one_line(capsys):
     assert "the following arguments are required: --table, --output-dir" in line
     assert aam("trian") == 2
     err = capsys.readouterr().err
-    assert err == "aam: error: unknown command 'trian'; see aam --help\n"
+    assert err == "aam: error: unknown command 'trian'; did you mean 'pretrain'?; see aam --help\n"
 
 
 def test_unifrac_shard_takes_one_metric(tmp_path, capsys):
