@@ -17,8 +17,8 @@ World rows time every rank's share of one batch on the fastest engine (its node 
 spread, the pair sums over its nodes and the distances; the exchange of the partial sums
 between ranks is not in it) and report the slowest (it sets the step's pace). Sources of the
 second part: ``tree-gpu``/``tree-cpu`` (`--tree`, ``--unifrac-engine gpu|cpu``), ``matrix``
-(`--unifrac`, the matrix computed first by `aam unifrac`), each optionally with ``--compile``
-(``+compile``).
+(`--unifrac`, the matrix computed first by `aam unifrac`), eager (``--no-compile``) or with
+``--compile`` (``+compile``: the transformer layers, compiled cold, in a cache of the run's own).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -146,16 +147,19 @@ def train_part(args: argparse.Namespace) -> list[dict]:
         for source in args.sources:
             base, _, extra = source.partition("+")
             out = work / f"{base}-{extra or 'eager'}-{batch}"
+            shutil.rmtree(out, ignore_errors=True)  # never resume an earlier run
             flags = ["--tree", tree, "--unifrac-engine", base[5:]] if base != "matrix" else []
             flags += ["--unifrac", matrix] if base == "matrix" else []
-            flags += ["--compile"] if extra == "compile" else []
+            flags += ["--compile"] if extra == "compile" else ["--no-compile"]
             command = [
                 *aam, "pretrain", "--table", table, "--output-dir", out, *MODEL, *flags,
                 "--batch-size", batch, "--epochs", args.epochs, "--val-fraction", args.val_fraction,
                 "--attn-implementation", "mem_efficient", "--no-progress",
             ]  # fmt: skip
+            # a cache of its own: every run compiles cold, as a user's first run does
+            cold = {**env, "TORCHINDUCTOR_CACHE_DIR": str(out / "inductor-cache")}
             start = time.perf_counter()
-            run = subprocess.run(list(map(str, command)), env=env, capture_output=True, text=True)
+            run = subprocess.run(list(map(str, command)), env=cold, capture_output=True, text=True)
             wall = time.perf_counter() - start
             row = {
                 "data": str(args.data),

@@ -51,9 +51,13 @@ def test_the_device_timer_measures_nothing_on_a_cpu():
     assert busy.fraction(1.0) is None and busy.intervals == []
 
 
-def _graphs_over_batches(small_study, options: dict, sizes: tuple[int, ...]) -> list[int]:
+def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, static: bool = False):
     """Graphs dynamo has made (eager backend: traced, not code-generated) after each step of
-    the tiny encoder on pretraining batches of ``sizes`` samples (and different shapes)."""
+    the tiny encoder (``layers`` per stack) on pretraining batches of ``sizes`` samples (and
+    different shapes), and each step's loss beside the same model's uncompiled loss.
+    ``static``: the whole model with static shapes, what --compile did before issue 38."""
+    import copy
+
     import numpy as np
     import torch._dynamo
     from tiny_model import tiny_model
@@ -61,7 +65,7 @@ def _graphs_over_batches(small_study, options: dict, sizes: tuple[int, ...]) -> 
     from aam.models import SequenceEncoder
     from aam.training.batches import TrainBatches
     from aam.training.config import TrainConfig
-    from aam.training.device import compiled_graphs
+    from aam.training.device import compile_layers, compiled_graphs
     from aam.training.objective import Objective
     from aam.training.step import step_loss
     from aam.training.study import load_study
@@ -74,24 +78,52 @@ def _graphs_over_batches(small_study, options: dict, sizes: tuple[int, ...]) -> 
     objective = Objective.of(TrainConfig(), predictor=False, study=study)
     batches = TrainBatches(study, 32, distances=True)
     torch.manual_seed(0)
-    model = torch.compile(SequenceEncoder(tiny_model(token_limit=32)), backend="eager", **options)
-    graphs = []
+    config = tiny_model(token_limit=32, asv_layers=layers, sample_layers=layers, dropout=0.0)
+    eager = SequenceEncoder(config)
+    model = copy.deepcopy(eager)
+    if static:
+        model = torch.compile(model, backend="eager", dynamic=False)
+    else:
+        compile_layers(model, backend="eager")
+    graphs, losses = [], []
     for size in sizes:
         batch = batches.batch(np.arange(size * 3, size * 4))
-        loss, _ = step_loss(model, objective, batch, torch.Generator().manual_seed(size))
-        loss.backward()
+        pair = [
+            step_loss(m, objective, batch, torch.Generator().manual_seed(size))[0]
+            for m in (model, eager)
+        ]
+        pair[0].backward()
         graphs.append(compiled_graphs())
-    return graphs
+        losses.append([float(x) for x in pair])
+    return graphs, losses
 
 
-@pytest.mark.slow  # two dynamo traces of a few steps
+@pytest.mark.slow  # three dynamo traces of a few steps
 def test_compile_makes_a_bounded_number_of_graphs_whatever_the_batch_shapes(small_study):
-    """--compile's options: the graphs of the first step (its pieces between graph breaks)
-    serve every later batch, whose samples, distinct ASVs and widths all differ; static
-    shapes compile again for new shapes (the count can fail)."""
-    from aam.training.device import COMPILE_OPTIONS
-
-    dynamic = _graphs_over_batches(small_study, COMPILE_OPTIONS, (4, 6, 8))
-    assert dynamic[0] > 0 and dynamic == [dynamic[0]] * 3, dynamic
-    static = _graphs_over_batches(small_study, {"dynamic": False}, (4, 6))
+    """--compile: the graphs of the first step (one per mode of the shared layer code) serve
+    every later batch, whose samples, distinct ASVs and widths all differ, and every layer of
+    every stack (3 layers per stack make as many graphs as 1); the compiled layers compute
+    what the eager ones do. Static shapes compile again for new shapes (the count can fail)."""
+    graphs, losses = _compiled_steps(small_study, (4, 6, 8))
+    assert graphs[0] > 0 and graphs == [graphs[0]] * 3, graphs
+    assert all(compiled == pytest.approx(eager, rel=1e-6) for compiled, eager in losses), losses
+    deeper, _ = _compiled_steps(small_study, (4, 6), layers=3)
+    assert deeper == graphs[:2], (deeper, graphs)
+    static, _ = _compiled_steps(small_study, (4, 6), static=True)
     assert static[-1] > static[0], static
+
+
+def test_compile_is_the_default_on_cuda_only_and_never_on_rocm(monkeypatch, caplog):
+    """--compile unset: compiled on CUDA, eager on the CPU; given: as asked; on ROCm: eager,
+    and a warning when it was asked for."""
+    import torch
+
+    from aam.training.device import compile_wanted
+
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert compile_wanted(None, cuda) and not compile_wanted(None, cpu)
+    assert compile_wanted(True, cpu) and not compile_wanted(False, cuda)
+    monkeypatch.setattr(torch.version, "hip", "6.3")
+    assert not compile_wanted(None, cuda) and not caplog.records
+    assert not compile_wanted(True, cuda)
+    assert "skipped on ROCm" in caplog.text

@@ -95,9 +95,10 @@ def test_every_option_field_is_a_flag_and_a_schema_key(section, command):
             if f.name in RULE_FLAGS:
                 continue
             walked.add(f.name)
-            kind, _ = value_type(cls, f.name)
+            kind, optional = value_type(cls, f.name)
             action = flags[f.name]
-            assert action.option_strings == [flag(f.name)]
+            negated = ["--no-" + flag(f.name)[2:]] if kind is bool and optional else []
+            assert action.option_strings == [flag(f.name), *negated]
             validator = _validator(fixed_section or section)
             if kind is bool:
                 assert action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction)

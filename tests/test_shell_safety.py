@@ -12,7 +12,7 @@ from checkout import REPO, dry_run
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aam.workflow.config import cli_flags, config_error_line
+from aam.workflow.config import NEGATABLE, cli_flags, config_error_line
 
 # Placeholders a shell: directive may use unquoted: numbers, or flag strings that cli_flags built.
 PREQUOTED = {"threads", "params.options", "params.launcher"}
@@ -59,11 +59,20 @@ def test_cli_flags_round_trip_through_the_shell_lexer(options):
         flag = "--" + key.replace("_", "-")
         if value is True:
             expected.append(flag)
+        elif value is False and key in NEGATABLE:
+            expected.append("--no-" + flag[2:])
         elif isinstance(value, list):
             expected += [flag, *value]
         elif value is not False and value is not None:
             expected += [flag, str(value)]
     assert shlex.split(cli_flags(options)) == expected
+
+
+def test_false_is_a_flag_where_unset_is_a_choice_of_its_own():
+    """``compile: false`` must reach the command as --no-compile (unset: compiled on CUDA);
+    ``freeze_base: false`` is the command's default, so no flag."""
+    assert NEGATABLE == {"compile", "progress"}
+    assert cli_flags({"compile": False, "freeze_base": False, "progress": None}) == "--no-compile"
 
 
 @pytest.mark.parametrize("template", HOSTILE)

@@ -111,7 +111,9 @@ def option_schema(action: argparse.Action) -> dict[str, Any]:
         schema["enum"] = list(action.choices)
     if action.nargs in ("+", "*"):
         schema = {"type": "array", "items": schema}
-    text = [action.option_strings[-1], *([action.help] if action.help else [])]
+    negatable = isinstance(action, argparse.BooleanOptionalAction)  # --x / --no-x: name --x
+    name = action.option_strings[0 if negatable else -1]
+    text = [name, *([action.help] if action.help else [])]
     shown = "(default" in (action.help or "")
     if action.default not in (None, False, argparse.SUPPRESS) and not shown:
         text.append(f"(default {action.default})")

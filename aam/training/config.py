@@ -181,7 +181,12 @@ class RuntimeConfig:
 
     device: str = option("auto", f"{TORCH_DEVICE[1]} (ROCm: cuda)", pattern=TORCH_DEVICE)
     threads: int | None = option(None, "CPU threads for torch", minimum=1)
-    compile: bool = option(False, "torch.compile (skipped on ROCm)", commands=TRAINING)
+    compile: bool | None = option(
+        None,
+        "torch.compile the transformer layers (default: on CUDA GPUs; never on ROCm, where "
+        "its Triton path fails)",
+        commands=TRAINING,
+    )
     fsdp: bool = option(
         False,
         "under torchrun, shard parameters, gradients and optimizer state over the processes "

@@ -11,6 +11,7 @@ from torch import nn
 
 from aam.devices import TORCH_DEVICE
 from aam.errors import InputError
+from aam.models.layers import TransformerLayer
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +53,30 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 COMPILE_OPTIONS = {"dynamic": True}
 
 
-def maybe_compile(model: nn.Module, enabled: bool) -> nn.Module:
-    """``torch.compile`` the model, except on ROCm where its Triton path fails (skipped, warned)."""
-    if not enabled:
-        return model
+def compile_wanted(asked: bool | None, device: torch.device) -> bool:
+    """Whether to compile: as asked, else (``None``) on CUDA only; never on ROCm (warned)."""
     if torch.version.hip:
-        log.warning("--compile: skipped on ROCm (torch.compile fails there); running eagerly")
-        return model
-    return torch.compile(model, **COMPILE_OPTIONS)
+        if asked:
+            log.warning("--compile: skipped on ROCm (torch.compile fails there); running eagerly")
+        return False
+    return device.type == "cuda" if asked is None else asked
+
+
+def compile_layers(model: nn.Module, backend: str = "inductor") -> nn.Module:
+    """``torch.compile`` the forward of every transformer layer of ``model``, in place.
+
+    Regional compilation: the layers share their code, so dynamo traces it once per mode
+    (training, evaluation, with and without a mask) and every layer of every stack reuses the
+    graphs, instead of one whole-model graph per mode (74 s against 18 s of compiling for the
+    demo's tiny model on a CPU). The rest of the model (embeddings, pooling, heads, losses) runs
+    eagerly. Only ``forward`` is compiled, so FSDP's and DDP's module hooks stay outside the
+    graphs, and the state dict keeps its keys. ``backend="eager"`` traces without generating
+    code (tests).
+    """
+    for module in model.modules():
+        if isinstance(module, TransformerLayer):
+            module.forward = torch.compile(module.forward, backend=backend, **COMPILE_OPTIONS)
+    return model
 
 
 def compiled_graphs() -> int:
@@ -69,10 +86,16 @@ def compiled_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
+def compile_seconds() -> float:
+    """Wall seconds torch.compile has spent compiling in this process so far."""
+    from torch._dynamo.utils import calculate_time_spent
+
+    return float(calculate_time_spent().get("total_wall_time", 0.0))
+
+
 def unwrap(model: nn.Module) -> nn.Module:
-    """The bare model under DDP / torch.compile wrappers."""
-    model = getattr(model, "module", model)
-    return getattr(model, "_orig_mod", model)
+    """The bare model under a DDP wrapper."""
+    return getattr(model, "module", model)
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -35,7 +35,13 @@ from aam.runtime.threads import usable_threads
 from aam.training.auto_batch import resolve_batch_size
 from aam.training.batches import TrainBatches
 from aam.training.config import RunPaths, RuntimeConfig, TrainConfig, TrainingOptions
-from aam.training.device import compiled_graphs, maybe_compile, resolve_device
+from aam.training.device import (
+    compile_layers,
+    compile_seconds,
+    compile_wanted,
+    compiled_graphs,
+    resolve_device,
+)
 from aam.training.distributed import (
     DistContext,
     broadcast_from_main,
@@ -306,14 +312,16 @@ def show_progress(runtime: RuntimeConfig) -> bool:
 def parallelize(
     model: torch.nn.Module, runtime: RuntimeConfig, ctx: DistContext, device: torch.device
 ) -> torch.nn.Module:
-    """The model as it trains: sharded (--fsdp) or replicated (DDP) under torchrun, then
-    compiled if asked."""
+    """The model as it trains: its layers compiled (``compile_wanted``), then sharded (--fsdp)
+    or replicated (DDP) under torchrun."""
+    if compile_wanted(runtime.compile, device):
+        log.info("torch.compile: the transformer layers (compiled at their first calls)")
+        compile_layers(model)
     if runtime.fsdp and not ctx.enabled:
         log.info("--fsdp: one process, nothing to shard; training as without it")
     if runtime.fsdp and ctx.enabled:
         log.info("--fsdp: sharding the model over %d processes", ctx.world_size)
-        return maybe_compile(shard_model(model, device, ctx.world_size), runtime.compile)
-    model = maybe_compile(model, runtime.compile)
+        return shard_model(model, device, ctx.world_size)
     if not ctx.enabled:
         return model
     ids = [device.index] if device.type == "cuda" else None
@@ -354,8 +362,9 @@ def run_training(
     )
     try:
         result = trainer.fit()
-        if opts.runtime.compile:
-            log.info("torch.compile: %d graph(s) compiled", compiled_graphs())
+        if compiled_graphs():
+            graphs, seconds = compiled_graphs(), compile_seconds()
+            log.info("torch.compile: %d graph(s) compiled in %.0f s", graphs, seconds)
         return result
     except Preempted as stop:
         log.warning("preempted: %s", stop)

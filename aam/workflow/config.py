@@ -18,19 +18,32 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from aam.options import option_fields, value_type
+from aam.training.config import RuntimeConfig
+
+# Options whose unset value (None) is a choice of its own, so ``false`` is ``--no-<flag>``.
+NEGATABLE = frozenset(
+    f.name
+    for f in option_fields(RuntimeConfig)
+    if value_type(RuntimeConfig, f.name) == (bool, True)
+)
+
 
 def cli_flags(options: Mapping[str, Any]) -> str:
     """Shell-quoted CLI flags from a config mapping.
 
     ``{"batch_size": 8, "freeze_base": True, "sizes": [4, 8], "x": None}`` ->
-    ``--batch-size 8 --freeze-base --sizes 4 8``. ``False``/``None`` drop the flag; a list
-    gives one quoted word per item.
+    ``--batch-size 8 --freeze-base --sizes 4 8``. ``None`` drops the flag, so does ``False``
+    but for the ``NEGATABLE`` options (``{"compile": False}`` -> ``--no-compile``); a list gives
+    one quoted word per item.
     """
     words: list[str] = []
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         if value is True:
             words.append(flag)
+        elif value is False and key in NEGATABLE:
+            words.append("--no-" + flag[2:])
         elif value is False or value is None:
             continue
         elif isinstance(value, list | tuple):
