@@ -465,6 +465,23 @@ def test_auto_attention_leaves_out_cudnn_on_gpus_only():
     assert sdpa_backends("flash", "cpu") == [SDPBackend.MATH]
 
 
+def test_flash_with_padding_masks_is_one_line_before_any_kernel(batch, monkeypatch):
+    """flash where it is flash (a GPU; faked here by the device seam) and a stack has masks:
+    one line naming the flag and the fix, eager or compiled alike (the stack is not compiled);
+    a RuntimeError too, so the backend comparisons report flash as unsupported."""
+    from aam.errors import InputError
+    from aam.models import layers
+
+    tokens, index, counts = make_batch(*batch)
+    pred = seeded(SequencePredictor, tiny())
+    pred.set_attn_implementation("flash")
+    monkeypatch.setattr(layers, "effective_attn_implementation", lambda name, device: name)
+    with pytest.raises(layers.FlashRefusesMasks) as caught:
+        pred(tokens, index, counts)
+    assert isinstance(caught.value, InputError) and isinstance(caught.value, RuntimeError)
+    assert str(caught.value) == layers.FLASH_REFUSES_MASKS and "\n" not in str(caught.value)
+
+
 # -- degenerate inputs ----------------------------------------------------------------------
 
 

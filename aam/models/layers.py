@@ -8,8 +8,9 @@ mem_efficient and math: not cuDNN attention, which made bf16 pretraining 3.8x sl
 ``mem_efficient`` and ``flash`` restrict ``scaled_dot_product_attention`` to that one kernel via
 ``torch.nn.attention.sdpa_kernel``. The fused kernels are GPU kernels: on any device that is not
 ``cuda`` (ROCm devices are ``cuda`` too), ``mem_efficient`` and ``flash`` fall back to ``math``
-with a warning. NB: PyTorch's flash kernel accepts no attention mask, so on a GPU ``flash`` fails
-("No available kernel") for any batch with padding; use ``auto`` or ``mem_efficient`` there.
+with a warning. NB: PyTorch's flash kernel accepts no attention mask, so on a GPU a stack given
+padding masks refuses ``flash`` with one line (``FlashRefusesMasks``); use ``auto`` or
+``mem_efficient`` there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
+from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS, ModelConfig
 
 _BACKENDS = {
@@ -59,6 +61,18 @@ def available_backends(device: torch.device) -> tuple[str, ...]:
     if device.type == "cuda":
         return ("math", "mem_efficient", "flash", "auto")
     return ("math", "auto")
+
+
+FLASH_REFUSES_MASKS = (
+    "--attn-implementation flash: PyTorch's flash attention takes no padding mask, and aam's "
+    "batches are padded; use mem_efficient or auto"
+)
+
+
+class FlashRefusesMasks(InputError, RuntimeError):
+    """``flash`` asked for on a GPU where a stack has padding masks: one line before the
+    kernel fails (eagerly "No available kernel", compiled a long dynamo trace). A RuntimeError
+    too, so the comparisons that try every backend report flash as unsupported."""
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -156,11 +170,16 @@ class TransformerStack(nn.Module):
             config.attention_dropout,
         )
 
+    def _attns(self) -> list[str]:
+        return [layer.attn.attn_implementation for layer in self.layers]
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """x [B, S, D]; mask bool [B, S], True = real. Outputs at padded positions are finite but
         meaningless (callers ignore or zero them); they never influence real positions."""
         attn_mask = None
         if mask is not None:
+            if any(effective_attn_implementation(a, x.device) == "flash" for a in self._attns()):
+                raise FlashRefusesMasks(FLASH_REFUSES_MASKS)
             # A row without any real position would give softmax over nothing (NaN): let it
             # attend to everything instead; its outputs are ignored anyway.
             keys = mask | ~mask.any(dim=-1, keepdim=True)
