@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 # one worker: xdist_group marks, --dist loadgroup in pyproject.toml).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-fast test-faults lint schema venv clean gpu-check gpu-wheels
+.PHONY: demo test test-fast test-faults lint schema venv clean gpu-check gpu-wheels \
+	overview-screenshot
 
 venv: $(STAMP)
 
@@ -23,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/snakemake all --profile profiles/local --report results/workflow/report.html
 	@echo "predictions: results/workflow/runs/demo/predict/predictions.tsv"
 	@echo "metrics (AAM beside the baselines): results/workflow/runs/demo/predict/metrics.json"
-	@echo "front page: results/workflow/overview.html"
+	@echo "landing page (open it first): results/workflow/overview.html"
 	@echo "report: results/workflow/report.html"
 
 test: $(STAMP)
@@ -48,6 +49,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/snakemake --profile profiles/local --lint
 	$(BIN)/mkdocs build --strict --quiet --site-dir results/site
+
+# docs/overview.png: the demo's landing page (after `make demo`) in headless Chromium.
+overview-screenshot:
+	chromium-headless-shell --no-sandbox --disable-gpu --hide-scrollbars \
+		--window-size=1280,2600 --screenshot=$(CURDIR)/docs/overview.png \
+		file://$(CURDIR)/results/workflow/overview.html
 
 # workflow/schemas/run_options.schema.json from the flags of `aam pretrain` / `aam finetune`.
 schema: $(STAMP)

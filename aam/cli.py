@@ -34,6 +34,7 @@ GROUPS: dict[str, dict[str, str]] = {
     "analysis": {
         "unifrac": "UniFrac distance matrix from a BIOM table and a newick tree",
         "tree": "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)",
+        "taxonomy": "Each ASV's lineage by the RDP classifier, as QIIME 2's taxonomy.tsv",
         "rarefy": "Subsample every sample of a BIOM table to a depth, once, seeded",
         "split": "Seeded train/validation/test split, or fold k of a K-fold partition",
         "pretrain": "Pretrain the base on UniFrac + masked nucleotides",

@@ -209,6 +209,42 @@ def test_cli_group_column_adds_the_group_mean(demo, tmp_path):  # noqa: F811
     np.testing.assert_allclose(group["prediction"], expected, rtol=1e-6)
 
 
+def test_cli_covariates_add_a_forest_that_reads_them_and_every_row_names_its_inputs(
+    demo,  # noqa: F811
+    tmp_path,
+):
+    """--covariates: a second forest on the abundances + the study one-hot; the target here
+    depends on the study alone, so that forest beats the microbiome-only one by far. Each
+    model's inputs are written beside it and read back as metrics.json will name them."""
+    from aam.analysis.predictions import read_model_inputs
+
+    metadata = pd.read_csv(demo["metadata"], sep="\t", dtype=str)
+    largest = metadata["qiita_study_id"].value_counts().index[0]
+    by_study = np.where(metadata["qiita_study_id"] == largest, 10.0, 0.0)
+    metadata["by_study"] = by_study.astype(str)  # a target the study alone sets
+    meta = tmp_path / "metadata.tsv"
+    metadata.to_csv(meta, sep="\t", index=False)
+    out = tmp_path / "baselines.tsv"
+    args = ["--table", demo["table"], "--metadata", meta, "--target-column", "by_study"]
+    args += ["--split", demo["split"], "--output", out, "--trees", "20"]
+    assert aam("baselines", *args, "--covariates", "qiita_study_id") == 0
+    table = pd.read_csv(out, sep="\t", dtype={"sample_id": str})
+    assert sorted(table["model"].unique()) == ["mean", "random_forest", "random_forest_covariates"]
+    assert read_model_inputs(out) == {
+        "mean": [],
+        "random_forest": ["microbiome"],
+        "random_forest_covariates": ["microbiome", "qiita_study_id"],
+    }
+    split = read_split(demo["split"])
+    truth = metadata.set_index("sample_id")["by_study"].astype(float)
+    test = table[table["sample_id"].map(split) == "test"]
+    error = {
+        model: float((rows.set_index("sample_id")["prediction"] - truth).abs().mean())
+        for model, rows in test.groupby("model")
+    }
+    assert error["random_forest_covariates"] < 0.25 * error["random_forest"], error
+
+
 def test_cli_rejects_zero_trees_and_a_wrong_file_name(demo, tmp_path, capsys):  # noqa: F811
     args = ["--table", demo["table"], "--metadata", demo["metadata"], "--target-column", "age"]
     args += ["--split", demo["split"]]

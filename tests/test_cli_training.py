@@ -27,7 +27,7 @@ from biom.util import biom_open
 from read_only import read_only_dir
 
 from aam.cli import main
-from aam.commands.plot_history import history_figure
+from aam.commands.plot_history import SERIES, history_figure
 from aam.training.trainer import epoch_line
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
@@ -273,6 +273,12 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     metrics = json.loads((out / "metrics.json").read_text())
     sections = ("model", "mean_baseline", "random_forest_baseline", "group_mean_baseline")
     assert set(metrics["intervals"]) == set(sections)
+    assert metrics["inputs"] == {  # as `aam baselines` wrote them beside each model
+        "model": ["microbiome"],
+        "mean_baseline": [],
+        "random_forest_baseline": ["microbiome"],
+        "group_mean_baseline": ["qiita_study_id"],
+    }
     for name in sections:
         for metric in ("mae", "rmse"):
             low, high = metrics["intervals"][name][metric]
@@ -788,10 +794,10 @@ def test_history_figure_marks_the_chosen_epoch_and_the_mean_baseline(tmp_path, c
         {"epoch": [1, 2, 3], "train_loss": [3.0, 2.0, 1.5], "val_loss": [3.1, 2.2, 2.4]}
         | {"val_mae": [9.0, 7.0, 7.5]}
     )
-    panels = [("loss", "objective"), ("mae", "MAE of {target} (its units)")]
+    panels = [SERIES[0], SERIES[2]]  # the loss and the MAE
     summary = {"best_epoch": 2, "mean_baseline": {"val_mae": 8.25}}
-    loss, mae = history_figure(history, panels, summary, "age").axes
-    assert mae.get_title() == "MAE of age (its units)"
+    loss, mae = history_figure(history, panels, summary, "age", "years").axes
+    assert mae.get_ylabel() == "MAE of age (years)" and loss.get_ylabel()  # every axis labelled
     for ax in (loss, mae):
         assert all(float(t).is_integer() for t in ax.get_xticks())  # whole epochs only
         assert [2, 2] in [list(line.get_xdata()) for line in ax.lines]  # the chosen epoch

@@ -1,13 +1,14 @@
 """The report's front page (`aam overview`): the headline table of every run, AAM minus each
 baseline with its paired interval, the verdict, the output folders."""
 
+import html
 import json
 import re
 
 import pytest
 from test_cli_training import aam, assert_failed
 
-from aam.analysis.overview import OUTPUT_FOLDERS, RunMetrics, overview_html, verdict
+from aam.analysis.overview import OUTPUT_FOLDERS, Page, RunMetrics, overview_html, verdict
 
 
 def regression(mae_difference: list[float | None]) -> dict:
@@ -89,11 +90,35 @@ def test_no_verdict_against_the_forest_when_aam_reads_covariates_it_lacks():
         "inputs: no like-for-like verdict (their paired difference is in the table)."
     )
     assert verdict(metrics, "group_mean_baseline", "qiita_study_id").startswith("AAM is worse")
-    page = overview_html([RunMetrics("tiny", "demo", metrics)])
+    page = overview_html(Page(runs=[(RunMetrics("tiny", "demo", metrics), [])]))
     assert "<p class=verdict>AAM (microbiome + qiita_study_id) and the random forest" in page
     assert "Inputs: AAM: microbiome + qiita_study_id; training mean: none; random forest: " in page
     metrics["inputs"]["model"] = ["microbiome"]
     assert verdict(metrics).startswith("AAM is better than the random forest in MAE")
+
+
+def test_the_headline_verdict_is_against_the_forest_that_reads_what_aam_reads():
+    """AAM given the study: its headline verdict is against the forest given the study too
+    (`aam baselines --covariates`), never the microbiome-only one; that pair keeps its line."""
+    metrics = regression([-0.5, -0.9, -0.1])
+    both = ["microbiome", "qiita_study_id"]
+    metrics["inputs"] = {
+        "model": both,
+        "random_forest_baseline": ["microbiome"],
+        "random_forest_covariates_baseline": both,
+    }
+    metrics["random_forest_covariates_baseline"] = {"mae": 4.2, "rmse": 7.3, "r2": 0.25}
+    metrics["intervals"]["random_forest_covariates_baseline"] = {"mae": [3.2, 5.2]}
+    metrics["differences"]["random_forest_covariates_baseline"] = {
+        "mae": {"value": 0.3, "interval": [0.1, 0.6]}
+    }
+    line = verdict(metrics)
+    assert line.startswith("AAM is worse than the random forest + covariates in MAE"), line
+    page = overview_html(Page(runs=[(RunMetrics("tiny", "demo_study", metrics), [])]))
+    assert f"<p class=verdict>{line}" in page
+    assert "read different inputs" in verdict(metrics, "random_forest_baseline")
+    del metrics["inputs"]["random_forest_covariates_baseline"]  # no forest with AAM's inputs
+    assert "read different inputs" in verdict(metrics)
 
 
 def cells(page: str, row: str) -> list[str]:
@@ -104,7 +129,9 @@ def cells(page: str, row: str) -> list[str]:
 
 
 def test_the_page_has_each_runs_table_with_intervals_differences_and_verdict():
-    page = overview_html([RunMetrics("tiny", "demo", regression([-0.5, -0.9, -0.1]))])
+    page = overview_html(
+        Page(runs=[(RunMetrics("tiny", "demo", regression([-0.5, -0.9, -0.1])), [])])
+    )
     assert "<h2>run tiny <small>dataset demo, target age</small></h2>" in page
     assert cells(page, "AAM") == ["4 [3, 5]", "7.1 [6.1, 8.1]", "0.3 [-0.7, 1.3]"]
     assert cells(page, "random forest")[0] == "4.5 [3.5, 5.5]"
@@ -123,13 +150,11 @@ def test_the_page_has_each_runs_table_with_intervals_differences_and_verdict():
     assert cells(page, "s0") == ["20", "0.5", "0.5", "0.5", "0.5"]
     assert cells(page, "s14")[0] == "6" and "s15" not in page
     assert "2 smaller groups in metrics.json (by_group)" in page
-    for folder in OUTPUT_FOLDERS:
-        assert f"<code>{folder.replace('<', '&lt;').replace('>', '&gt;')}</code>" in page
 
 
 def test_names_are_escaped_and_an_unscored_run_says_why():
     unscored = {"n": 0, "target": "age", "no_metrics": "metadata has no column 'age'"}
-    page = overview_html([RunMetrics("<b>x", "d&d", unscored)])
+    page = overview_html(Page(runs=[(RunMetrics("<b>x", "d&d", unscored), [])]))
     assert "&lt;b&gt;x" in page and "d&amp;d" in page and "<b>x" not in page
     assert "Not scored: metadata has no column &#x27;age&#x27;" in page
 
@@ -152,3 +177,62 @@ def test_cli_writes_the_page_and_refuses_bad_runs_leaving_nothing(tmp_path, caps
         assert_failed(rc, capsys, "overview", pages, *words)
     rc = aam("overview", "--run", run, "--output", pages / "page.txt")
     assert_failed(rc, capsys, "overview", pages, "page.txt", "*.html")
+
+
+def test_the_landing_page_shows_figures_provenance_config_and_every_file_linked(tmp_path):
+    """A work directory as the workflow leaves it: the page shows the run's figures inline
+    (PNG and SVG as data URIs that decode to the files' bytes, PDF as a link), every
+    provenance record's command and commit, the config with its digest, and every file
+    linked (no broken link); folders the run never made are not named."""
+    import base64
+    import hashlib
+
+    from page_links import broken_links, links
+
+    work = tmp_path / "work"
+    predict = work / "runs/tiny/predict"
+    predict.mkdir(parents=True)
+    (predict / "metrics.json").write_text(json.dumps(regression([-0.5, -0.9, -0.1])))
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+    (predict / "predicted_vs_true.png").write_bytes(png)
+    (work / "runs/tiny/finetune").mkdir()
+    (work / "runs/tiny/finetune/history.svg").write_text("<svg xmlns='x'></svg>")
+    (work / "runs/tiny/importance").mkdir()
+    (work / "runs/tiny/importance/importance.pdf").write_bytes(b"%PDF-1.4")
+    (work / "unifrac/demo.unweighted.pcoa").mkdir(parents=True)
+    (work / "unifrac/demo.unweighted.pcoa/pcoa.png").write_bytes(png)
+    record = {
+        "command": ["aam", "predict", "--table", "a b.biom"],
+        "git_commit": "abc123",
+        "git_dirty": True,
+        "device": "AMD EPYC",
+        "python": "3.11",
+        "torch": "2.13",
+    }
+    (predict / "provenance.json").write_text(json.dumps(record))
+    (work / "logs").mkdir()
+    (work / "logs/predict.log").write_text("done")
+    config = tmp_path / "config.yaml"
+    config.write_text("runs: {tiny: {dataset: demo}}\n")
+    out = work / "overview.html"
+    run = f"tiny=demo={predict / 'metrics.json'}"
+    assert aam("overview", "--run", run, "--config", config, "--output", out) == 0
+    page = out.read_text()
+    assert broken_links(out) == []
+    hrefs, images = links(page)
+    assert images == [
+        "data:image/png;base64," + base64.b64encode(png).decode(),
+        "data:image/svg+xml;base64," + base64.b64encode(b"<svg xmlns='x'></svg>").decode(),
+        "data:image/png;base64," + base64.b64encode(png).decode(),  # the dataset's PCoA
+    ]
+    assert "runs/tiny/importance/importance.pdf" in hrefs and "pretraining history" not in page
+    files = {p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()} - {
+        "overview.html"
+    }
+    assert files <= set(hrefs)
+    assert "<code>aam predict --table &#x27;a b.biom&#x27;</code>" in page
+    assert "from commit abc123 (dirty); device AMD EPYC" in page
+    assert hashlib.sha256(config.read_bytes()).hexdigest() in page
+    assert f"<code>logs/</code> (1 files) {html.escape(OUTPUT_FOLDERS['logs'])}" in page
+    assert "<code>cv/</code>" not in page
+    assert "<code>learning_curve/</code>" not in page

@@ -17,6 +17,7 @@ from aam.cli import COMMANDS
 # learning-curve point, subset_baselines `aam baselines` for either.
 SAME_COMMAND = {
     "stage_tree": "stage",
+    "stage_taxonomy": "stage",
     "baselines_on": "baselines",
     "predict_on": "predict",
     "cv_split": "split",

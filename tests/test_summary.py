@@ -8,6 +8,8 @@ import sys
 import pytest
 from checkout import REPO
 
+from aam.analysis.figures import IN_TARGET_UNITS
+
 
 @pytest.fixture(scope="module")
 def summary():
@@ -35,16 +37,16 @@ CLASSIFIER = {"n": 7, "model": {"accuracy": 0.75, "f1": 0.5}}
 def test_model_metrics_stand_beside_the_mean_baseline(summary):
     runs = [{"run": "tiny", "dataset": "demo", "target": "age", "metrics": REGRESSION}]
     header, rows = summary.summary_table(runs)
-    assert header[:4] == ["run", "dataset", "target", "n"]
-    assert header[4:] == [
-        "model_mae",
+    assert header[:5] == ["run", "dataset", "target", "target_unit", "n"]
+    assert header[5:] == [
+        "AAM_mae",
         "mean_baseline_mae",
-        "model_rmse",
+        "AAM_rmse",
         "mean_baseline_rmse",
-        "model_r2",
+        "AAM_r2",
         "mean_baseline_r2",
     ]
-    assert rows == [["tiny", "demo", "age", "12", "3.25", "5", "4.5", "6", "0.123457", "NA"]]
+    assert rows == [["tiny", "demo", "age", "NA", "12", "3.25", "5", "4.5", "6", "0.123457", "NA"]]
 
 
 def test_each_value_is_followed_by_its_interval_where_a_run_has_one(summary):
@@ -59,17 +61,17 @@ def test_each_value_is_followed_by_its_interval_where_a_run_has_one(summary):
         {"run": "b", "dataset": "demo", "target": "age", "metrics": REGRESSION},
     ]
     header, rows = summary.summary_table(runs)
-    assert header[4:10] == [
-        "model_mae",
-        "model_mae_low",
-        "model_mae_high",
+    assert header[5:11] == [
+        "AAM_mae",
+        "AAM_mae_low",
+        "AAM_mae_high",
         "mean_baseline_mae",
         "mean_baseline_mae_low",
         "mean_baseline_mae_high",
     ]
-    assert header[10:] == ["model_rmse", "mean_baseline_rmse", "model_r2", "mean_baseline_r2"]
-    assert rows[0][4:10] == ["3.25", "2.5", "4", "5", "4.5", "5.5"]
-    assert rows[1][4:10] == ["3.25", "NA", "NA", "5", "NA", "NA"]
+    assert header[11:] == ["AAM_rmse", "mean_baseline_rmse", "AAM_r2", "mean_baseline_r2"]
+    assert rows[0][5:11] == ["3.25", "2.5", "4", "5", "4.5", "5.5"]
+    assert rows[1][5:11] == ["3.25", "NA", "NA", "5", "NA", "NA"]
 
 
 def test_runs_of_different_kinds_share_one_table(summary):
@@ -78,18 +80,18 @@ def test_runs_of_different_kinds_share_one_table(summary):
         {"run": "b", "dataset": "demo", "target": "sex", "metrics": CLASSIFIER},
     ]
     header, rows = summary.summary_table(runs)
-    assert header[4:] == [
-        "model_mae",
+    assert header[5:] == [
+        "AAM_mae",
         "mean_baseline_mae",
-        "model_rmse",
+        "AAM_rmse",
         "mean_baseline_rmse",
-        "model_r2",
+        "AAM_r2",
         "mean_baseline_r2",
-        "model_accuracy",
-        "model_f1",
+        "AAM_accuracy",
+        "AAM_f1",
     ]
     assert rows[0][-2:] == ["NA", "NA"]
-    assert rows[1] == ["b", "demo", "sex", "7", *["NA"] * 6, "0.75", "0.5"]
+    assert rows[1] == ["b", "demo", "sex", "NA", "7", *["NA"] * 6, "0.75", "0.5"]
 
 
 def test_write_summary_reads_metrics_files_into_one_tsv(summary, tmp_path):
@@ -108,6 +110,28 @@ def test_write_summary_reads_metrics_files_into_one_tsv(summary, tmp_path):
         table = list(csv.DictReader(handle, delimiter="\t"))
     assert [row["run"] for row in table] == ["a", "b"]
     assert table[0]["target"] == hostile and table[0]["mean_baseline_mae"] == "5"
-    assert table[1]["model_accuracy"] == "0.75" and table[1]["dataset"] == "d2"
+    assert table[1]["AAM_accuracy"] == "0.75" and table[1]["dataset"] == "d2"
     with pytest.raises(ValueError, match="2 runs but 1 metrics files"):
         summary.write_summary(runs, paths[:1], output)
+
+
+def test_headers_give_the_unit_of_the_metrics_in_the_targets_unit(summary):
+    """Issue 41: the unit in the headers (MAE and RMSE, not R^2); runs of one unit name it,
+    runs of several point to the target_unit column; a classifier's unit changes nothing."""
+    units = {metric: "years" for metric in IN_TARGET_UNITS}  # as rule summary gives them
+    years = {"run": "a", "dataset": "demo", "target": "age", "target_unit": "years", "units": units}
+    sex = {"run": "c", "dataset": "d2", "target": "sex", "metrics": CLASSIFIER}
+    runs = [{**years, "metrics": REGRESSION}, {**sex, "target_unit": "label"}]
+    header, rows = summary.summary_table(runs)
+    assert header[5:9] == [
+        "AAM_mae (years)",
+        "mean_baseline_mae (years)",
+        "AAM_rmse (years)",
+        "mean_baseline_rmse (years)",
+    ]
+    assert "AAM_r2" in header and "AAM_accuracy" in header and rows[0][3] == "years"
+    months = {**years, "run": "b", "target_unit": "months", "metrics": REGRESSION}
+    months["units"] = {metric: "months" for metric in IN_TARGET_UNITS}
+    header, rows = summary.summary_table([*runs, months])
+    assert header[5] == "AAM_mae (target_unit)"
+    assert [row[3] for row in rows] == ["years", "label", "months"]

@@ -21,6 +21,7 @@ import skbio
 import yaml
 from biom.util import biom_open
 from checkout import copy_checkout, job_counts
+from page_links import broken_links, links
 
 from aam.analysis.overview import verdict
 from aam.cli import main
@@ -147,10 +148,10 @@ def test_outputs_of_the_whole_dag(completed):
     assert list(summary["run"]) == ["tiny"] and summary.loc[0, "dataset"] == "demo"
     assert summary.loc[0, "target"].startswith("host age $(touch ")
     assert summary.loc[0, "n"] == len(predictions)
-    assert {"model_mae", "mean_baseline_mae", "model_r2", "mean_baseline_r2"} <= set(summary)
+    assert {"AAM_mae", "mean_baseline_mae", "AAM_r2", "mean_baseline_r2"} <= set(summary)
     assert "random_forest_baseline_mae" in summary and "group_mean_baseline_mae" in summary
-    low, high = summary.loc[0, "model_mae_low"], summary.loc[0, "model_mae_high"]
-    assert low <= summary.loc[0, "model_mae"] <= high  # the bootstrap interval beside it
+    low, high = summary.loc[0, "AAM_mae_low"], summary.loc[0, "AAM_mae_high"]
+    assert low <= summary.loc[0, "AAM_mae"] <= high  # the bootstrap interval beside it
     # the report's front page: the run's table, AAM minus the forest, the verdict, per study
     scored = json.loads(metrics)
     page = (completed / "results/test/overview.html").read_text()
@@ -159,6 +160,10 @@ def test_outputs_of_the_whole_dag(completed):
     assert f"{forest['value']:+.3g} <span class=ci>[{low:+.3g}, {high:+.3g}]</span>" in page
     assert html.escape(verdict(scored)) in page and "mean of each qiita_study_id" in page
     assert scored["group_column"] == "qiita_study_id" and "<h3>MAE by qiita_study_id</h3>" in page
+    # the landing page: made last, the run's figures inline, every link to a file that exists
+    assert broken_links(completed / "results/test/overview.html") == []
+    hrefs, images = links(page)
+    assert "runs/tiny/predict/predictions.tsv" in hrefs and len(images) >= 3
     assert sum(group["n"] for group in scored["by_group"]) == scored["n"]
     for stage in ("pretrain", "finetune", "predict"):
         provenance = (run / stage / "provenance.json").read_text()
@@ -172,9 +177,10 @@ def test_outputs_of_the_whole_dag(completed):
     # what the model learned: every training ASV ranked by AAM and by the forest
     importance = pd.read_csv(run / "importance/importance.tsv", sep="\t")
     assert list(importance.columns) == [
-        *("asv", "aam_rank", "aam_score", "forest_rank", "forest_score", "forest_scored"),
-        *("prevalence", "mean_abundance"),
+        *("asv_id", "taxon", "confidence", "aam_rank", "aam_score", "forest_rank"),
+        *("forest_score", "forest_scored", "prevalence", "mean_abundance", "asv"),
     ]
+    assert importance["asv_id"].is_unique and importance["taxon"].isna().all()  # no taxonomy
     scored = importance[importance["forest_scored"]]
     assert (
         0 < len(scored) <= 50
@@ -183,6 +189,8 @@ def test_outputs_of_the_whole_dag(completed):
     assert importance["aam_rank"].is_monotonic_increasing and importance["aam_rank"].iloc[0] == 1
     assert (importance["aam_score"] >= 0).all() and importance["aam_score"].iloc[0] > 0
     assert (importance["forest_score"] != 0).any() and importance["prevalence"].between(0, 1).all()
+    ranked = importance.sort_values("forest_rank").dropna(subset="forest_rank")
+    assert (ranked["forest_rank"].iloc[0] == 1) and ranked["forest_scored"].all()
     summary = json.loads((run / "importance/importance.json").read_text())
     spearman = scored["aam_score"].corr(scored["forest_score"], method="spearman")
     assert summary["spearman_aam_forest"] == pytest.approx(spearman)
@@ -334,7 +342,7 @@ def test_classifier_run_writes_every_declared_output(extended):
     assert (out / "predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"  # confusion matrices
     summary = pd.read_csv(work / "summary.tsv", sep="\t").set_index("run")
     assert summary.loc["classes", "target"] == "qiita_study_id"
-    assert {"model_accuracy", "random_forest_baseline_accuracy"} <= set(summary)
+    assert {"AAM_accuracy", "random_forest_baseline_accuracy"} <= set(summary)
     # the front page's table of the run, judged on accuracy, and the ASVs of the classifier
     page = (work / "overview.html").read_text()
     assert "<h2>run classes <small>dataset classes, target qiita_study_id</small></h2>" in page
@@ -382,8 +390,10 @@ def test_predict_on_another_dataset_adds_only_its_jobs(copy, extended):
     config["datasets"]["other"] = _other_dataset(copy, config["datasets"]["demo"]["target"])
     config["runs"]["tiny"]["predict_on"] = ["other"]
     (copy / "config/test.yaml").write_text(yaml.safe_dump(config))
-    # check_data: the new dataset's, and the run's own (it checks the covariates of `other`)
-    assert scheduled(copy) == {"check_data", "stage", "baselines_on", "predict_on", "all"}
+    # check_data: the new dataset's, and the run's own (it checks the covariates of `other`);
+    # the landing page, which links the new files
+    expected = {"check_data", "stage", "baselines_on", "predict_on", "overview", "all"}
+    assert scheduled(copy) == expected
     out = extended / "results/test/runs/tiny/predict_on/other"
     predictions = pd.read_csv(out / "predictions.tsv", sep="\t", dtype={"sample_id": str})
     assert len(predictions) == 20 and predictions["sample_id"].str.startswith("other.").all()

@@ -1,7 +1,9 @@
 """Simple baselines fitted on a study's training samples: the mean predictor (the training
 class frequencies for categorical targets), a random forest on relative abundances and, where a
 grouping column (e.g. the study) is given, the group mean: each group's training mean (class
-frequencies), which is what a model that only recognises the group can reach.
+frequencies), which is what a model that only recognises the group can reach. Where AAM reads
+covariates (categorical metadata columns), a second forest reads them too (one-hot, beside the
+abundances), so that AAM has a baseline with the same inputs.
 
 Predictions take the form of the model's: target units for regression, log-probabilities over
 ``study.classes`` for classes, so the same metrics apply to all of them. Another study's table
@@ -54,12 +56,38 @@ def aligned_abundances(table: biom.Table, asv_ids: Sequence[str], name: str) -> 
     return sp.csr_matrix((values, (rows, asvs)), shape=(len(totals), len(asv_ids)))
 
 
-def fit_forest(study: Study, train: np.ndarray, *, trees: int, seed: int, threads: int):
+def with_covariates(abundances: sp.csr_matrix, codes: np.ndarray, levels: np.ndarray):
+    """``abundances`` with one 0/1 column per level of each covariate beside them: ``codes``
+    (rows, C) are level codes, 0 = unknown (no column set); ``levels`` (C,) the largest code
+    of each covariate."""
+    blocks = [abundances]
+    for c, count in enumerate(levels):
+        known = codes[:, c] > 0
+        rows = np.flatnonzero(known)
+        onehot = sp.csr_matrix(
+            (np.ones(len(rows)), (rows, codes[known, c] - 1)), shape=(len(codes), int(count))
+        )
+        blocks.append(onehot)
+    return sp.hstack(blocks, format="csr")
+
+
+def fit_forest(
+    study: Study,
+    train: np.ndarray,
+    *,
+    trees: int,
+    seed: int,
+    threads: int,
+    covariates: tuple[np.ndarray, np.ndarray] | None = None,
+):
     """The random forest fitted on the ``train`` positions' relative abundances (a regressor,
-    or a classifier of class indices)."""
+    or a classifier of class indices); with ``covariates`` (codes of every study sample,
+    largest code of each) their one-hot columns too."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     x_train = relative_abundances(study.samples, train)
+    if covariates is not None:
+        x_train = with_covariates(x_train, covariates[0][train], covariates[1])
     options = dict(n_estimators=trees, random_state=seed, n_jobs=usable_threads(threads))
     if not study.classes:
         return RandomForestRegressor(**options).fit(x_train, study.targets[train])
@@ -76,25 +104,39 @@ def fit_predict(
     threads: int = 1,
     groups: np.ndarray | None = None,
     predict_groups: np.ndarray | None = None,
+    covariates: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Each baseline fitted on the ``train`` positions of ``study``, predicting the rows of
     ``features`` (relative abundances on the study's ASVs, one row per sample to predict).
     With ``groups`` (a group code per study sample, 0 = none) and ``predict_groups`` (one per
-    row of ``features``) the group mean too; a group without training samples gets the mean."""
+    row of ``features``) the group mean too; a group without training samples gets the mean.
+    With ``covariates`` (level codes of every study sample, (N, C); the rows of ``features``
+    are then the study's samples) ``random_forest_covariates`` too."""
     y = study.targets[train]
-    x, n = features, features.shape[0]
-    forest = fit_forest(study, train, trees=trees, seed=seed, threads=threads)
+    forests = {"random_forest": (features, None)}
+    if covariates is not None:
+        levels = covariates.max(axis=0) if len(covariates) else np.zeros(covariates.shape[1])
+        coded = with_covariates(features, covariates, levels)
+        forests["random_forest_covariates"] = (coded, (covariates, levels))
+    n = features.shape[0]
+    fitted = {
+        name: (fit_forest(study, train, trees=trees, seed=seed, threads=threads, covariates=c), x)
+        for name, (x, c) in forests.items()
+    }
     if not study.classes:
-        out = {"mean": np.full(n, float(np.mean(y))), "random_forest": forest.predict(x)}
+        out = {"mean": np.full(n, float(np.mean(y)))}
+        out.update({name: forest.predict(x) for name, (forest, x) in fitted.items()})
         if groups is not None:
             out["group_mean"] = _group_means(y[:, None], groups[train], predict_groups)[:, 0]
         return out
     n_classes = len(study.classes)
     labels = y.astype(np.int64)
     onehot = np.eye(n_classes)[labels]
-    probs = np.zeros((n, n_classes))
-    probs[:, forest.classes_] = forest.predict_proba(x)  # classes absent from train stay 0
-    out = {"mean": np.tile(onehot.mean(axis=0), (n, 1)), "random_forest": probs}
+    out = {"mean": np.tile(onehot.mean(axis=0), (n, 1))}
+    for name, (forest, x) in fitted.items():
+        probs = np.zeros((n, n_classes))
+        probs[:, forest.classes_] = forest.predict_proba(x)  # classes absent from train stay 0
+        out[name] = probs
     if groups is not None:
         out["group_mean"] = _group_means(onehot, groups[train], predict_groups)
     return {name: np.log(np.maximum(p, LOG_FLOOR)) for name, p in out.items()}

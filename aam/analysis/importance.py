@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from aam.analysis.baselines import fit_forest, relative_abundances
+from aam.analysis.taxonomy import short_ids, taxa_of
 from aam.training.inference import encode_table_asvs, model_outputs
 from aam.training.study import Study
 
@@ -111,29 +112,46 @@ def forest_importance(
 
 
 def importance_table(
-    study: Study, train: np.ndarray, aam: np.ndarray, forest: np.ndarray, candidates: np.ndarray
+    study: Study,
+    train: np.ndarray,
+    aam: np.ndarray,
+    forest: np.ndarray,
+    candidates: np.ndarray,
+    taxonomy: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One row per ASV present in the training samples: both scores, their ranks (1 = most
-    important), whether the forest's was measured (``forest_scored``: its ``candidates``),
-    prevalence and mean relative abundance over the training samples; AAM's rank order."""
+    """One row per ASV present in the training samples, AAM's rank order: its short ID
+    (``aam.analysis.taxonomy.short_ids``), its Taxon and Confidence where ``taxonomy`` (as
+    ``read_taxonomy`` reads it) has it, both scores and their ranks (1 = most important; the
+    forest's among the ASVs it measured, its ``candidates``: ``forest_scored``, empty for the
+    others), prevalence and mean relative abundance over the training samples, the sequence."""
     abundances = relative_abundances(study.samples, train)
     prevalence = np.asarray((abundances > 0).mean(axis=0)).ravel()
     mean_abundance = np.asarray(abundances.mean(axis=0)).ravel()
+    asvs = list(study.samples.asv_ids)
+    taxa = taxa_of(asvs, taxonomy) if taxonomy is not None else None
+    scored = np.isin(np.arange(len(forest)), candidates)
     table = pd.DataFrame(
         {
-            "asv": study.samples.asv_ids,
+            "asv_id": short_ids(asvs),
+            "taxon": taxa["taxon"].to_numpy() if taxa is not None else np.nan,
+            "confidence": taxa["confidence"].to_numpy() if taxa is not None else np.nan,
             "aam_score": aam,
             "forest_score": forest,
-            "forest_scored": np.isin(np.arange(len(forest)), candidates),
+            "forest_scored": scored,
             "prevalence": prevalence,
             "mean_abundance": mean_abundance,
+            "asv": asvs,
         }
     )
     table = table[table["prevalence"] > 0].copy()
     table["aam_rank"] = table["aam_score"].rank(ascending=False, method="min").astype(int)
-    table["forest_rank"] = table["forest_score"].rank(ascending=False, method="min").astype(int)
-    columns = ["asv", "aam_rank", "aam_score", "forest_rank", "forest_score", "forest_scored"]
-    return table.sort_values(["aam_rank", "asv"])[[*columns, "prevalence", "mean_abundance"]]
+    forest_rank = (
+        table["forest_score"].where(table["forest_scored"]).rank(ascending=False, method="min")
+    )
+    table["forest_rank"] = forest_rank.astype("Int64")
+    columns = ["asv_id", "taxon", "confidence", "aam_rank", "aam_score", "forest_rank"]
+    columns += ["forest_score", "forest_scored", "prevalence", "mean_abundance", "asv"]
+    return table.sort_values(["aam_rank", "asv"])[columns]
 
 
 def rank_agreement(table: pd.DataFrame) -> float:

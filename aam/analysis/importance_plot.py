@@ -9,17 +9,25 @@ import numpy as np
 import pandas as pd
 
 from aam.analysis.baselines import relative_abundances
-from aam.runtime.atomic import atomic_output
+from aam.analysis.taxonomy import asv_labels
+from aam.runtime.figures import save_figure
 from aam.training.study import Study
 
 FLOOR = 1e-4  # relative abundance shown for an absent ASV (log scale)
 
 
 def plot_importance(
-    path: Path, study: Study, test: np.ndarray, table: pd.DataFrame, top: int, spearman: float
+    path: Path,
+    study: Study,
+    test: np.ndarray,
+    table: pd.DataFrame,
+    top: int,
+    spearman: float,
+    target: str = "target",
 ) -> None:
-    """Heatmap: rows the ``top`` ASVs by AAM's importance, columns the test samples sorted by
-    the target (class index for classes), log10 relative abundance."""
+    """Heatmap: rows the ``top`` ASVs by AAM's importance (``row_labels``), columns the test
+    samples sorted by the target (class index for classes), log10 relative abundance; above
+    it the target, with its colour scale."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,25 +41,61 @@ def plot_importance(
     fig, (strip, heat) = plt.subplots(
         2,
         1,
-        figsize=(10, 1.2 + 0.3 * len(rows)),
+        figsize=(10, 1.4 + 0.3 * len(rows)),
         sharex=True,
         gridspec_kw={"height_ratios": [1, max(len(rows), 1) / 3]},
     )
-    strip.imshow(study.targets[order][None, :].astype(float), aspect="auto", cmap="viridis")
-    strip.set_yticks([0], ["target"])
+    _target_strip(fig, strip, study, study.targets[order], target)
     image = heat.imshow(values, aspect="auto", cmap="magma", vmin=np.log10(FLOOR), vmax=0)
-    labels = [
-        f"{asv[:12]}... AAM #{a}, forest #{f}" if len(asv) > 15 else f"{asv} AAM #{a}, forest #{f}"
-        for asv, a, f in zip(rows["asv"], rows["aam_rank"], rows["forest_rank"], strict=True)
-    ]
-    heat.set_yticks(range(len(rows)), labels, fontsize=7)
-    heat.set_xlabel(f"{len(order)} test samples, by increasing target")
-    fig.colorbar(image, ax=heat, label="log10 relative abundance", fraction=0.03)
+    heat.set_yticks(range(len(rows)), row_labels(rows, int(table["forest_scored"].sum())))
+    heat.tick_params(axis="y", labelsize=7)
+    heat.set_xlabel(f"{len(order)} test samples, by increasing {target}")
+    fig.colorbar(image, ax=heat, label="log10 relative abundance", fraction=0.03, pad=0.02)
     agreement = "undefined" if not np.isfinite(spearman) else f"{spearman:.2f}"
     strip.set_title(
         f"top {len(rows)} ASVs by AAM's importance; Spearman of AAM's and the forest's "
         f"importance (the forest's candidate ASVs): {agreement}"
     )
-    with atomic_output(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+    save_figure(fig, path)
     plt.close(fig)
+
+
+def _target_strip(fig, strip, study: Study, values: np.ndarray, target: str) -> None:
+    """The samples' target as one row of colours, with its scale: a colour bar, or one colour
+    per class named on it."""
+    import matplotlib.pyplot as plt
+
+    if study.classes:
+        n = len(study.classes)
+        image = strip.imshow(
+            values[None, :].astype(float),
+            aspect="auto",
+            cmap=plt.get_cmap("tab10" if n <= 10 else "viridis", n),
+            vmin=-0.5,
+            vmax=n - 0.5,
+        )
+        bar = fig.colorbar(image, ax=strip, fraction=0.03, pad=0.02, ticks=range(n))
+        bar.ax.set_yticklabels(study.classes, fontsize=6)
+    else:
+        image = strip.imshow(values[None, :].astype(float), aspect="auto", cmap="viridis")
+        bar = fig.colorbar(image, ax=strip, fraction=0.03, pad=0.02)
+        bar.ax.tick_params(labelsize=6)
+    bar.set_label(target, fontsize=7)
+    strip.set_yticks([0], [target])
+
+
+def row_labels(rows: pd.DataFrame, scored: int) -> list[str]:
+    """Each ASV's name (``aam.analysis.taxonomy.asv_labels``: its deepest confident rank where
+    a taxonomy names it, and its short ID), AAM's rank, and the forest's: its rank among the
+    ``scored`` ASVs it measured with the score itself (negative: shuffling the ASV improved the
+    forest), or that it was not measured."""
+    taxa = rows["taxon"].tolist() if rows["taxon"].notna().any() else None
+    names = asv_labels(rows["asv_id"].tolist(), taxa)
+    labels = []
+    for name, (_, row) in zip(names, rows.iterrows(), strict=True):
+        if row["forest_scored"]:
+            forest = f"forest #{row['forest_rank']} of {scored} ({row['forest_score']:+.2g})"
+        else:
+            forest = "forest: not measured"
+        labels.append(f"{name}  AAM #{row['aam_rank']}, {forest}")
+    return labels

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from aam.analysis.cross_validation import read_test_metrics
-from aam.analysis.overview import METRIC_NAMES
+from aam.analysis.figures import metric_label, title
 from aam.analysis.predictions import model_label
 from aam.data.split import read_split
 from aam.errors import InputError
@@ -99,9 +99,16 @@ def per_doubling(table: pd.DataFrame, metric: str) -> dict[str, float]:
     return slopes
 
 
-def curve_figure(table: pd.DataFrame, target: str, group_column: str | None = None):
-    """Test metric against training samples (log scale), one line per model, 95% intervals as
-    error bars."""
+def curve_figure(
+    table: pd.DataFrame,
+    target: str,
+    group_column: str | None = None,
+    unit: str | None = None,
+    dataset: str | None = None,
+    run: str | None = None,
+):
+    """Test metric (in the target's ``unit``) against training samples (log scale), one line
+    per model, 95% intervals as error bars; titled with ``dataset`` and ``run``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -125,8 +132,9 @@ def curve_figure(table: pd.DataFrame, target: str, group_column: str | None = No
     ax.set_xticks(table["n_train"], [str(n) for n in table["n_train"]])
     ax.minorticks_off()
     ax.set_xlabel("training samples (log scale)")
-    ax.set_ylabel(f"test {METRIC_NAMES.get(metric, metric)} of {target}")
-    ax.set_title(f"Learning curve ({int(table['n_test'].iloc[0])} test samples, 95% intervals)")
+    ax.set_ylabel(f"test {metric_label(metric, target, unit)}")
+    what = f"learning curve ({int(table['n_test'].iloc[0])} test samples, 95% intervals)"
+    ax.set_title(title(what, dataset, run))
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from aam.runtime.atomic import atomic_output
+from aam.runtime.figures import save_figure
 from aam.unifrac.io import write_distance_matrix
 
 DIMENSIONS = 10  # axes kept: a plot needs 2, QIIME 2's Emperor shows 3
@@ -32,7 +33,7 @@ def ordinate(ids: Sequence[str], matrix: np.ndarray):
 
 def plot_ordination(path: Path, result, groups: pd.Series | None, title: str) -> None:
     """PC1 against PC2, each axis with its share of the variance; a colour per group (the
-    largest ``MAX_GROUPS``, then "other")."""
+    largest ``MAX_GROUPS``, then "other"); ``path``'s suffix is its format."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,9 +73,7 @@ def plot_ordination(path: Path, result, groups: pd.Series | None, title: str) ->
     ax.set_ylabel(f"PC2 ({100 * explained.iloc[1]:.1f}% of the variance)")
     ax.set_title(title)
     fig.tight_layout()
-    with atomic_output(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_ordination(path: Path, result) -> None:

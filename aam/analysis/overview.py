@@ -1,6 +1,8 @@
-"""The report's front page (`aam overview`): per run, the test-split metrics of AAM beside the
-baselines' with their 95% intervals, AAM minus each baseline with its paired interval and a
-one-line verdict against the random forest; then what each output folder holds.
+"""The landing page (`aam overview`): when and from what the results were made, then per run
+the test-split metrics of AAM beside the baselines' with their 95% intervals, AAM minus each
+baseline with its paired interval, a one-line verdict against the forest that reads what AAM
+reads, and the run's figures inline; then each stage's provenance, the config, and a link to
+every file the run wrote (``aam.analysis.workdir_index`` finds them).
 
 Plain HTML written here, not datavzrd: the page needs no tool beyond the image's Python, renders
 inline in Snakemake's report (an iframe) and offline on a cluster, and its content is tested.
@@ -8,36 +10,35 @@ inline in Snakemake's report (an iframe) and offline on a cluster, and its conte
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
+import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aam.analysis.predictions import MICROBIOME, inputs_text, model_label
+from aam.analysis.workdir_index import Figure, StageRecord
 from aam.training.config import LOWER_IS_BETTER
 
-# What a reader finds where, relative to the workflow's workdir.
+# What each top folder of the work directory holds (the page lists only those that exist).
 OUTPUT_FOLDERS = {
-    "overview.html": "this page",
-    "summary.tsv": "every run's test metrics beside the baselines', one row per run",
-    "leaderboard.tsv": "each sweep's runs ranked on validation (the test split beside it)",
-    "cv/<run>.tsv": "a cross-validated run's metrics per fold, their mean and sd",
-    "learning_curve/<run>.tsv, .png": "a run's test metrics against its training samples "
-    "(learning_curve: nested fractions of them), the baselines' beside",
-    "data/<dataset>/": "the staged table, tree and metadata, split.tsv and the checks' manifests",
-    "unifrac/": "UniFrac distance matrices (<dataset>.<metric>.h5) and their PCoA "
-    "(<dataset>.<metric>.pcoa/: pcoa.png, ordination.txt, lsmat distance-matrix.tsv)",
-    "baselines/": "the baselines' predictions of every sample (<dataset>.tsv)",
-    "runs/<run>/pretrain/": "the pretrained encoder (encoder.pt), history.tsv, checkpoints/",
-    "runs/<run>/finetune/": "the fine-tuned model (model.pt), history.tsv/.png, summary.json "
-    "(the epoch chosen on validation)",
-    "runs/<run>/predict/": "test-split predictions.tsv, metrics.json, predicted_vs_true.png",
-    "runs/<run>/importance/": "each ASV's importance to AAM and to the forest "
-    "(importance.tsv, .json, .png)",
-    "runs/<run>/predict_on/<dataset>/": "predictions of another dataset, domain_shift.json",
-    "validation/golden.json": "numerical self-check of the model's kernels on this device",
-    "profiling/": "kernel profile and report.html (target profiling_report)",
-    "logs/, benchmarks/": "each job's log, wall time and memory",
+    ".": "this page, summary.tsv (every run's test metrics beside the baselines', one row per "
+    "run), leaderboard.tsv (each sweep's runs ranked on validation) and Snakemake's report.html",
+    "data": "per dataset: the staged table, tree and metadata, split.tsv and the checks' manifests",
+    "unifrac": "UniFrac distance matrices (<dataset>.<metric>.h5) and their PCoA "
+    "(<dataset>.<metric>.pcoa/: the figure, ordination.txt, lsmat distance-matrix.tsv)",
+    "baselines": "the baselines' predictions of every sample (<dataset>.tsv), each row naming "
+    "its model's inputs",
+    "runs": "per run: pretrain/ (encoder.pt, history), finetune/ (model.pt, history, "
+    "summary.json: the epoch chosen on validation), predict/ (test-split predictions.tsv, "
+    "metrics.json, the predicted-vs-true figure), importance/, predict_on/<dataset>/",
+    "cv": "a cross-validated run's metrics per fold, their mean and sd",
+    "learning_curve": "a run's test metrics against its training samples, the baselines' beside",
+    "validation": "numerical self-check of the model's kernels on this device (golden.json)",
+    "profiling": "kernel profile and report.html (target profiling_report)",
+    "logs": "each job's log",
+    "benchmarks": "each job's wall time and memory",
 }
 METRIC_NAMES = {
     "mae": "MAE",
@@ -47,7 +48,16 @@ METRIC_NAMES = {
     "f1": "F1",
     "auc": "AUC",
 }
-HEADLINE_BASELINE = "random_forest_baseline"
+# The forests, in the order the headline verdict looks for one reading what AAM reads.
+FORESTS = ("random_forest_covariates_baseline", "random_forest_baseline")
+
+
+def headline_baseline(metrics: Mapping) -> str:
+    """The forest with AAM's inputs (metrics.json ``inputs``): the one given the covariates
+    when AAM read them; the random forest when none matches (the verdict then says so)."""
+    inputs = metrics.get("inputs", {})
+    same = [f for f in FORESTS if f in inputs and inputs[f] == inputs.get("model")]
+    return same[0] if same else FORESTS[-1]
 
 
 @dataclass(frozen=True)
@@ -59,11 +69,12 @@ class RunMetrics:
     metrics: Mapping
 
 
-def verdict(metrics: Mapping, baseline: str = HEADLINE_BASELINE, group: str | None = None) -> str:
-    """One sentence: is AAM better than ``baseline`` on the first metric, by the paired 95%
-    interval of their difference? Against a model of the microbiome (the forest) only when
-    both read the same inputs (metrics.json ``inputs``): AAM given covariates the forest lacks
-    gets no verdict against it."""
+def verdict(metrics: Mapping, baseline: str | None = None, group: str | None = None) -> str:
+    """One sentence: is AAM better than ``baseline`` (default: ``headline_baseline``) on the
+    first metric, by the paired 95% interval of their difference? Against a model of the
+    microbiome (a forest) only when both read the same inputs (metrics.json ``inputs``): AAM
+    given covariates the forest lacks gets no verdict against it."""
+    baseline = baseline or headline_baseline(metrics)
     differences = metrics.get("differences", {}).get(baseline)
     if not differences:
         return f"no paired comparison with the {model_label(baseline, group)} in this run"
@@ -180,25 +191,112 @@ def group_table(metrics: Mapping) -> str:
 
 
 STYLE = (
-    "body{font-family:sans-serif;margin:1.5em;color:#222}"
+    "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:80em}"
     "table{border-collapse:collapse;margin:.5em 0}"
     "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
     "tr th:first-child{text-align:left}tr.diff{background:#f3f6fb}"
     ".ci{color:#666;font-size:.9em}.verdict{font-weight:bold}.note{color:#555;font-size:.9em}"
-    "small{font-weight:normal;color:#555}"
+    "small{font-weight:normal;color:#555}td.l,th.l{text-align:left}"
+    "figure{display:inline-block;width:47%;margin:.5em;vertical-align:top}"
+    "figure img{width:100%;border:1px solid #ddd}figcaption{font-size:.9em;color:#444}"
+    "pre{background:#f6f6f6;padding:.6em;overflow-x:auto}"
 )
 
 
-def overview_html(results: Sequence[RunMetrics]) -> str:
-    """The whole page."""
-    folders = "".join(
-        f"<tr><th><code>{html.escape(path)}</code></th><td style='text-align:left'>"
-        f"{html.escape(what)}</td></tr>"
-        for path, what in OUTPUT_FOLDERS.items()
+@dataclass(frozen=True)
+class Page:
+    """Everything on the page: the runs (with their figures), the stages' provenance records,
+    the config files (path, text), the work directory's files by folder, and when it was made."""
+
+    runs: Sequence[tuple[RunMetrics, Sequence[Figure]]]
+    stages: Sequence[StageRecord] = ()
+    configs: Sequence[tuple[str, str]] = ()
+    files: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    made: str = ""
+
+
+def figures_html(figures: Sequence[Figure]) -> str:
+    """The figures inline (a link to each file; PDF: the link only)."""
+    out = []
+    for fig in figures:
+        link = f"<a href='{html.escape(fig.path)}'>{html.escape(fig.path)}</a>"
+        image = f"<img src='{fig.data_uri}' alt='{html.escape(fig.title)}'>" if fig.data_uri else ""
+        out.append(
+            f"<figure>{image}<figcaption>{html.escape(fig.title)}: {link}</figcaption></figure>"
+        )
+    return f"<div>{''.join(out)}</div>" if out else ""
+
+
+def made_from(stages: Sequence[StageRecord]) -> str:
+    """One sentence: the commits (dirty or not), devices and software the stages ran with."""
+    if not stages:
+        return "No provenance records found."
+    records = [s.record for s in stages]
+
+    def kinds(key: str) -> str:
+        return ", ".join(sorted({str(r.get(key)) for r in records}))
+
+    commits = sorted(
+        {f"{r.get('git_commit') or 'unknown'}{' (dirty)' if r.get('git_dirty') else ''}"
+         for r in records}
+    )  # fmt: skip
+    return (
+        f"{len(records)} stages, from commit {', '.join(commits)}; device {kinds('device')}; "
+        f"python {kinds('python')}, torch {kinds('torch')}; container {kinds('container_image')}"
     )
-    runs = "".join(run_section(result) for result in results)
+
+
+def stages_html(stages: Sequence[StageRecord]) -> str:
+    """Each stage's record: where, its command line, code fingerprint, device, finish time."""
+    rows = "".join(
+        f"<tr><td class=l><a href='{html.escape(s.path)}'>{html.escape(s.path)}</a></td>"
+        f"<td class=l><code>{html.escape(shlex.join(map(str, s.record.get('command', []))))}"
+        f"</code></td><td>{html.escape(str(s.record.get('code_fingerprint')))}</td>"
+        f"<td class=l>{html.escape(str(s.record.get('device')))}</td>"
+        f"<td>{html.escape(str(s.record.get('finished')))}</td></tr>"
+        for s in stages
+    )
+    names = ("record", "command", "code", "device", "finished")
+    header = "<tr>" + "".join(f"<th>{n}</th>" for n in names) + "</tr>"
+    return f"<table>{header}{rows}</table>" if rows else "<p>No provenance records found.</p>"
+
+
+def configs_html(configs: Sequence[tuple[str, str]]) -> str:
+    """Each config file: its path, its sha256, its text (folded)."""
+    out = []
+    for path, text in configs:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        out.append(
+            f"<p><code>{html.escape(path)}</code> sha256 <code>{digest}</code></p>"
+            f"<details><summary>the config</summary><pre>{html.escape(text)}</pre></details>"
+        )
+    return "".join(out) or "<p>No config file given.</p>"
+
+
+def files_html(files: Mapping[str, Sequence[str]]) -> str:
+    """Every file, by top folder with what the folder holds; large folders folded."""
+    out = []
+    for folder, paths in files.items():
+        what = html.escape(OUTPUT_FOLDERS.get(folder, ""))
+        links = "".join(f"<li><a href='{html.escape(p)}'>{html.escape(p)}</a></li>" for p in paths)
+        name = "top folder" if folder == "." else f"{folder}/"
+        summary = f"<code>{html.escape(name)}</code> ({len(paths)} files) {what}"
+        opened = " open" if len(paths) <= 12 else ""
+        out.append(f"<details{opened}><summary>{summary}</summary><ul>{links}</ul></details>")
+    return "".join(out)
+
+
+def overview_html(page: Page) -> str:
+    """The whole page."""
+    runs = "".join(run_section(result) + figures_html(figs) for result, figs in page.runs)
+    made = html.escape(f"Made {page.made}. " if page.made else "") + html.escape(
+        made_from(page.stages)
+    )
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>AAM results</title>"
-        f"<style>{STYLE}</style></head><body><h1>AAM results: test split</h1>{runs}"
-        f"<h2>Output folders</h2><table>{folders}</table></body></html>\n"
+        f"<style>{STYLE}</style></head><body><h1>AAM results: test split</h1>"
+        f"<p class=note>{made}</p>{runs}"
+        f"<h2>How they were made</h2>{stages_html(page.stages)}"
+        f"<h2>Config</h2>{configs_html(page.configs)}"
+        f"<h2>Files</h2>{files_html(page.files)}</body></html>\n"
     )

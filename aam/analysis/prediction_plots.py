@@ -1,10 +1,10 @@
-"""predicted_vs_true.png of `aam predict`: one panel per model (the model and its baselines).
+"""predicted_vs_true.<format> of `aam predict`: one panel per model (the model and its baselines).
 
 A regression target gets predicted-vs-true scatter plots on shared axes, coloured by group when
 groups are given, above the residuals (predicted - true) against the truth; a categorical target
 gets confusion matrices (true class by row, predicted class by column) above one-vs-rest ROC
 curves. When no predicted sample can be scored, the figure says why, so the file a run declares
-always exists.
+always exists. Axis labels give the target's unit, the title the dataset and the run.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aam.analysis.figures import target_label, title
 from aam.analysis.predictions import model_label
-from aam.runtime.atomic import atomic_output
+from aam.runtime.figures import save_figure
 
 
 def plot_predictions(
@@ -25,10 +26,14 @@ def plot_predictions(
     target: dict,
     no_metrics: str | None = None,
     groups: pd.Series | None = None,
+    *,
+    unit: str | None = None,
+    dataset: str | None = None,
+    run: str | None = None,
 ) -> None:
-    """Write ``path``: scatter and residual panels (regression; coloured by ``groups``),
-    confusion matrices (``target["classes"]``), or the reason there is nothing to plot
-    (``no_metrics``)."""
+    """Write ``path`` (its suffix the format): scatter and residual panels (regression, the
+    target in ``unit``; coloured by ``groups``), confusion matrices (``target["classes"]``), or
+    the reason there is nothing to plot (``no_metrics``); titled with ``dataset`` and ``run``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,15 +47,19 @@ def plot_predictions(
     elif classes:
         fig = _confusion_panels(plt, models, truth, classes, column)
     else:
-        fig = _scatter_panels(plt, models, truth, column, groups)
+        fig = _scatter_panels(plt, models, truth, column, groups, unit)
+    fig.suptitle(title(f"AAM and the baselines on {column}, test samples", dataset, run))
     fig.tight_layout()
-    with atomic_output(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _scatter_panels(
-    plt, models: dict[str, np.ndarray], truth: pd.Series, column: str, groups: pd.Series | None
+    plt,
+    models: dict[str, np.ndarray],
+    truth: pd.Series,
+    column: str,
+    groups: pd.Series | None,
+    unit: str | None = None,
 ):
     """Predicted vs true of the samples with a known value, one column per model, and below
     each its residuals against the truth; a colour per group (the largest ``MAX_GROUPS``
@@ -80,11 +89,12 @@ def _scatter_panels(
         bottom.axhline(0, color="grey", linewidth=1)
         top.set_xlim(lo, hi)
         top.set_ylim(lo, hi)
-        bottom.set_xlabel(f"true {column}")
+        bottom.set_xlabel(f"true {target_label(column, unit)}")
         mae = float(np.abs(y - predicted).mean())
-        top.set_title(f"{model_label(name, _name(groups))}: n={len(y)}, MAE {mae:.2f}")
-    axes[0][0].set_ylabel(f"predicted {column}")
-    axes[1][0].set_ylabel("residual (predicted - true)")
+        in_unit = f" {unit}" if unit else ""
+        top.set_title(f"{model_label(name, _name(groups))}: n={len(y)}, MAE {mae:.2f}{in_unit}")
+    axes[0][0].set_ylabel(f"predicted {target_label(column, unit)}")
+    axes[1][0].set_ylabel(f"residual: predicted - true{f' ({unit})' if unit else ''}")
     if groups is not None:
         axes[0][-1].legend(title=groups.name, fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
     return fig

@@ -2,7 +2,7 @@
 
 A regression prediction is a value in the target's units; a classifier's is the predicted label
 with one ``prob_<label>`` column per class. `aam baselines` writes one row per (sample, model)
-with a ``model`` column.
+with a ``model`` column and an ``inputs`` column (what the model read, ``inputs_text``).
 """
 
 from __future__ import annotations
@@ -25,26 +25,28 @@ def model_label(section: str, group_column: str | None = None) -> str:
         "model": "AAM",
         "mean_baseline": "training mean",
         "random_forest_baseline": "random forest",
+        "random_forest_covariates_baseline": "random forest + covariates",
         "group_mean_baseline": f"mean of each {group_column or 'group'}",
     }
     return names.get(section, section.removesuffix("_baseline"))
 
 
-def model_inputs(section: str, covariates: Sequence[str], group_column: str | None) -> list[str]:
-    """What a model of metrics.json predicts from: AAM from the microbiome and the covariates
-    it was fine-tuned with; the baselines as `aam baselines` fits them (the forest on relative
-    abundances, the group mean on the group column, the training mean on nothing)."""
-    return {
-        "model": [MICROBIOME, *covariates],
-        "mean_baseline": [],
-        "random_forest_baseline": [MICROBIOME],
-        "group_mean_baseline": [group_column or "group"],
-    }[section]
+INPUTS_JOIN = " + "
 
 
 def inputs_text(inputs: Sequence[str]) -> str:
     """A model's inputs in words: ``microbiome + site``, or ``none``."""
-    return " + ".join(inputs) or "none"
+    return INPUTS_JOIN.join(inputs) or "none"
+
+
+def read_model_inputs(path: Path) -> dict[str, list[str]]:
+    """Each model's inputs of a `aam baselines` table (its ``inputs`` column, ``inputs_text``
+    read back); InputError naming the file when the column is missing."""
+    table = pd.read_csv(path, sep="\t", dtype=str, usecols=lambda c: c in ("model", "inputs"))
+    if "inputs" not in table.columns:
+        raise InputError(f"{path}: no column 'inputs'; rerun `aam baselines` to write it")
+    first = table.drop_duplicates("model").set_index("model")["inputs"].fillna("none")
+    return {m: [] if text == "none" else text.split(INPUTS_JOIN) for m, text in first.items()}
 
 
 def prediction_table(ids: list[str], predicted: np.ndarray, classes: list[str]) -> pd.DataFrame:

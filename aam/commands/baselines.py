@@ -1,6 +1,7 @@
-"""`aam baselines`: the mean predictor, a random forest on relative abundances and with
-``--group-column`` the group mean, fitted on the training samples of a split, predicting every
-sample, or every sample of another study's table (``aam.analysis.baselines``)."""
+"""`aam baselines`: the mean predictor, a random forest on relative abundances, with
+``--group-column`` the group mean and with ``--covariates`` a forest on abundances + those
+columns, fitted on the training samples of a split, predicting every sample, or every sample of
+another study's table (``aam.analysis.baselines``). Each row names its model's inputs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from aam.analysis.baselines import aligned_abundances, fit_predict, relative_abundances
-from aam.analysis.predictions import prediction_table
+from aam.analysis.predictions import MICROBIOME, inputs_text, prediction_table
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.table import load_table
 from aam.errors import InputError
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         required=True,
         type=Path,
-        help="TSV: sample_id, split, model, prediction (prob_<label> columns for classes)",
+        help="TSV: sample_id, split, model, inputs, prediction (prob_<label> columns for classes)",
     )
     parser.add_argument(
         "--predict-table",
@@ -47,6 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--group-column",
         help="categorical metadata column (e.g. the study): adds group_mean, each group's "
         "training mean (not with --predict-table: another table's samples have no groups here)",
+    )
+    parser.add_argument(
+        "--covariates",
+        nargs="+",
+        default=[],
+        metavar="COLUMN",
+        help="categorical metadata columns AAM reads beside the microbiome: adds "
+        "random_forest_covariates, a forest on the abundances + these columns one-hot (not with "
+        "--predict-table)",
     )
     add_forest_options(parser)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of the forest")
@@ -64,6 +74,8 @@ def run(args: argparse.Namespace) -> None:
     """Fit every baseline on the split's train samples; write the predictions of every sample
     of the table (split as in the split file), or of ``--predict-table`` (split empty)."""
     check_output_file(args.output, TSV_SUFFIXES, "baseline predictions")
+    group = [args.group_column] if args.group_column else []
+    columns = list(dict.fromkeys([*group, *args.covariates]))  # each loaded once, in order
     study = load_study(
         args.table,
         max_bp=1,
@@ -71,21 +83,27 @@ def run(args: argparse.Namespace) -> None:
         target=args.target_column,
         classifier=args.classifier,
         split_path=args.split,
-        categorical=[args.group_column] if args.group_column else None,
+        categorical=columns or None,
     )
     train = study.subset("train")
     if not len(train):
         raise InputError(f"{args.split}: no train samples to fit the baselines on")
-    groups = None if study.categories is None else study.categories[:, 0]
+    codes = {c: study.categories[:, k] for k, c in enumerate(columns)}
+    groups = codes[args.group_column] if args.group_column else None
     predict_groups = groups
+    covariates = np.stack([codes[c] for c in args.covariates], axis=1) if args.covariates else None
     if args.predict_table is None:
         ids = list(study.samples.sample_ids)
         split = study.split.reindex(ids).to_numpy()
         features = relative_abundances(study.samples, np.arange(len(ids)))
     else:
-        if groups is not None:
-            log.info("--predict-table: no group_mean (%s's samples have no groups)", args.table)
-            groups = predict_groups = None
+        if groups is not None or covariates is not None:
+            log.info(
+                "--predict-table: no group_mean or random_forest_covariates (%s's samples have "
+                "no groups or covariates here)",
+                args.table,
+            )
+            groups = predict_groups = covariates = None
         other = load_table(args.predict_table)
         ids, split = [str(s) for s in other.ids()], np.full(len(other.ids()), "")
         features = aligned_abundances(other, study.samples.asv_ids, str(args.predict_table))
@@ -99,12 +117,20 @@ def run(args: argparse.Namespace) -> None:
         threads=args.threads,
         groups=groups,
         predict_groups=predict_groups,
+        covariates=covariates,
     )
+    inputs = {
+        "mean": [],
+        "random_forest": [MICROBIOME],
+        "random_forest_covariates": [MICROBIOME, *args.covariates],
+        "group_mean": group,
+    }
     tables = []
     for model, values in predicted.items():
         table = prediction_table(ids, values, study.classes)
         table.insert(1, "split", split)
         table.insert(2, "model", model)
+        table.insert(3, "inputs", inputs_text(inputs[model]))
         tables.append(table)
     with atomic_output(args.output) as tmp:
         pd.concat(tables).to_csv(tmp, sep="\t", index=False, float_format="%.8g")

@@ -18,12 +18,14 @@ from aam.analysis.importance import (
     importance_table,
     rank_agreement,
 )
-from aam.analysis.importance_plot import plot_importance
+from aam.analysis.importance_plot import plot_importance, row_labels
+from aam.analysis.taxonomy import read_taxonomy
 from aam.commands.baselines import add_forest_options
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options, checked
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
+from aam.runtime.figures import add_format_argument, figure_name
 from aam.runtime.threads import usable_threads
 from aam.training.config import RuntimeConfig, StudyOptions
 from aam.training.device import resolve_device
@@ -42,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output-dir",
         required=True,
         type=Path,
-        help="importance.tsv, importance.json, importance.png",
+        help="importance.tsv, importance.json, importance.<figure format>",
     )
     parser.add_argument(
         "--max-samples",
@@ -53,12 +55,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--top", type=checked(int, minimum=1), default=20, help="ASVs in the heatmap"
     )
+    parser.add_argument(
+        "--taxonomy",
+        type=Path,
+        help="QIIME 2 taxonomy TSV of the ASVs (Feature ID: the sequence or its md5, Taxon, "
+        "Confidence): each ASV is named by its deepest confident rank and its short ID",
+    )
     add_forest_options(parser)
     parser.add_argument(
         "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
     )
     add_options(parser, StudyOptions, "importance")
     add_options(parser, RuntimeConfig, "importance")
+    add_format_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -103,7 +112,8 @@ def run(args: argparse.Namespace) -> None:
             f"{args.model}: an importance is NaN or infinite (the model's weights or gradients "
             "overflow); retrain the model (e.g. with a lower --lr)"
         )
-    table = importance_table(study, train, aam, forest, candidates)
+    taxonomy = read_taxonomy(args.taxonomy) if args.taxonomy else None
+    table = importance_table(study, train, aam, forest, candidates, taxonomy)
     spearman = rank_agreement(table)
     with atomic_output(out_dir / "importance.tsv") as tmp:
         table.to_csv(tmp, sep="\t", index=False, float_format="%.6g")
@@ -122,11 +132,19 @@ def run(args: argparse.Namespace) -> None:
             "the others 0",
         },
     )
-    plot_importance(out_dir / "importance.png", study, test, table, args.top, spearman)
+    plot_importance(
+        out_dir / figure_name("importance", args.figure_format),
+        study,
+        test,
+        table,
+        args.top,
+        spearman,
+        target["column"],
+    )
     log.info(
-        "%s: %d ASVs; Spearman of AAM's and the forest's importance %.2f; top ASV by AAM: %s",
+        "%s: %d ASVs; Spearman of AAM's and the forest's importance %.2f; top ASV: %s",
         out_dir,
         len(table),
         spearman,
-        table["asv"].iloc[0],
+        row_labels(table.head(1), int(table["forest_scored"].sum()))[0],
     )

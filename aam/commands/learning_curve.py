@@ -7,11 +7,13 @@ import argparse
 import logging
 from pathlib import Path
 
+from aam.analysis.figures import add_label_arguments
 from aam.analysis.learning_curve import curve_figure, curve_table, headline_metric, per_doubling
 from aam.analysis.overview import METRIC_NAMES
 from aam.analysis.predictions import model_label
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.runtime.atomic import atomic_output, check_output_path
+from aam.runtime.figures import FORMATS, figure_format, save_figure
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +45,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help=f"table to write ({'/'.join(TSV_SUFFIXES)}): a row per point",
     )
-    parser.add_argument("--plot", required=True, type=Path, help="PNG to write")
+    parser.add_argument(
+        "--plot", required=True, type=Path, help=f"figure to write ({', '.join(FORMATS)})"
+    )
+    add_label_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     """Write OUTPUT and PLOT (their names and locations are checked first)."""
     check_output_file(args.output, TSV_SUFFIXES, "learning-curve table")
     check_output_path(args.plot, "plot")
+    figure_format(args.plot)
     table = curve_table(args.fractions, args.splits, args.metrics)
-    fig = curve_figure(table, args.target_column, args.group_column)
+    fig = curve_figure(
+        table, args.target_column, args.group_column, args.target_unit, args.dataset, args.run
+    )
     with atomic_output(args.output) as tmp:
         table.to_csv(tmp, sep="\t", index=False, na_rep="NA", float_format="%.6g")
-    with atomic_output(args.plot) as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
+    save_figure(fig, args.plot)
     metric = headline_metric(table)
     name = METRIC_NAMES.get(metric, metric)
     for _, row in table.iterrows():

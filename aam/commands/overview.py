@@ -1,15 +1,18 @@
-"""`aam overview`: the report's front page, every run's test metrics beside the baselines'
-with intervals, AAM minus each baseline with its paired interval and a verdict, and what each
-output folder holds (``aam.analysis.overview``)."""
+"""`aam overview`: the landing page, every run's test metrics beside the baselines' with
+intervals, AAM minus each baseline with its paired interval and a verdict, the run's figures
+inline, each stage's provenance, the config and every file of the work directory (the page's
+folder), linked (``aam.analysis.overview``, ``aam.analysis.workdir_index``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+from datetime import datetime, timezone
 from pathlib import Path
 
-from aam.analysis.overview import RunMetrics, overview_html
+from aam.analysis.overview import Page, RunMetrics, overview_html
+from aam.analysis.workdir_index import files_by_folder, run_figures, stage_records
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
 
@@ -25,11 +28,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RUN=DATASET=METRICS",
         help="a run, its dataset and the metrics.json `aam predict` wrote for its test split",
     )
-    parser.add_argument("--output", required=True, type=Path, help="HTML page to write")
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=Path,
+        help="HTML page to write, in the work directory whose files it lists and links",
+    )
+    parser.add_argument(
+        "--config", nargs="+", default=[], type=Path, help="the workflow's config file(s)"
+    )
 
 
 def run(args: argparse.Namespace) -> None:
-    """Write the page from each run's metrics.json."""
+    """Write the page from each run's metrics.json and what the page's folder holds."""
     if args.output.suffix != ".html":
         raise InputError(f"--output {args.output}: name the page *.html")
     results = []
@@ -42,8 +53,22 @@ def run(args: argparse.Namespace) -> None:
                 f"--run {item}: cannot read {path} ({error}); rerun aam predict"
             ) from None
         results.append(RunMetrics(name, dataset, metrics))
+    configs = []
+    for path in args.config:
+        try:
+            configs.append((str(path), path.read_text()))
+        except OSError as error:
+            raise InputError(f"--config {path}: cannot read it ({error})") from None
+    work = args.output.parent
+    page = Page(
+        runs=[(r, run_figures(work, r.run, r.dataset)) for r in results],
+        stages=stage_records(work),
+        configs=configs,
+        files=files_by_folder(work),
+        made=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
     with atomic_output(args.output) as tmp:
-        tmp.write_text(overview_html(results))
+        tmp.write_text(overview_html(page))
     log.info("wrote %s: %d run(s)", args.output, len(results))
 
 

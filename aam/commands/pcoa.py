@@ -7,10 +7,12 @@ import argparse
 import logging
 from pathlib import Path
 
+from aam.analysis.figures import title
 from aam.analysis.ordination import ordinate, plot_ordination, write_lsmat, write_ordination
 from aam.data.metadata import load_metadata
 from aam.errors import InputError
 from aam.runtime.atomic import check_output_dir
+from aam.runtime.figures import add_format_argument, figure_name
 from aam.unifrac.io import read_distance_matrix
 
 log = logging.getLogger(__name__)
@@ -23,10 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output-dir",
         required=True,
         type=Path,
-        help="pcoa.png, ordination.txt and distance-matrix.tsv (lsmat)",
+        help="pcoa.<figure format>, ordination.txt and distance-matrix.tsv (lsmat)",
     )
     parser.add_argument("--metadata", type=Path, help="sample metadata TSV (colours)")
     parser.add_argument("--color-column", help="metadata column the points are coloured by")
+    parser.add_argument("--dataset", help="the dataset's name, for the title")
+    parser.add_argument("--metric", help="the UniFrac metric of the matrix, for the title")
+    add_format_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -47,7 +52,10 @@ def run(args: argparse.Namespace) -> None:
             )
         groups = metadata[args.color_column].astype("string")
     result = ordinate(ids, matrix)
-    plot_ordination(out_dir / "pcoa.png", result, groups, f"PCoA of {args.matrix.name}")
+    metric = f"{args.metric} UniFrac" if args.metric else "UniFrac"
+    what = f"PCoA of the {metric} distances ({len(ids)} samples)"
+    plot = out_dir / figure_name("pcoa", args.figure_format)
+    plot_ordination(plot, result, groups, title(what, args.dataset))
     write_ordination(out_dir / "ordination.txt", result)
     write_lsmat(out_dir / "distance-matrix.tsv", ids, matrix)
     explained = result.proportion_explained

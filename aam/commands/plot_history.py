@@ -1,4 +1,5 @@
-"""`aam plot-history`: training curves from a history.tsv (for the workflow report)."""
+"""`aam plot-history`: training curves from a history.tsv (for the workflow report), titled with
+the dataset, the run and the stage; the MAE in the target's unit."""
 
 from __future__ import annotations
 
@@ -8,27 +9,35 @@ from pathlib import Path
 
 import pandas as pd
 
+from aam.analysis.figures import add_label_arguments, metric_label, title
 from aam.errors import InputError
-from aam.runtime.atomic import atomic_output, check_output_path
+from aam.runtime.atomic import check_output_path
+from aam.runtime.figures import FORMATS, figure_format, save_figure
 
+# (history key, panel title, y axis label; {mae}: the MAE of the target in its unit)
 SERIES = (
-    ("loss", "objective: the weighted sum of the losses"),
-    ("unifrac_loss", "UniFrac fit (MSE of the distances)"),
-    ("mae", "MAE of {target} (its units)"),
-    ("nuc_accuracy", "masked-nucleotide accuracy"),
+    ("loss", "objective", "weighted sum of the losses"),
+    ("unifrac_loss", "UniFrac fit", "MSE of the UniFrac distances"),
+    ("mae", "target", "{mae}"),
+    ("nuc_accuracy", "masked nucleotides", "accuracy of the masked nucleotides"),
 )
+STAGES = {"pretrain": "pretraining", "finetune": "fine-tuning"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam plot-history`."""
     parser.add_argument("--history", required=True, type=Path, help="history.tsv of a stage")
-    parser.add_argument("--output", required=True, type=Path, help="PNG to write")
+    parser.add_argument(
+        "--output", required=True, type=Path, help=f"figure to write ({', '.join(FORMATS)})"
+    )
     parser.add_argument(
         "--summary",
         type=Path,
         help="the stage's summary.json: marks the chosen epoch and the training mean's MAE",
     )
     parser.add_argument("--target-column", default="the target", help="the target's name")
+    parser.add_argument("--stage", choices=sorted(STAGES), help="the stage, for the title")
+    add_label_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -37,24 +46,31 @@ def run(args: argparse.Namespace) -> None:
     if not args.history.is_file():
         raise InputError(f"{args.history}: history not found; train first")
     check_output_path(args.output, "plot")
+    figure_format(args.output)
     history = read_history(args.history)
     panels = [
-        (key, title)
-        for key, title in SERIES
-        if f"train_{key}" in history or f"val_{key}" in history
+        series for series in SERIES if {f"train_{series[0]}", f"val_{series[0]}"} & {*history}
     ]
     if history.empty or not panels:
         raise InputError(f"{args.history}: no epochs recorded; train first")
     summary = _summary(args.summary) if args.summary else {}
-    fig = history_figure(history, panels, summary, args.target_column)
-    with atomic_output(args.output) as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
-    fig.clear()
+    stage = STAGES.get(args.stage, "training")
+    heading = title(f"{stage} curves, train and validation", args.dataset, args.run)
+    fig = history_figure(history, panels, summary, args.target_column, args.target_unit, heading)
+    save_figure(fig, args.output)
 
 
-def history_figure(history: pd.DataFrame, panels: list, summary: dict, target: str):
-    """The figure: a panel per (key, title) of ``panels``; ``summary``'s ``best_epoch`` as a
-    dotted vertical line, its training mean's validation MAE as a dashed one on the MAE."""
+def history_figure(
+    history: pd.DataFrame,
+    panels: list,
+    summary: dict,
+    target: str,
+    unit: str | None = None,
+    heading: str | None = None,
+):
+    """The figure: a panel per (key, title, y label) of ``panels`` (``SERIES``), the MAE in
+    ``unit``; ``summary``'s ``best_epoch`` as a dotted vertical line, its training mean's
+    validation MAE as a dashed one on the MAE; ``heading`` above them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,7 +81,7 @@ def history_figure(history: pd.DataFrame, panels: list, summary: dict, target: s
     baseline = (summary.get("mean_baseline") or {}).get("val_mae")
     fig = Figure(figsize=(3.8 * len(panels), 3.4), layout="tight")
     axes = fig.subplots(1, len(panels), squeeze=False)
-    for ax, (key, title) in zip(axes[0], panels, strict=True):
+    for ax, (key, name, ylabel) in zip(axes[0], panels, strict=True):
         for split in ("train", "val"):
             if f"{split}_{key}" in history:
                 ax.plot(history["epoch"], history[f"{split}_{key}"], marker="o", label=split)
@@ -73,10 +89,13 @@ def history_figure(history: pd.DataFrame, panels: list, summary: dict, target: s
             ax.axvline(chosen, color="grey", linestyle=":", label=f"chosen: epoch {chosen}")
         if key == "mae" and baseline is not None:
             ax.axhline(baseline, color="red", linestyle="--", label="training mean (val)")
-        ax.set_title(title.format(target=target), fontsize=9)
+        ax.set_title(name)
+        ax.set_ylabel(ylabel.format(mae=metric_label("mae", target, unit)))
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=7)
+        ax.legend(fontsize="small")
+    if heading:
+        fig.suptitle(heading)
     return fig
 
 

@@ -13,11 +13,13 @@ import pandas as pd
 import torch
 
 from aam.analysis.domain_shift import domain_shift_report
+from aam.analysis.figures import add_label_arguments
 from aam.analysis.prediction_plots import plot_predictions
 from aam.analysis.predictions import (
-    model_inputs,
+    MICROBIOME,
     model_label,
     prediction_table,
+    read_model_inputs,
     read_model_predictions,
 )
 from aam.data.metadata import load_metadata, numeric_column
@@ -28,6 +30,7 @@ from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
 from aam.options import add_options, checked
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
+from aam.runtime.figures import add_format_argument, figure_name
 from aam.runtime.staging import localized
 from aam.runtime.threads import usable_threads
 from aam.training.config import RuntimeConfig, StudyOptions
@@ -83,6 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--training-split)",
     )
     parser.add_argument("--training-split", type=Path, help="the split the model was fine-tuned on")
+    add_label_arguments(parser)
+    add_format_argument(parser)
     parser.add_argument("--scratch", help="node-local dir to copy inputs to first")
     parser.add_argument(
         "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
@@ -92,7 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Write predictions.tsv; with --metadata metrics.json and predicted_vs_true.png (scatter
+    """Write predictions.tsv; with --metadata metrics.json and predicted_vs_true (scatter
     panels, confusion matrices for classes, or why nothing is scored); domain_shift.json with
     --training-table."""
     if args.threads:
@@ -168,9 +173,10 @@ def run(args: argparse.Namespace) -> None:
     metrics = None
     if args.metadata is not None:
         metrics = {**_metrics(models, truth, target, args.metadata, ids, groups), "novelty": seen}
-        group = metrics.get("group_column")
+        theirs = read_model_inputs(args.baselines) if args.baselines else {}
         metrics["inputs"] = {
-            name: model_inputs(name, categorical["columns"], group) for name in models
+            "model": [MICROBIOME, *categorical["columns"]],
+            **{f"{k}_baseline": theirs[k] for k in baselines},
         }
     if truth is not None:
         table["true"] = truth
@@ -180,8 +186,18 @@ def run(args: argparse.Namespace) -> None:
         write_json(out_dir / "domain_shift.json", shift)
     if metrics is not None:
         write_json(out_dir / "metrics.json", metrics)
-        plot = out_dir / "predicted_vs_true.png"
-        plot_predictions(plot, models, truth, target, metrics.get("no_metrics"), groups)
+        plot = out_dir / figure_name("predicted_vs_true", args.figure_format)
+        plot_predictions(
+            plot,
+            models,
+            truth,
+            target,
+            metrics.get("no_metrics"),
+            groups,
+            unit=args.target_unit,
+            dataset=args.dataset,
+            run=args.run,
+        )
     log.info("wrote %d predictions to %s", len(ids), out_dir / "predictions.tsv")
     for line in metrics_lines(metrics or {}):
         log.info("%s", line)

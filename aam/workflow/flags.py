@@ -84,21 +84,46 @@ class Flags:
         )
 
     def baselines(self, wildcards: Any) -> str:
-        """`aam baselines` of a dataset (rules baselines, subset_baselines, baselines_on)."""
+        """`aam baselines` of a dataset (rules baselines, subset_baselines, baselines_on): the
+        forest also reads the covariates the dataset gives AAM (``categorical``)."""
         data = self._dataset(wildcards)
         return cli_flags(
             {
                 "target_column": data["target"],
                 "classifier": data["classifier"],
                 "group_column": data["group_column"],
+                "covariates": data["categorical"] or None,
                 **self.config["baselines"],
             }
         )
 
+    def _figures(self) -> dict[str, Any]:
+        """The flag of the format of a command's figures (config ``figure_format``)."""
+        return {"figure_format": self.config["figure_format"]}
+
+    def _labels(self, wildcards: Any) -> dict[str, Any]:
+        """Run {run}'s names and its target's unit: its figures' titles and axis labels."""
+        spec = self.plan.runs[wildcards.run]
+        unit = self.plan.datasets[spec["dataset"]]["target_unit"]
+        return {"dataset": spec["dataset"], "run": wildcards.run, "target_unit": unit}
+
+    def taxonomy(self, wildcards: Any) -> str:
+        """`aam taxonomy`: the confidence of a dataset's RDP ``taxonomy:``, if given."""
+        return cli_flags({"confidence": self._dataset(wildcards)["taxonomy"].get("confidence")})
+
     def pcoa(self, wildcards: Any, input: Any) -> str:
-        """`aam pcoa`: points coloured by the dataset's group_column, if it has one."""
+        """`aam pcoa`: points coloured by the dataset's group_column, if it has one; the title
+        names the dataset and the metric."""
         group = self._dataset(wildcards)["group_column"]
-        return cli_flags({"metadata": input.metadata if group else None, "color_column": group})
+        return cli_flags(
+            {
+                "metadata": input.metadata if group else None,
+                "color_column": group,
+                "dataset": wildcards.dataset,
+                "metric": wildcards.metric,
+                **self._figures(),
+            }
+        )
 
     def predict(self, wildcards: Any) -> str:
         """`aam predict` of a run's test split."""
@@ -108,6 +133,8 @@ class Flags:
                 "group_column": self._run_dataset(wildcards)["group_column"],
                 "device": self.config["device"],
                 "scratch": self.config["scratch"],
+                **self._labels(wildcards),
+                **self._figures(),
             }
         )
 
@@ -119,16 +146,23 @@ class Flags:
                 "rarefy_depth": self._rarefied(wildcards),
                 "device": self.config["device"],
                 "scratch": self.config["scratch"],
+                "dataset": wildcards.dataset,
+                "run": wildcards.run,
+                "target_unit": self._dataset(wildcards)["target_unit"],
+                **self._figures(),
             }
         )
 
-    def importance(self, wildcards: Any) -> str:
-        """`aam importance`: the forest's options are config ``baselines:``."""
+    def importance(self, wildcards: Any, input: Any) -> str:
+        """`aam importance`: the forest's options are config ``baselines:``; the dataset's
+        taxonomy, where it has one (input ``taxonomy``)."""
         return cli_flags(
             {
                 "rarefy_depth": self._rarefied(wildcards),
                 "device": self.config["device"],
                 **self.config["baselines"],
+                **self._figures(),
+                "taxonomy": input.taxonomy or None,
             }
         )
 
@@ -140,7 +174,15 @@ class Flags:
                 "fractions": [*self.plan.curves[wildcards.run]["points"].values(), 1],
                 "target_column": data["target"],
                 "group_column": data["group_column"],
+                **self._labels(wildcards),
             }
+        )
+
+    def plot_history(self, wildcards: Any) -> str:
+        """`aam plot-history` of stage {stage} of run {run}."""
+        target = self._run_dataset(wildcards)["target"]
+        return cli_flags(
+            {"target_column": target, "stage": wildcards.stage, **self._labels(wildcards)}
         )
 
     def profile(self, wildcards: Any) -> str:

@@ -19,6 +19,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from aam.errors import InputError
+from aam.runtime.figures import figure_name
 from aam.workflow import checks
 from aam.workflow.config import (
     check_sweep_values,
@@ -104,6 +105,29 @@ class Plan:
             if run in curve["points"]:
                 return f"lc/{curve['seed']}/{curve['points'][run]:g}"
         return None
+
+    def table_of(self, dataset: str) -> Path:
+        """The table a dataset's jobs read: rarefied once (its ``rarefy:``), or as staged."""
+        name = "rarefied.biom" if self.datasets[dataset]["rarefy"] else "table.biom"
+        return self.work / "data" / dataset / name
+
+    def tree_of(self, dataset: str) -> Path:
+        """The staged tree of a dataset, or the one built from its sequences."""
+        name = "tree.nwk" if self.datasets[dataset]["tree"] else "built_tree.nwk"
+        return self.work / "data" / dataset / name
+
+    def figure(self, stem: Path) -> Path:
+        """Figure ``stem`` (no suffix) in the config's ``figure_format``: ``<stem>.png``."""
+        return Path(figure_name(str(stem), self.config["figure_format"]))
+
+    def taxonomy_file(self, dataset: str) -> Path | list:
+        """The taxonomy.tsv of ``dataset``: staged (its ``taxonomy:`` names a TSV), classified
+        by rule taxonomy (an RDP training set), or none (``[]``)."""
+        spec = self.datasets[dataset]["taxonomy"]
+        if spec is None:
+            return []
+        name = "taxonomy.tsv" if isinstance(spec, str) else "rdp_taxonomy.tsv"
+        return self.work / "data" / dataset / name
 
     @property
     def checked_datasets(self) -> list[str]:

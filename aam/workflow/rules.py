@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from aam.runtime.figures import FORMATS, figure_name
+
 # `python -m aam [--provenance <output>] <command>` in a rule's shell command.
 AAM_COMMAND = re.compile(r"-m aam (?:--provenance \{[\w.:]+\} )?([\w-]+)")
 
@@ -113,15 +115,15 @@ REPORT = {
     "learning_curve/{run}.tsv": _entry(
         "learning_curve", "results", "learning curve of {run} (table)"
     ),
-    "learning_curve/{run}.png": _entry("learning_curve", "results", "learning curve of {run}"),
-    "unifrac/{dataset}.{metric}.pcoa/pcoa.png": _entry(
+    "learning_curve/{run}.<figure>": _entry("learning_curve", "results", "learning curve of {run}"),
+    "unifrac/{dataset}.{metric}.pcoa/pcoa.<figure>": _entry(
         "pcoa", "results", "PCoA of {dataset} ({metric} UniFrac)"
     ),
     "runs/{run}/predict/predictions.tsv": _entry(
         "predictions", "predictions", "predictions", **_RUN
     ),
     "runs/{run}/predict/metrics.json": _entry("metrics", "predictions", "metrics", **_RUN),
-    "runs/{run}/predict/predicted_vs_true.png": _entry(
+    "runs/{run}/predict/predicted_vs_true.<figure>": _entry(
         "predicted_vs_true", "predictions", "predicted vs true", **_RUN
     ),
     f"{_ON}/predictions.tsv": _entry("predictions_on", "predictions", "predictions", **_RUN_ON),
@@ -130,14 +132,16 @@ REPORT = {
     "runs/{run}/importance/importance.tsv": _entry(
         "importance", "predictions", "ASV importance", **_RUN
     ),
-    "runs/{run}/importance/importance.png": _entry("importance", "predictions", "top ASVs", **_RUN),
+    "runs/{run}/importance/importance.<figure>": _entry(
+        "importance", "predictions", "top ASVs", **_RUN
+    ),
     "runs/{run}/pretrain/history.tsv": _entry(
         "history", "training", "history", **_RUN, stage="pretrain"
     ),
     "runs/{run}/finetune/history.tsv": _entry(
         "history", "training", "history", **_RUN, stage="finetune"
     ),
-    "runs/{run}/{stage}/history.png": _entry(
+    "runs/{run}/{stage}/history.<figure>": _entry(
         "curves", "training", "curves", **_RUN, stage="{stage}"
     ),
     "validation/golden.json": _entry("validation", "self_check", "golden compare"),
@@ -146,8 +150,12 @@ REPORT = {
 
 
 def report_entry(output: str | Path, work: Path) -> ReportEntry:
-    """The report entry of ``output`` (a path under ``work``, wildcards unexpanded)."""
-    return REPORT[str(Path(output).relative_to(work))]
+    """The report entry of ``output`` (a path under ``work``, wildcards unexpanded); a figure's
+    key ends in ``.<figure>``, whatever its format."""
+    key = Path(output).relative_to(work)
+    if key.suffix.removeprefix(".") in FORMATS:
+        key = key.with_suffix(".<figure>")
+    return REPORT[str(key)]
 
 
 def final_outputs(plan: Any) -> list[Path]:
@@ -157,13 +165,17 @@ def final_outputs(plan: Any) -> list[Path]:
     front page, the sweeps' leaderboard, the cross-validation tables and learning curves, the
     UniFrac matrices with their PCoA (unifrac.matrix: true) and the golden-file check."""
     work, runs, metric = plan.work, list(plan.runs), plan.metric
+    fmt = plan.config["figure_format"]
     on = [(run, other) for run, spec in plan.runs.items() for other in spec["predict_on"]]
     return [
         *(work / f"data/{name}/checked.sha256" for name in plan.checked_datasets),
         *(work / f"runs/{run}/predict/predictions.tsv" for run in runs),
         *(work / f"runs/{run}/predict/metrics.json" for run in runs),
-        *(work / f"runs/{run}/finetune/history.png" for run in runs),
-        *(work / f"runs/{run}/pretrain/history.png" for run in plan.pretraining_runs),
+        *(work / f"runs/{run}/finetune" / figure_name("history", fmt) for run in runs),
+        *(
+            work / f"runs/{run}/pretrain" / figure_name("history", fmt)
+            for run in plan.pretraining_runs
+        ),
         *(work / f"runs/{run}/importance/importance.tsv" for run in plan.importance_runs),
         *(
             work / f"runs/{run}/predict_on/{other}/{name}"
@@ -174,8 +186,12 @@ def final_outputs(plan: Any) -> list[Path]:
         work / "overview.html",
         *([work / "leaderboard.tsv"] if plan.sweeps else []),
         *(work / f"cv/{run}.tsv" for run in plan.cv),
-        *(work / f"learning_curve/{run}.{ext}" for run in plan.curves for ext in ("tsv", "png")),
+        *(work / f"learning_curve/{run}.tsv" for run in plan.curves),
+        *(work / "learning_curve" / figure_name(run, fmt) for run in plan.curves),
         *(work / f"unifrac/{name}.{metric}.h5" for name in plan.matrix_datasets),
-        *(work / f"unifrac/{name}.{metric}.pcoa/pcoa.png" for name in plan.matrix_datasets),
+        *(
+            work / f"unifrac/{name}.{metric}.pcoa" / figure_name("pcoa", fmt)
+            for name in plan.matrix_datasets
+        ),
         work / "validation/golden.json",
     ]

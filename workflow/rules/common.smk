@@ -59,6 +59,13 @@ def in_report(path):
     return report(path, f"../report/{caption}.rst", category, subcategory, labels)
 
 
+table_of, tree_of, figure = (
+    PLAN.table_of,
+    PLAN.tree_of,
+    PLAN.figure,
+)  # paths of the plan
+
+
 def dataset_of(wildcards):
     """The dataset config of a run."""
     return DATASETS[RUNS[wildcards.run]["dataset"]]
@@ -72,12 +79,6 @@ def given(name):
 def staged(name):
     """Input function: the staged file `name` of a run's dataset."""
     return lambda wildcards: WORK / "data" / RUNS[wildcards.run]["dataset"] / name
-
-
-def table_of(dataset):
-    """The table a dataset's jobs read: rarefied once (its `rarefy:`), or as staged."""
-    name = "rarefied.biom" if DATASETS[dataset]["rarefy"] else "table.biom"
-    return WORK / "data" / dataset / name
 
 
 def dataset_table(wildcards):
@@ -129,12 +130,6 @@ def baselines_of(wildcards):
     return WORK / "baselines" / (f"{dataset}/{part}.tsv" if part else f"{dataset}.tsv")
 
 
-def tree_of(dataset):
-    """The staged tree of a dataset, or the one built from its sequences."""
-    name = "tree.nwk" if DATASETS[dataset]["tree"] else "built_tree.nwk"
-    return WORK / "data" / dataset / name
-
-
 def run_tree(wildcards):
     """Input function: the tree of a run's dataset (each batch's UniFrac is computed from it)."""
     return tree_of(RUNS[wildcards.run]["dataset"])
@@ -148,3 +143,8 @@ def curve_runs(wildcards):
 def metrics_of(runs):
     """The test metrics of `runs`."""
     return [WORK / f"runs/{run}/predict/metrics.json" for run in runs]
+
+
+def run_taxonomy(wildcards):
+    """Input function: the taxonomy.tsv of a run's dataset, if it has one."""
+    return PLAN.taxonomy_file(RUNS[wildcards.run]["dataset"])

@@ -10,7 +10,7 @@ rule predict:
     output:
         predictions=in_report(WORK / "runs/{run}/predict/predictions.tsv"),
         metrics=in_report(WORK / "runs/{run}/predict/metrics.json"),
-        plot=in_report(WORK / "runs/{run}/predict/predicted_vs_true.png"),
+        plot=in_report(figure(WORK / "runs/{run}/predict/predicted_vs_true")),
         provenance=WORK / "runs/{run}/predict/provenance.json",
     log:
         WORK / "logs/predict/{run}.log",
@@ -66,10 +66,11 @@ rule importance:
         table=run_table("finetune"),
         metadata=staged("metadata.tsv"),
         split=split_of,
+        taxonomy=run_taxonomy,
     output:
         table=in_report(WORK / "runs/{run}/importance/importance.tsv"),
         summary=WORK / "runs/{run}/importance/importance.json",
-        plot=in_report(WORK / "runs/{run}/importance/importance.png"),
+        plot=in_report(figure(WORK / "runs/{run}/importance/importance")),
     log:
         WORK / "logs/importance/{run}.log",
     threads: config["threads"]

@@ -1,3 +1,6 @@
+from aam.analysis.figures import IN_TARGET_UNITS
+
+
 localrules:
     profiling_report,
     overview,
@@ -8,12 +11,14 @@ localrules:
 
 
 SWEEP_RUNS = PLAN.sweep_runs
-# summary.py's runs: name, dataset and target of each.
+# summary.py's runs: name, dataset, target, its unit and the metrics' units of each.
 SUMMARY_RUNS = [
     {
         "run": run,
         "dataset": spec["dataset"],
         "target": DATASETS[spec["dataset"]]["target"],
+        "target_unit": (unit := DATASETS[spec["dataset"]]["target_unit"]),
+        "units": {metric: unit for metric in IN_TARGET_UNITS if unit},
     }
     for run, spec in RUNS.items()
 ]
@@ -40,17 +45,21 @@ rule profiling_report:
 # Every run's test metrics beside the baselines' with their intervals, AAM minus each baseline
 # (paired intervals) with a verdict, the output folders.
 rule overview:
-    """The report's front page: AAM beside the baselines, run by run."""
+    """The landing page (results, figures, provenance, files), made last: it lists what exists."""
     input:
         metrics=metrics_of(RUNS),
+        others=[p for p in get_final_output() if p != WORK / "overview.html"],
     output:
         in_report(WORK / "overview.html"),
     log:
         WORK / "logs/overview/overview.log",
     params:
         runs=FLAGS.overview_runs,
+        # shown with its digest; not an input (a copy would rerun it), relative (so is a moved one)
+        config=[os.path.relpath(path) for path in workflow.configfiles],
     shell:
-        "python -m aam overview --run {params.runs:q} --output {output:q} > {log:q} 2>&1"
+        "python -m aam overview --run {params.runs:q} --config {params.config:q}"
+        " --output {output:q} > {log:q} 2>&1"
 
 
 rule summary:
@@ -93,7 +102,7 @@ rule learning_curve:
         metrics=lambda wc: metrics_of(curve_runs(wc)),
     output:
         table=in_report(WORK / "learning_curve/{run}.tsv"),
-        plot=in_report(WORK / "learning_curve/{run}.png"),
+        plot=in_report(figure(WORK / "learning_curve/{run}")),
     log:
         WORK / "logs/learning_curve/{run}.log",
     params:

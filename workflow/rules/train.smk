@@ -118,11 +118,11 @@ rule plot_history:
         history=WORK / "runs/{run}/{stage}/history.tsv",
         summary=WORK / "runs/{run}/{stage}/summary.json",
     output:
-        in_report(WORK / "runs/{run}/{stage}/history.png"),
+        in_report(figure(WORK / "runs/{run}/{stage}/history")),
     log:
         WORK / "logs/plot_history/{run}.{stage}.log",
     params:
-        target=lambda wc: dataset_of(wc)["target"],
+        options=FLAGS.plot_history,
     shell:
         "python -m aam plot-history --history {input.history:q} --summary {input.summary:q}"
-        " --target-column {params.target:q} --output {output:q} > {log:q} 2>&1"
+        " --output {output:q} {params.options} > {log:q} 2>&1"

@@ -80,7 +80,7 @@ rule pcoa:
         matrix=WORK / "unifrac/{dataset}.{metric}.h5",
         metadata=WORK / "data/{dataset}/metadata.tsv",
     output:
-        plot=in_report(WORK / "unifrac/{dataset}.{metric}.pcoa/pcoa.png"),
+        plot=in_report(figure(WORK / "unifrac/{dataset}.{metric}.pcoa/pcoa")),
         ordination=WORK / "unifrac/{dataset}.{metric}.pcoa/ordination.txt",
         lsmat=WORK / "unifrac/{dataset}.{metric}.pcoa/distance-matrix.tsv",
     log:

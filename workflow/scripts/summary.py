@@ -10,37 +10,52 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-# The metrics.json sections tabulated, as column prefixes.
-PARTS = ("model", "mean_baseline", "random_forest_baseline", "group_mean_baseline")
+# The metrics.json sections tabulated -> their column prefixes (the model is AAM).
+PARTS = {
+    "model": "AAM",
+    "mean_baseline": "mean_baseline",
+    "random_forest_baseline": "random_forest_baseline",
+    "random_forest_covariates_baseline": "random_forest_covariates_baseline",
+    "group_mean_baseline": "group_mean_baseline",
+}
 
 
 def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the summary.
 
-    Each run is ``{"run", "dataset", "target", "metrics"}``, ``metrics`` being the content of its
-    metrics.json. Columns: run, dataset, target, n, then per metric (in first-seen order)
-    ``model_<metric>`` and, when any run has them, ``mean_baseline_<metric>``,
-    ``random_forest_baseline_<metric>`` and ``group_mean_baseline_<metric>``, each followed by
-    its 95% interval's ``_low`` and ``_high`` (metrics.json ``intervals``; as the learning
-    curve's table names them) when any run has one. An undefined R^2 or AUC is null in
-    metrics.json, and a run may lack a section or an interval: such cells are ``NA``.
+    Each run is ``{"run", "dataset", "target", "target_unit", "units", "metrics"}``
+    (``target_unit`` and ``units``, each metric's unit, may be missing), ``metrics`` being the
+    content of its metrics.json. Columns: run, dataset, target, target_unit, n, then per
+    metric (in first-seen order) ``AAM_<metric>`` and, when any run has them, the baselines'
+    (``mean_baseline_<metric>``, ``random_forest_baseline_<metric>``,
+    ``random_forest_covariates_baseline_<metric>``, ``group_mean_baseline_<metric>``), each
+    followed by its 95% interval's ``_low`` and ``_high`` (metrics.json ``intervals``) when any
+    run has one. A metric with a unit (rule summary gives the target's to
+    aam.analysis.figures.IN_TARGET_UNITS) has it in its headers: ``AAM_mae (years)`` when its
+    runs share one, ``AAM_mae (target_unit)`` when they differ (each row's target_unit column
+    says it). An undefined R^2 or AUC is null in metrics.json, and a run may
+    lack a section or an interval: such cells are ``NA``.
     """
-    runs = list(runs)
-    sections = [[run["metrics"].get(part) or {} for part in PARTS] for run in runs]
-    bounds = [[(run["metrics"].get("intervals") or {}).get(p) or {} for p in PARTS] for run in runs]
+    runs, parts_of = list(runs), list(PARTS)
+    sections = [[run["metrics"].get(part) or {} for part in parts_of] for run in runs]
+    bounds = [
+        [(run["metrics"].get("intervals") or {}).get(p) or {} for p in parts_of] for run in runs
+    ]
     metrics = list(dict.fromkeys(m for parts in sections for part in parts for m in part))
     columns = [
         (i, metric)
         for metric in metrics
-        for i in range(len(PARTS))
+        for i in range(len(parts_of))
         if any(metric in parts[i] for parts in sections)
     ]
-    header, cells = ["run", "dataset", "target", "n"], []
+    header, cells = ["run", "dataset", "target", "target_unit", "n"], []
     for i, metric in columns:
-        header.append(f"{PARTS[i]}_{metric}")
+        name = f"{PARTS[parts_of[i]]}_{metric}"
+        unit = _unit(runs, sections, metric)
+        header.append(name + unit)
         cells.append(lambda parts, _, i=i, m=metric: parts[i].get(m))
         if any(bound[i].get(metric) for bound in bounds):
-            header += [f"{PARTS[i]}_{metric}_low", f"{PARTS[i]}_{metric}_high"]
+            header += [f"{name}_low{unit}", f"{name}_high{unit}"]
             cells.append(lambda _, bound, i=i, m=metric: (bound[i].get(m) or [None, None])[0])
             cells.append(lambda _, bound, i=i, m=metric: (bound[i].get(m) or [None, None])[1])
     rows = [
@@ -48,12 +63,26 @@ def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
             str(run["run"]),
             str(run["dataset"]),
             str(run["target"]),
+            _cell(run.get("target_unit")),
             _cell(run["metrics"].get("n")),
             *(_cell(cell(parts, bound)) for cell in cells),
         ]
         for run, parts, bound in zip(runs, sections, bounds, strict=True)
     ]
     return header, rows
+
+
+def _unit(runs: Sequence[Mapping], sections: Sequence[Sequence[Mapping]], metric: str) -> str:
+    """A header's unit suffix of ``metric``: `` (<unit>)`` when its runs share a unit,
+    `` (target_unit)`` when they differ, none when none has one."""
+    units = {
+        (run.get("units") or {}).get(metric)
+        for run, parts in zip(runs, sections, strict=True)
+        if any(metric in part for part in parts)
+    }
+    if units == {None}:
+        return ""
+    return f" ({units.pop()})" if len(units) == 1 else " (target_unit)"
 
 
 def _cell(value) -> str:
@@ -64,7 +93,11 @@ def _cell(value) -> str:
     return str(value)
 
 
-def write_summary(runs: Sequence[Mapping], metrics_files: Sequence[Path], output: Path) -> int:
+def write_summary(
+    runs: Sequence[Mapping],
+    metrics_files: Sequence[Path],
+    output: Path,
+) -> int:
     """Read each run's metrics.json (same order as ``runs``) and write the TSV; rows written."""
     if len(runs) != len(metrics_files):
         raise ValueError(f"{len(runs)} runs but {len(metrics_files)} metrics files")
