@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 import torch
 from biom.util import biom_open
+from matplotlib.text import Text
 from read_only import read_only_dir
 
 from aam.cli import main
@@ -875,12 +876,26 @@ def test_metrics_lines_name_aam_and_say_undefined():
 
 
 @pytest.mark.slow
-def test_importance_ranks_every_training_asv_by_aam_and_the_forest(demo, trained, tmp_path):
+def test_importance_ranks_every_training_asv_by_aam_and_the_forest(
+    demo, trained, tmp_path, monkeypatch
+):
+    from aam.analysis import importance_plot
+
+    drawn = []  # the heatmap's words: its title names dataset and run, the target its unit
+    save = importance_plot.save_figure
+    monkeypatch.setattr(
+        importance_plot,
+        "save_figure",
+        lambda fig, path: drawn.extend(t.get_text() for t in fig.findobj(Text)) or save(fig, path),
+    )
     out = tmp_path / "importance"
     inputs = ["--model", trained / "model.pt", "--table", demo["table"]]
     inputs += ["--metadata", demo["metadata"], "--split", demo["split"]]
     args = [*inputs, "--output-dir", out, "--trees", "20", "--max-samples", "5", "--top", "4"]
-    assert aam("importance", *args) == 0
+    labels = ["--dataset", "demo", "--run", "tiny", "--target-unit", "years"]
+    assert aam("importance", *args, *labels) == 0
+    assert any(t.startswith("demo, run tiny: ASV importance: top 4") for t in drawn), drawn
+    assert "age (years)" in drawn and not any("/" in t for t in drawn if "run tiny" in t)
     table = pd.read_csv(out / "importance.tsv", sep="\t")
     # every ASV of the training samples once, ranked by AAM
     split = read_split(demo["split"])

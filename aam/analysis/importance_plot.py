@@ -24,10 +24,12 @@ def plot_importance(
     top: int,
     spearman: float,
     target: str = "target",
+    heading: str = "ASV importance",
 ) -> None:
     """Heatmap: rows the ``top`` ASVs by AAM's importance (``row_labels``), columns the test
     samples sorted by the target (class index for classes), log10 relative abundance; above
-    it the target, with its colour scale."""
+    it the target (``target``: its label, with the unit), with its colour scale; ``heading``
+    opens the title (it names the dataset and run)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,8 +55,8 @@ def plot_importance(
     fig.colorbar(image, ax=heat, label="log10 relative abundance", fraction=0.03, pad=0.02)
     agreement = "undefined" if not np.isfinite(spearman) else f"{spearman:.2f}"
     strip.set_title(
-        f"top {len(rows)} ASVs by AAM's importance; Spearman of AAM's and the forest's "
-        f"importance (the forest's candidate ASVs): {agreement}"
+        f"{heading}: top {len(rows)} ASVs by AAM's; Spearman of AAM's and the forest's "
+        f"importance (the forest's candidate ASVs) {agreement}"
     )
     save_figure(fig, path)
     plt.close(fig)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from aam.analysis.figures import add_label_arguments, target_label, title
 from aam.analysis.importance import (
     FOREST_CANDIDATES,
     PERMUTATION_REPEATS,
@@ -68,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, StudyOptions, "importance")
     add_options(parser, RuntimeConfig, "importance")
     add_format_argument(parser)
+    add_label_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -139,7 +141,8 @@ def run(args: argparse.Namespace) -> None:
         table,
         args.top,
         spearman,
-        target["column"],
+        target_label(target["column"], args.target_unit),
+        title("ASV importance", args.dataset, args.run),
     )
     log.info(
         "%s: %d ASVs; Spearman of AAM's and the forest's importance %.2f; top ASV: %s",

@@ -162,6 +162,7 @@ class Flags:
                 "device": self.config["device"],
                 **self.config["baselines"],
                 **self._figures(),
+                **self._labels(wildcards),
                 "taxonomy": input.taxonomy or None,
             }
         )
