@@ -92,7 +92,13 @@ def test_no_verdict_against_the_forest_when_aam_reads_covariates_it_lacks():
     assert verdict(metrics, "group_mean_baseline", "qiita_study_id").startswith("AAM is worse")
     page = overview_html(Page(runs=[(RunMetrics("tiny", "demo", metrics), [])]))
     assert "<p class=verdict>AAM (microbiome + qiita_study_id) and the random forest" in page
-    assert "Inputs: AAM: microbiome + qiita_study_id; training mean: none; random forest: " in page
+    read = dict(re.findall(r"<tr><th>([^<]+)</th><td class=l>([^<]*)</td>", page))
+    assert read == {  # every model row names what it read
+        "AAM": "microbiome + qiita_study_id",
+        "training mean": "none",
+        "random forest": "microbiome",
+        "mean of each qiita_study_id": "qiita_study_id",
+    }
     metrics["inputs"]["model"] = ["microbiome"]
     assert verdict(metrics).startswith("AAM is better than the random forest in MAE")
 

@@ -126,14 +126,16 @@ def run_section(result: RunMetrics) -> str:
         for k in keys
     )
     rows = []
+    inputs = metrics.get("inputs", {})
     for section in sections:
         intervals = metrics["intervals"].get(section, {})
-        cells = "".join(
+        read = html.escape(inputs_text(inputs[section])) if section in inputs else "not recorded"
+        cells = f"<td class=l>{read}</td>" + "".join(
             f"<td>{_cell(metrics[section].get(k), intervals.get(k))}</td>" for k in keys
         )
         rows.append(f"<tr><th>{html.escape(model_label(section, group))}</th>{cells}</tr>")
     for section, differences in metrics.get("differences", {}).items():
-        cells = "".join(
+        cells = "<td class=l></td>" + "".join(
             f"<td>{_cell(d['value'], d['interval'], signed=True)}</td>"
             for d in differences.values()
         )
@@ -145,22 +147,13 @@ def run_section(result: RunMetrics) -> str:
     )
     note = html.escape(
         f"{metrics['n']} test samples; [95% bootstrap interval]; the rows 'AAM - ...' are "
-        "paired differences (the same bootstrap draws for both)."
-        + _inputs_sentence(metrics.get("inputs", {}), group)
+        "paired differences (the same bootstrap draws for both); inputs: what each model read."
     )
     return (
         f"{title}<p class=verdict>{html.escape(verdict(metrics, group=group))}</p>"
-        f"<table><tr><th>model</th>{header}</tr>{''.join(rows)}</table>"
+        f"<table><tr><th>model</th><th class=l>inputs</th>{header}</tr>{''.join(rows)}</table>"
         f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}"
     )
-
-
-def _inputs_sentence(inputs: Mapping, group: str | None) -> str:
-    """`` Inputs: AAM microbiome + site; ...`` (nothing for a metrics.json without them)."""
-    if not inputs:
-        return ""
-    named = "; ".join(f"{model_label(k, group)}: {inputs_text(v)}" for k, v in inputs.items())
-    return f" Inputs: {named}."
 
 
 MAX_GROUP_ROWS = 15
