@@ -137,6 +137,19 @@ def test_a_run_killed_mid_way_leaves_the_checks_it_ran(tmp_path, monkeypatch):
     assert "1/7 checks passed; not run: unifrac, training" in data["verdict"]
 
 
+def test_a_failed_command_keeps_its_whole_stderr_beside_its_error_line(tmp_path):
+    """The training check tells flash's one-line refusal (unsupported) from a failure by the
+    command's whole stderr, not by the line picked for the report (issue 38: on the H200 a
+    compiled flash run's last "error" line was a dynamo hint)."""
+    ctx = gpu_checks.Context(torch.device("cpu"), tmp_path, tmp_path, [])
+    with pytest.raises(gpu_checks.CheckFailed) as caught:
+        ctx.aam("pretrain", "--table", tmp_path / "absent.biom", "--output-dir", tmp_path / "o")
+    line = str(caught.value)
+    assert line.startswith("aam pretrain exited 2: ") and "\n" not in line
+    assert caught.value.stderr.endswith("\n")  # the stderr as written, every line of it
+    assert line.removeprefix("aam pretrain exited 2: ") in caught.value.stderr
+
+
 def test_unknown_check_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"unknown checks \['gpu'\]"):
         gpu_checks.run_checks(torch.device("cpu"), tmp_path, TINY_FLAGS, ["gpu"])

@@ -44,7 +44,12 @@ NOT_YET_RUN = "not run: the run stopped before it"
 
 
 class CheckFailed(Exception):
-    """A check ran and its result is wrong: status ``fail`` with this one-line message."""
+    """A check ran and its result is wrong: status ``fail`` with this one-line message;
+    ``stderr``: the whole stderr of the `aam` command that failed, if one did."""
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        self.stderr = stderr
 
 
 class CheckSkipped(Exception):
@@ -113,7 +118,8 @@ class Context:
         if proc.returncode != 0:
             lines = [ln for ln in proc.stderr.splitlines() if ln.strip()] or ["(no stderr)"]
             errors = [ln for ln in lines if "error" in ln.lower()] or lines
-            raise CheckFailed(f"aam {args[0]} exited {proc.returncode}: {errors[-1][:300]}")
+            line = f"aam {args[0]} exited {proc.returncode}: {errors[-1][:300]}"
+            raise CheckFailed(line, proc.stderr)
         return proc.stderr
 
     def data(self) -> dict[str, Path]:
@@ -276,7 +282,7 @@ def check_training(ctx: Context) -> dict[str, Any]:
                 *("--output-dir", fine, *flags),
             )
         except CheckFailed as err:
-            if backend == "flash" and FLASH_REFUSES_MASKS in str(err):
+            if backend == "flash" and FLASH_REFUSES_MASKS in err.stderr:
                 numbers[backend] = {"status": "unsupported", "message": str(err)[:200]}
                 continue
             raise
