@@ -3,9 +3,10 @@ hold, when they are written, resume from them); the functions below write and re
 
 ``latest.pt`` is one flat dict: ``model``, ``optimizer``, ``scheduler``, ``rng``, ``config``
 (what a resumed run must share, ``check_config_matches``) and the ``TrainState`` fields;
-``best.pt`` holds ``model`` and the epoch's ``row``. Randomness is a function of the seed and
-the position in the run, so resuming from ``latest.pt`` ends with the weights of a run never
-stopped (docs/training.md, "Resuming").
+``best.pt`` holds ``model`` and the epoch's ``row`` (with ``--ema-decay``: the moving average
+of the weights, which ``latest.pt`` holds too, as ``ema``). Randomness is a function of the
+seed and the position in the run, so resuming from ``latest.pt`` ends with the weights of a run
+never stopped (docs/training.md, "Resuming").
 
 ``save_checkpoint`` writes through ``aam.runtime.atomic.atomic_output``, keeping the old file as
 ``<stem>.prev.pt``, so a crash leaves a loadable file under one of the two names.
@@ -21,6 +22,7 @@ import math
 import os
 import random
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from aam.models.files import read_torch_file
 from aam.runtime.atomic import atomic_output, remove_stale_temporaries
 from aam.training.config import LOWER_IS_BETTER, check_best_metric
 from aam.training.distributed import DistContext, any_rank, broadcast_from_main
+from aam.training.ema import WeightAverage
 from aam.training.fsdp import (
     is_sharded,
     load_model_state,
@@ -204,7 +207,8 @@ class Checkpointer:
     ``latest.pt`` holds every stateful part (model, optimizer, scheduler, RNG states,
     ``state``) and is saved at each epoch end, at the optimizer step when ``every_minutes``
     have passed since the last save, and at the step a preemption signal reached any rank;
-    ``best.pt`` holds the weights of the epoch with the best ``best_metric``. Weights that are
+    ``best.pt`` holds the weights of the epoch with the best ``best_metric`` (their moving
+    average ``ema`` when there is one: what validation scored). Weights that are
     NaN or infinite are never saved (NonFiniteError, ``fix`` says how to cure it). Under DDP
     rank 0 writes; under FSDP every rank gathers the state (collectives) and rank 0 writes.
     """
@@ -223,13 +227,20 @@ class Checkpointer:
         every_minutes: float,
         best_metric: str,
         fix: str,
+        ema: WeightAverage | None = None,
     ) -> None:
         self.latest, self.best = checkpoint_paths(directory)
         self.model, self.optimizer, self.scheduler, self.state = model, optimizer, scheduler, state
         self.config, self.ctx, self.device = config, ctx, device
         self.every_minutes, self.best_metric, self.fix = every_minutes, best_metric, fix
         self.sharded = is_sharded(model)  # FSDP: saves need every rank
+        self.ema = ema
         self.last_save = time.monotonic()
+
+    def kept_weights(self):
+        """A context in which the model holds the weights the run keeps (the moving average
+        when there is one)."""
+        return self.ema.applied() if self.ema else nullcontext()
 
     def resume(self) -> None:
         """Load ``latest.pt`` (or its previous file) into the stateful parts; a fresh run
@@ -245,6 +256,8 @@ class Checkpointer:
         load_model_state(self.model, saved["model"])
         load_optimizer_state(self.model, self.optimizer, saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
+        if self.ema:
+            self.ema.load_state_dict(saved["ema"])
         restore_rng_state(saved["rng"])
         self.state.load_state_dict(saved)
         log.info(
@@ -273,10 +286,11 @@ class Checkpointer:
             )
         if metric is not None and self._improved(metric, state.best):
             state.best, state.best_epoch, state.bad_epochs = metric, epoch, 0
-            self.check_weights(f"epoch {epoch}")
-            weights = model_state(self.model)
-            if self.ctx.is_main:
-                save_checkpoint(self.best, {"model": weights, "row": row})
+            with self.kept_weights():  # the state dict shares the parameters' storage
+                self.check_weights(f"epoch {epoch}")
+                weights = model_state(self.model)
+                if self.ctx.is_main:
+                    save_checkpoint(self.best, {"model": weights, "row": row})
         else:
             state.bad_epochs += 1
         state.end_epoch(row)
@@ -299,6 +313,7 @@ class Checkpointer:
                         **self.state.state_dict(),
                         "rng": capture_rng_state(),
                         "config": self.config,
+                        **({"ema": self.ema.state_dict()} if self.ema else {}),
                     },
                 )
         self.last_save = time.monotonic()

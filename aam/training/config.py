@@ -151,6 +151,16 @@ class TrainConfig:
         commands=FINETUNE,
         resume=True,
     )
+    ema_decay: float = option(
+        0.0,
+        "decay per optimizer step of an exponential moving average of the weights (0: off); "
+        "validation scores the average and the run keeps it (choose the decay on validation: "
+        "a sweep and its leaderboard)",
+        commands=FINETUNE,
+        minimum=0,
+        exclusive_maximum=1,
+        resume=True,
+    )
     precision: str = option(
         "auto", "auto: bf16 autocast on GPUs that support it, fp32 on CPU", choices=PRECISIONS
     )

@@ -33,6 +33,7 @@ from aam.training.checkpoint import Checkpointer
 from aam.training.config import TrainConfig, check_best_metric, metric_names
 from aam.training.device import peak_memory_mb
 from aam.training.distributed import DistContext, gradient_sync
+from aam.training.ema import WeightAverage
 from aam.training.evaluation import PairTruth, evaluate
 from aam.training.fsdp import is_sharded, model_state
 from aam.training.memory import release_free_memory
@@ -150,6 +151,12 @@ class Trainer:
             asv_embeddings=batches.asv_embeddings,
         )
         self.state = TrainState()
+        if cfg.ema_decay and self.sharded:
+            raise InputError(
+                f"--ema-decay {cfg.ema_decay} with --fsdp: the moving average needs whole "
+                "weights on each process; drop --fsdp (DDP) or --ema-decay"
+            )
+        self.ema = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
         self.checkpointer = Checkpointer(
             checkpoint_dir,
             model,
@@ -162,6 +169,7 @@ class Trainer:
             every_minutes=cfg.checkpoint_every_minutes,
             best_metric=cfg.best_metric,
             fix=self.step.fix,
+            ema=self.ema,
         )
         self.stepped = False  # whether this process has trained on a batch yet
         self.busy = DeviceBusy(device)
@@ -214,6 +222,8 @@ class Trainer:
                             if at_step:
                                 self.step.update(where)  # clip, AdamW, learning-rate schedule
                                 state.step += 1
+                                if self.ema:
+                                    self.ema.update()
                         self._first_step_done(b)
                         samples += len(batches[b])
                         state.add(terms, len(batches[b]))
@@ -267,16 +277,17 @@ class Trainer:
         row["lr"] = self.scheduler.get_last_lr()[0]
         row.update({f"train_{k}": v for k, v in state.train_means().items()})
         if len(self.val_positions) and (self.ctx.is_main or self.sharded):
-            metrics = evaluate(
-                self.objective,
-                self.model,
-                self.batches,
-                self.val_positions,
-                self.device,
-                batch_size=self.cfg.batch_size,
-                seed=self.cfg.seed,
-                pairs=self.val_pairs,
-            )
+            with self.checkpointer.kept_weights():  # what the run keeps is what is scored
+                metrics = evaluate(
+                    self.objective,
+                    self.model,
+                    self.batches,
+                    self.val_positions,
+                    self.device,
+                    batch_size=self.cfg.batch_size,
+                    seed=self.cfg.seed,
+                    pairs=self.val_pairs,
+                )
             row.update({f"val_{k}": v for k, v in metrics.items()})
             release_free_memory()
         row["samples_per_s"] = samples / seconds if seconds > 0 else 0.0
@@ -305,8 +316,9 @@ class Trainer:
             )
         best = self.checkpointer.load_best()
         if best is None:
-            self.checkpointer.check_weights(f"step {state.step}")
-            weights = {k: v.detach().cpu() for k, v in model_state(self.model).items()}
+            with self.checkpointer.kept_weights():
+                self.checkpointer.check_weights(f"step {state.step}")
+                weights = {k: v.detach().cpu().clone() for k, v in model_state(self.model).items()}
             return TrainResult(weights, state.history, best_epoch=len(state.history))
         metrics = {k: v for k, v in best["row"].items() if k.startswith("val_")}
         return TrainResult(best["model"], state.history, state.best_epoch, metrics)
