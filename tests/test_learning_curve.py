@@ -117,6 +117,7 @@ def test_each_fraction_is_a_run_beside_the_run_itself():
         "dataset": "demo",
         "seed": 42,
         "pretrain": "per_point",
+        "fractions": [0.1, 0.5],
         "points": {"a_lc1": 0.1, "a_lc2": 0.5},
     }
     assert curves["b"]["seed"] == 3 and curves["b"]["points"] == {"b_lc1": 0.2}

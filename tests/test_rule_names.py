@@ -20,6 +20,7 @@ SAME_COMMAND = {
     "stage_taxonomy": "stage",
     "baselines_on": "baselines",
     "predict_on": "predict",
+    "ensemble": "predict",
     "cv_split": "split",
     "learning_curve_split": "split",
     "subset_baselines": "baselines",

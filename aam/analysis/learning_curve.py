@@ -13,7 +13,7 @@ import pandas as pd
 
 from aam.analysis.cross_validation import read_test_metrics
 from aam.analysis.figures import metric_label, title
-from aam.analysis.predictions import model_label
+from aam.analysis.predictions import SCRATCH, model_label
 from aam.data.split import read_split
 from aam.errors import InputError
 
@@ -21,19 +21,31 @@ FIRST_COLUMNS = ["fraction", "n_train", "n_val", "n_test"]
 
 
 def curve_table(
-    fractions: Sequence[float], splits: Sequence[Path], metrics_files: Sequence[Path]
+    fractions: Sequence[float],
+    splits: Sequence[Path],
+    metrics_files: Sequence[Path],
+    scratch_files: Sequence[Path] = (),
 ) -> pd.DataFrame:
     """One row per point, fractions ascending: ``fraction, n_train, n_val, n_test``, then
     ``<model>_<metric>`` and its interval ``<model>_<metric>_low/_high`` for every model of the
-    metrics (``model``, ``<baseline>_baseline``). InputError when the points' test samples, or
-    their models and metrics, differ, or a metric is not finite."""
+    metrics (``model``, then ``scratch``: the model of ``scratch_files``, AAM fine-tuned from a
+    random initialisation on the same points, when given; then ``<baseline>_baseline``).
+    InputError when the points' test samples, or their models and metrics, differ, or a metric
+    is not finite."""
     if not len(fractions) == len(splits) == len(metrics_files) >= 2:
         raise InputError(
             f"{len(fractions)} fractions, {len(splits)} splits, {len(metrics_files)} metrics: "
             "a learning curve needs one split and one metrics.json per fraction, at least 2"
         )
+    if scratch_files and len(scratch_files) != len(fractions):
+        raise InputError(
+            f"{len(scratch_files)} from-scratch metrics for {len(fractions)} fractions: give one "
+            "per fraction, in the same order"
+        )
+    scratches = scratch_files or [None] * len(fractions)
+    points = zip(fractions, splits, metrics_files, scratches, strict=True)
     rows, tests = [], []
-    for fraction, split_path, path in sorted(zip(fractions, splits, metrics_files, strict=True)):
+    for fraction, split_path, path, scratch in sorted(points, key=lambda point: point[0]):
         labels = read_split(split_path)
         tests.append(set(labels.index[labels == "test"]))
         metrics = read_test_metrics(path, f"point {fraction:g}")
@@ -43,11 +55,22 @@ def curve_table(
             "n_val": int((labels == "val").sum()),
             "n_test": metrics["n"],  # the test samples scored: those with a known target
         }
-        for model, intervals in (metrics.get("intervals") or {}).items():
-            for metric, value in metrics[model].items():
+        scored = [(path, metrics, model) for model in metrics.get("intervals") or {}]
+        if scratch is not None:
+            theirs = read_test_metrics(scratch, f"from-scratch point {fraction:g}")
+            if theirs["n"] != metrics["n"]:
+                raise InputError(
+                    f"{scratch}: {theirs['n']} test samples scored, {path}: {metrics['n']}; "
+                    "the from-scratch curve must be scored on the same test samples"
+                )
+            scored.insert(1, (scratch, theirs, "model"))
+        for source, found, model in scored:
+            name = SCRATCH if source == scratch else model
+            intervals = found["intervals"][model]
+            for metric, value in found[model].items():
                 low, high = intervals.get(metric) or (None, None)
                 for suffix, number in (("", value), ("_low", low), ("_high", high)):
-                    row[f"{model}_{metric}{suffix}"] = _finite(number, path, model, metric)
+                    row[f"{name}_{metric}{suffix}"] = _finite(number, source, name, metric)
         rows.append(row)
     if any(test != tests[0] for test in tests):
         raise InputError(

@@ -19,10 +19,14 @@ LOG_FLOOR = 1e-12  # probabilities are floored before the log: a log-probability
 MICROBIOME = "microbiome"  # the input every sequence model and the forest read
 
 
+SCRATCH = "scratch"  # a learning curve's AAM fine-tuned from a random initialisation
+
+
 def model_label(section: str, group_column: str | None = None) -> str:
     """A reader's name of a model of metrics.json (``model``, ``<baseline>_baseline``)."""
     names = {
         "model": "AAM",
+        SCRATCH: "AAM from scratch",
         "mean_baseline": "training mean",
         "random_forest_baseline": "random forest",
         "random_forest_covariates_baseline": "random forest + covariates",

@@ -19,6 +19,7 @@ from aam.runtime.figures import FORMATS
 # A run's figures, by title: paths relative to the work directory, without the format suffix.
 RUN_FIGURES = {
     "predicted vs true (test split)": "runs/{run}/predict/predicted_vs_true",
+    "its ensemble's predicted vs true (test split)": "runs/{run}/ensemble/predicted_vs_true",
     "fine-tuning history": "runs/{run}/finetune/history",
     "pretraining history": "runs/{run}/pretrain/history",
     "ASV importance": "runs/{run}/importance/importance",

@@ -37,6 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="each point's metrics.json from aam predict, in that order",
     )
+    parser.add_argument(
+        "--scratch-metrics",
+        nargs="+",
+        default=[],
+        type=Path,
+        help="the metrics.json of AAM fine-tuned from a random initialisation at each point, "
+        "in the same order: a from-scratch series beside the pretrained one",
+    )
     parser.add_argument("--target-column", default="the target", help="the target's name")
     parser.add_argument("--group-column", help="the group mean baseline's grouping column")
     parser.add_argument(
@@ -56,7 +64,7 @@ def run(args: argparse.Namespace) -> None:
     check_output_file(args.output, TSV_SUFFIXES, "learning-curve table")
     check_output_path(args.plot, "plot")
     figure_format(args.plot)
-    table = curve_table(args.fractions, args.splits, args.metrics)
+    table = curve_table(args.fractions, args.splits, args.metrics, args.scratch_metrics)
     fig = curve_figure(
         table, args.target_column, args.group_column, args.target_unit, args.dataset, args.run
     )

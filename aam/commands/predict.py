@@ -51,7 +51,14 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam predict`."""
-    parser.add_argument("--model", required=True, type=Path, help="model.pt from `aam finetune`")
+    parser.add_argument(
+        "--model",
+        required=True,
+        nargs="+",
+        type=Path,
+        help="model.pt from `aam finetune`; several: an ensemble (the mean of their predictions, "
+        "of their class probabilities for classes) of models of the same target and covariates",
+    )
     parser.add_argument("--table", required=True, type=Path, help="BIOM table of the samples")
     parser.add_argument(
         "--output-dir", required=True, type=Path, help="predictions.tsv, metrics.json, plots"
@@ -103,11 +110,13 @@ def run(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(usable_threads(args.threads))
     device = resolve_device(args.device)
-    model, state = load_model_file(args.model, "predictor", ("target", "categorical"))
+    members = [load_model_file(path, "predictor", ("target", "categorical")) for path in args.model]
+    _check_members(args.model, members)
+    model, state = members[0]
     target, categorical = state["target"], state["categorical"]
     if categorical["columns"] and args.metadata is None:
         raise InputError(
-            f"{args.model}: the model uses covariates {categorical['columns']}; pass --metadata"
+            f"{args.model[0]}: the model uses covariates {categorical['columns']}; pass --metadata"
         )
     if (args.training_table is None) != (args.training_split is None):
         raise InputError("--training-table and --training-split: give both or neither")
@@ -154,17 +163,24 @@ def run(args: argparse.Namespace) -> None:
     asked = args.target_column is not None
     truth = _truth(args.metadata, target, ids, asked) if args.metadata is not None else None
     groups = _groups(args.metadata, args.group_column, ids) if args.group_column else None
-    scale = None if target["classes"] else TargetScale(mean=target["mean"], std=target["std"])
-    predicted = predict(
-        model.to(device),
-        study,
-        positions,
-        device,
-        batch_size=args.batch_size,
-        token_limit=model.config.token_limit,
-        scale=scale,
-    )
-    _check_finite(predicted, args.model)
+    each = []
+    for path, (member, member_state) in zip(args.model, members, strict=True):
+        scaled = member_state["target"]
+        scale = None if scaled["classes"] else TargetScale(mean=scaled["mean"], std=scaled["std"])
+        each.append(
+            predict(
+                member.to(device),
+                study,
+                positions,
+                device,
+                batch_size=args.batch_size,
+                token_limit=member.config.token_limit,
+                scale=scale,
+            )
+        )
+        _check_finite(each[-1], path)
+        member.cpu()
+    predicted = ensemble_mean(each, bool(target["classes"]))
     table = prediction_table(ids, predicted, target["classes"])
     baselines = {}
     if args.baselines:
@@ -178,6 +194,8 @@ def run(args: argparse.Namespace) -> None:
             "model": [MICROBIOME, *categorical["columns"]],
             **{f"{k}_baseline": theirs[k] for k in baselines},
         }
+        if len(args.model) > 1:
+            metrics["ensemble"] = [str(path) for path in args.model]
     if truth is not None:
         table["true"] = truth
     with atomic_output(out_dir / "predictions.tsv") as tmp:
@@ -265,6 +283,35 @@ def _novelty(samples: SampleSet, positions: np.ndarray, state: dict, table: Path
             100 * NOVELTY_WARNING,
         )
     return found
+
+
+def ensemble_mean(predictions: list[np.ndarray], classes: bool) -> np.ndarray:
+    """The ensemble's prediction: the members' mean (of probabilities for ``classes``, whose
+    predictions are log-probabilities: the log of their mean is returned)."""
+    if len(predictions) == 1:
+        return predictions[0]
+    stacked = np.stack(predictions)
+    if not classes:
+        return stacked.mean(axis=0)
+    return np.logaddexp.reduce(stacked, axis=0) - np.log(len(predictions))
+
+
+def _check_members(paths: list[Path], members: list[tuple]) -> None:
+    """InputError naming the file when the models of an ensemble predict different targets,
+    read other covariates or nucleotide lengths."""
+    first = members[0][1]
+    for path, (model, state) in zip(paths[1:], members[1:], strict=True):
+        for what, mine, theirs in (
+            ("target", state["target"]["column"], first["target"]["column"]),
+            ("classes", state["target"]["classes"], first["target"]["classes"]),
+            ("covariates", state["categorical"], first["categorical"]),
+            ("max_bp", model.config.max_bp, members[0][0].config.max_bp),
+        ):
+            if mine != theirs:
+                raise InputError(
+                    f"{path}: its {what} ({mine}) differ from {paths[0]}'s ({theirs}); an "
+                    "ensemble averages models of one target, trained on the same inputs"
+                )
 
 
 def _check_finite(predicted: np.ndarray, model_path: Path) -> None:

@@ -31,8 +31,19 @@ def check_references(runs: Config, datasets: Config) -> None:
     for run, spec in runs.items():
         if spec["dataset"] not in datasets:
             raise InputError(f"runs.{run}.dataset: {spec['dataset']!r} is not a key of datasets")
-        if spec["encoder_from"] not in (None, *runs):
-            raise InputError(f"runs.{run}.encoder_from: {spec['encoder_from']!r} is not a run")
+        source = spec["encoder_from"]
+        if source not in (None, *runs):
+            raise InputError(f"runs.{run}.encoder_from: {source!r} is not a run")
+        if source and spec["pretrain"] == "none":
+            raise InputError(
+                f"runs.{run}.encoder_from: {source!r} with pretrain: none; a run starts from an "
+                "encoder or from a random initialisation: drop one"
+            )
+        if source and runs[source]["pretrain"] == "none":
+            raise InputError(
+                f"runs.{run}.encoder_from: {source!r} has pretrain: none (no encoder); name a "
+                "run that pretrains"
+            )
 
 
 def check_predict_on(run: str, spec: Config, name: str, datasets: Config) -> None:

@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from aam.options import option_fields, value_type
-from aam.training.config import RuntimeConfig
+from aam.training.config import RuntimeConfig, TrainConfig
+
+FROM_SCRATCH = "none"  # a run's ``pretrain:`` that fine-tunes from a random initialisation
+DEFAULT_SEED = TrainConfig.__dataclass_fields__["seed"].default
+
+
+def from_scratch(spec: Mapping[str, Any]) -> bool:
+    """Whether a run fine-tunes from a random initialisation (``pretrain: none``)."""
+    return spec.get("pretrain") == FROM_SCRATCH
+
 
 # Options whose unset value (None) is a choice of its own, so ``false`` is ``--no-<flag>``.
 NEGATABLE = frozenset(
@@ -63,6 +72,8 @@ def config_error_line(error: BaseException) -> str:
     cause = next((c for c in candidates if hasattr(c, "json_path")), None)
     if cause is None:
         return " ".join(str(error).split())
+    while cause.validator == "anyOf" and cause.context:  # the branch the value came closest to
+        cause = max(cause.context, key=lambda sub: len(sub.absolute_path))
     return _schema_line(cause, cause.json_path.removeprefix("$").lstrip(".") or "(top level)")
 
 
@@ -136,10 +147,19 @@ def expand_learning_curves(
                     f"config runs.{name}.{clash}: not with learning_curve; give the learning "
                     f"curve a run of its own (learning_curve.pretrain chooses the encoder)"
                 )
+        scratch = from_scratch(spec)
+        pretrain = curve.get("pretrain", FROM_SCRATCH if scratch else "per_point")
+        if scratch != (pretrain == FROM_SCRATCH):
+            raise ValueError(
+                f"config runs.{name}.learning_curve.pretrain: {pretrain} with the run's "
+                f"pretrain {'none' if scratch else 'section'}; a curve's points and the run "
+                "itself start alike: give both pretrain: none, or neither"
+            )
         curves[name] = {
             "dataset": spec["dataset"],
             "seed": curve.get("seed", default_seed),
-            "pretrain": curve.get("pretrain", "per_point"),
+            "pretrain": pretrain,
+            "fractions": sorted(float(f) for f in curve["fractions"]),
             "points": {},
         }
         for k, fraction in enumerate(sorted(curve["fractions"]), start=1):
@@ -193,8 +213,13 @@ def expand_sweeps(
                 raise ValueError(f"runs.{name}.sweep: member {member} is already a run; rename it")
             for key, value in zip(keys, values, strict=True):
                 section, option = key.split(".", 1)
+                if section == "pretrain" and from_scratch(run):
+                    raise ValueError(
+                        f"config runs.{name}.sweep.{key}: the run has pretrain: none; sweep "
+                        "model or finetune options"
+                    )
                 run.setdefault(section, {})[option] = value
-            if not run.get("encoder_from"):
+            if not run.get("encoder_from") and not from_scratch(run):
                 shape = json.dumps([run.get("model"), run.get("pretrain")], sort_keys=True)
                 first = encoders.setdefault(shape, member)
                 run["encoder_from"] = first if first != member else None
@@ -254,8 +279,53 @@ def expand_cv(
                     f"config runs.{name}.cv: member {member} is already a run; rename it"
                 )
             run = copy.deepcopy(base)
-            if cv[name]["pretrain"] == "shared" and k > 1:
+            if cv[name]["pretrain"] == "shared" and k > 1 and not from_scratch(base):
                 run["encoder_from"] = f"{name}_f1"
             expanded[member] = run
             cv[name]["members"][member] = k
     return expanded, cv
+
+
+def expand_ensembles(
+    runs: Mapping[str, Mapping[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """Runs with each seed of a run's ``ensemble:`` (``{seeds}``) as a run of its own,
+    ``<run>_e<k>`` (k from 1): the run's model and training, fine-tuning seed k, from the run's
+    encoder (none for a run with ``pretrain: none``), predicting no other dataset; and the
+    ensembles, ``{run: [run, its members]}``. ValueError (one line) for a run that also has a
+    sweep, a cv or a learning curve, a seed equal to the run's own, or a member name that is
+    already a run."""
+    expanded: dict[str, dict[str, Any]] = {}
+    ensembles: dict[str, list[str]] = {}
+    for name, spec in runs.items():
+        plan = spec.get("ensemble")
+        base = {key: value for key, value in spec.items() if key != "ensemble"}
+        expanded[name] = copy.deepcopy(base)
+        if not plan:
+            continue
+        for clash in ("sweep", "cv", "learning_curve"):
+            if spec.get(clash):
+                raise ValueError(
+                    f"config runs.{name}.{clash}: not with ensemble; give the ensemble a run of "
+                    "its own"
+                )
+        own = (spec.get("finetune") or {}).get("seed", DEFAULT_SEED)
+        if own in plan["seeds"]:
+            raise ValueError(
+                f"config runs.{name}.ensemble.seeds: {own} is the run's own fine-tuning seed "
+                "(the run is the ensemble's first member); list other seeds"
+            )
+        ensembles[name] = [name]
+        for k, seed in enumerate(plan["seeds"], start=1):
+            member = f"{name}_e{k}"
+            if member in runs:
+                raise ValueError(
+                    f"config runs.{name}.ensemble: member {member} is already a run; rename it"
+                )
+            run = {**copy.deepcopy(base), "predict_on": []}
+            run["finetune"] = {**(run.get("finetune") or {}), "seed": seed}
+            if not from_scratch(run):
+                run["encoder_from"] = run.get("encoder_from") or name
+            expanded[member] = run
+            ensembles[name].append(member)
+    return expanded, ensembles

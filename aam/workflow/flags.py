@@ -167,12 +167,14 @@ class Flags:
             }
         )
 
-    def learning_curve(self, wildcards: Any) -> str:
-        """`aam learning-curve`: the fractions of the points (then 1, the run itself)."""
+    def learning_curve(self, wildcards: Any, input: Any) -> str:
+        """`aam learning-curve`: the fractions of the points (then 1, the run itself), the
+        from-scratch twin's metrics (input ``scratch``, ``Plan.scratch_curve``) if any."""
         data = self._run_dataset(wildcards)
         return cli_flags(
             {
                 "fractions": [*self.plan.curves[wildcards.run]["points"].values(), 1],
+                "scratch_metrics": list(input.scratch) or None,
                 "target_column": data["target"],
                 "group_column": data["group_column"],
                 **self._labels(wildcards),
@@ -198,7 +200,7 @@ class Flags:
         )
 
     def overview_runs(self, wildcards: Any, input: Any) -> list[str]:
-        """`aam overview --run` values: ``run=dataset=metrics`` of every run (input
-        ``metrics``, in the order of the runs)."""
-        runs = zip(self.plan.runs.items(), input.metrics, strict=True)
-        return [f"{run}={spec['dataset']}={path}" for (run, spec), path in runs]
+        """`aam overview --run` values: ``run=dataset=metrics`` of every run and ensemble
+        (input ``metrics``, in the order of ``Plan.scored``)."""
+        runs = zip(self.plan.scored, input.metrics, strict=True)
+        return [f"{run}={dataset}={path}" for (run, dataset, _), path in runs]

@@ -26,8 +26,10 @@ from aam.workflow.config import (
     cli_flags,
     config_error_line,
     expand_cv,
+    expand_ensembles,
     expand_learning_curves,
     expand_sweeps,
+    from_scratch,
     run_option_names,
 )
 from aam.workflow.containers import built_image, lint_def
@@ -49,7 +51,8 @@ class Plan:
     the environment expanded (``scratch`` is expanded by the job that uses it). ``cv``: run ->
     ``{"dataset", "folds", "seed", "pretrain", "members": {member: k}}``; ``sweeps``: run ->
     ``{member: {"section.option": value}}``; ``fold``: member -> (its cv plan, k);
-    ``curves``: run -> ``{"dataset", "seed", "pretrain", "points": {member: fraction}}``.
+    ``curves``: run -> ``{"dataset", "seed", "pretrain", "fractions", "points": {member:
+    fraction}}``; ``ensembles``: run -> [the run, its members].
     ``image``: the image every rule runs in (None: no container); ``built_image``: the one
     rule build_container makes from ``container_def``, and ``image_input`` the file the rules
     wait for (None when the profile pins a prebuilt image). ``matrix_datasets``: the datasets
@@ -64,6 +67,7 @@ class Plan:
     sweeps: dict[str, dict[str, dict[str, Any]]]
     fold: dict[str, tuple[dict[str, Any], int]]
     curves: dict[str, dict[str, Any]]
+    ensembles: dict[str, list[str]]
     image: str | None
     built_image: str | None
     container_def: Path | None
@@ -82,16 +86,72 @@ class Plan:
 
     @property
     def pretraining_runs(self) -> list[str]:
-        """The runs that pretrain an encoder (the others reuse one: ``encoder_from``)."""
-        return sorted({spec["encoder_from"] or run for run, spec in self.runs.items()})
+        """The runs that pretrain an encoder (the others reuse one, ``encoder_from``, or start
+        from a random initialisation, ``pretrain: none``)."""
+        return sorted(
+            {
+                spec["encoder_from"] or run
+                for run, spec in self.runs.items()
+                if not from_scratch(spec)
+            }
+        )
 
     @property
     def importance_runs(self) -> list[str]:
         """The runs whose ASV importance is a target: not a sweep's point, not a fold, not a
-        learning curve's point."""
+        learning curve's point, not an ensemble's member beside its run."""
         members = {m for spec in self.cv.values() for m in spec["members"]}
         members |= {m for spec in self.curves.values() for m in spec["points"]}
+        members |= {m for runs in self.ensembles.values() for m in runs[1:]}
         return [run for run in self.runs if run not in members and run not in self.sweep_runs]
+
+    @property
+    def scored(self) -> list[tuple[str, str, Path]]:
+        """What the summary and the overview show: (name, dataset, metrics.json) of every run,
+        then of every ensemble (``<run>_ensemble``)."""
+        runs = [
+            (run, spec["dataset"], self.work / f"runs/{run}/predict/metrics.json")
+            for run, spec in self.runs.items()
+        ]
+        return runs + [
+            (f"{run}_ensemble", self.runs[run]["dataset"], self.ensemble_metrics(run))
+            for run in self.ensembles
+        ]
+
+    def ensemble_metrics(self, run: str) -> Path:
+        """The metrics.json of run ``run``'s ensemble (rule ensemble)."""
+        return self.work / f"runs/{run}/ensemble/metrics.json"
+
+    def encoder(self, run: str) -> Path | None:
+        """The encoder.pt ``run`` fine-tunes from: its own, its ``encoder_from``'s, or none
+        (``pretrain: none``)."""
+        spec = self.runs[run]
+        if from_scratch(spec):
+            return None
+        return self.work / f"runs/{spec['encoder_from'] or run}/pretrain/encoder.pt"
+
+    def curve_runs(self, run: str | None) -> list[str]:
+        """A learning curve's runs, its points (fractions ascending) then the run itself
+        (none for None)."""
+        return [*self.curves[run]["points"], run] if run else []
+
+    def scratch_curve(self, run: str) -> str | None:
+        """The from-scratch twin of pretraining run ``run``'s learning curve: a run with
+        ``pretrain: none`` and a curve of the same dataset, model, fine-tuning, fractions and
+        seed (None: there is none)."""
+        curve, spec = self.curves[run], self.runs[run]
+        if curve["pretrain"] == "none":
+            return None
+        same = ("dataset", "seed", "fractions")
+        for other, theirs in self.curves.items():
+            them = self.runs[other]
+            if (
+                theirs["pretrain"] == "none"
+                and all(theirs[key] == curve[key] for key in same)
+                and (them["model"], them["finetune"]) == (spec["model"], spec["finetune"])
+            ):
+                return other
+        return None
 
     def split_part(self, run: str) -> str | None:
         """Where a run's own split and baselines live under ``data/<dataset>/`` and
@@ -178,7 +238,8 @@ def plan(
 def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -> Plan:
     schema = repo / RUN_OPTIONS_SCHEMA
     check_sweep_values(config["runs"], schema)
-    runs, curves = expand_learning_curves(config["runs"], config["split"]["seed"])
+    runs, ensembles = expand_ensembles(config["runs"])
+    runs, curves = expand_learning_curves(runs, config["split"]["seed"])
     runs, cv = expand_cv(runs, config["split"]["seed"])
     runs, sweeps = expand_sweeps(runs, run_option_names(schema))
     unset = [name for name in config["required_env"] if not os.environ.get(name)]
@@ -218,6 +279,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         sweeps=sweeps,
         fold={member: (p, k) for p in cv.values() for member, k in p["members"].items()},
         curves=curves,
+        ensembles=ensembles,
         image=str(image) if image else None,
         built_image=built,
         container_def=definition,

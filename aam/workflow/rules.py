@@ -126,6 +126,15 @@ REPORT = {
     "runs/{run}/predict/predicted_vs_true.<figure>": _entry(
         "predicted_vs_true", "predictions", "predicted vs true", **_RUN
     ),
+    "runs/{run}/ensemble/predictions.tsv": _entry(
+        "predictions", "predictions", "ensemble predictions", **_RUN
+    ),
+    "runs/{run}/ensemble/metrics.json": _entry(
+        "metrics", "predictions", "ensemble metrics", **_RUN
+    ),
+    "runs/{run}/ensemble/predicted_vs_true.<figure>": _entry(
+        "predicted_vs_true", "predictions", "ensemble predicted vs true", **_RUN
+    ),
     f"{_ON}/predictions.tsv": _entry("predictions_on", "predictions", "predictions", **_RUN_ON),
     f"{_ON}/metrics.json": _entry("metrics_on", "predictions", "metrics", **_RUN_ON),
     f"{_ON}/domain_shift.json": _entry("domain_shift", "predictions", "domain shift", **_RUN_ON),
@@ -161,7 +170,8 @@ def report_entry(output: str | Path, work: Path) -> ReportEntry:
 def final_outputs(plan: Any) -> list[Path]:
     """The targets of rule `all` (``plan``: an ``aam.workflow.plan.Plan``): the data check of
     every dataset (first), the predictions, metrics and training curves of every run, its
-    ASV importance and its predictions on other datasets, the summary table and the report's
+    ASV importance and its predictions on other datasets, the ensembles' metrics, the summary
+    table and the report's
     front page, the sweeps' leaderboard, the cross-validation tables and learning curves, the
     UniFrac matrices with their PCoA (unifrac.matrix: true) and the golden-file check."""
     work, runs, metric = plan.work, list(plan.runs), plan.metric
@@ -177,6 +187,7 @@ def final_outputs(plan: Any) -> list[Path]:
             for run in plan.pretraining_runs
         ),
         *(work / f"runs/{run}/importance/importance.tsv" for run in plan.importance_runs),
+        *(plan.ensemble_metrics(run) for run in plan.ensembles),
         *(
             work / f"runs/{run}/predict_on/{other}/{name}"
             for run, other in on

@@ -119,9 +119,8 @@ def pretrain_split_of(wildcards):
 
 
 def encoder_of(wildcards):
-    """Input function: the encoder a run fine-tunes (its own, or its `encoder_from`'s)."""
-    run = RUNS[wildcards.run]["encoder_from"] or wildcards.run
-    return WORK / f"runs/{run}/pretrain/encoder.pt"
+    """Input function: the encoder a run fine-tunes (none with `pretrain: none`)."""
+    return PLAN.encoder(wildcards.run) or []
 
 
 def baselines_of(wildcards):
@@ -133,11 +132,6 @@ def baselines_of(wildcards):
 def run_tree(wildcards):
     """Input function: the tree of a run's dataset (each batch's UniFrac is computed from it)."""
     return tree_of(RUNS[wildcards.run]["dataset"])
-
-
-def curve_runs(wildcards):
-    """A learning curve's runs, its points (fractions ascending) then the run itself."""
-    return [*PLAN.curves[wildcards.run]["points"], wildcards.run]
 
 
 def metrics_of(runs):

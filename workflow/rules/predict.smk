@@ -26,6 +26,36 @@ rule predict:
         " > {log:q} 2>&1"
 
 
+# A run and its ensemble members (runs <run>_e<k>): one `aam predict` of all their models.
+rule ensemble:
+    """The ensemble's test-split predictions (the mean of its members'), scored like predict."""
+    input:
+        models=lambda wc: [
+            WORK / f"runs/{run}/finetune/model.pt" for run in PLAN.ensembles[wc.run]
+        ],
+        table=run_table("finetune"),
+        metadata=staged("metadata.tsv"),
+        split=split_of,
+        baselines=baselines_of,
+    output:
+        predictions=in_report(WORK / "runs/{run}/ensemble/predictions.tsv"),
+        metrics=in_report(WORK / "runs/{run}/ensemble/metrics.json"),
+        plot=in_report(figure(WORK / "runs/{run}/ensemble/predicted_vs_true")),
+        provenance=WORK / "runs/{run}/ensemble/provenance.json",
+    log:
+        WORK / "logs/ensemble/{run}.log",
+    threads: config["threads"]
+    params:
+        out_dir=out_dir,
+        options=FLAGS.predict,
+    shell:
+        "python -m aam --provenance {output.provenance:q} predict --model {input.models:q}"
+        " --table {input.table:q} --metadata {input.metadata:q} --split {input.split:q}"
+        " --baselines {input.baselines:q}"
+        " --subset test --threads {threads} --output-dir {params.out_dir:q} {params.options}"
+        " > {log:q} 2>&1"
+
+
 # Metrics beside the baselines where the other dataset's target is known; domain_shift.json:
 # how its samples differ from the training samples.
 rule predict_on:

@@ -15,13 +15,16 @@ SWEEP_RUNS = PLAN.sweep_runs
 SUMMARY_RUNS = [
     {
         "run": run,
-        "dataset": spec["dataset"],
-        "target": DATASETS[spec["dataset"]]["target"],
-        "target_unit": (unit := DATASETS[spec["dataset"]]["target_unit"]),
+        "dataset": dataset,
+        "target": DATASETS[dataset]["target"],
+        "target_unit": (unit := DATASETS[dataset]["target_unit"]),
         "units": {metric: unit for metric in IN_TARGET_UNITS if unit},
     }
-    for run, spec in RUNS.items()
+    for run, dataset, _ in PLAN.scored
 ]
+SCORED = [
+    metrics for _, _, metrics in PLAN.scored
+]  # every run's and ensemble's metrics.json
 
 
 # Top kernels, time by category, memory and samples/s per batch size with a recommended batch
@@ -47,7 +50,7 @@ rule profiling_report:
 rule overview:
     """The landing page (results, figures, provenance, files), made last: it lists what exists."""
     input:
-        metrics=metrics_of(RUNS),
+        metrics=SCORED,
         others=[p for p in get_final_output() if p != WORK / "overview.html"],
     output:
         in_report(WORK / "overview.html"),
@@ -65,7 +68,7 @@ rule overview:
 rule summary:
     """Every run's test-split metrics beside the baselines', one TSV row per run."""
     input:
-        metrics=metrics_of(RUNS),
+        metrics=SCORED,
     output:
         in_report(WORK / "summary.tsv"),
     log:
@@ -94,12 +97,14 @@ rule leaderboard:
 
 
 # The model's metrics beside the baselines' (each point's fitted on that point's training
-# samples), against the training samples: the learning-curve points and the run itself.
+# samples), against the training samples: the learning-curve points and the run itself; beside
+# them those of its from-scratch twin (Plan.scratch_curve), if the config has one.
 rule learning_curve:
     """A run's test metrics against the number of its training samples."""
     input:
-        splits=lambda wc: [split_file(run) for run in curve_runs(wc)],
-        metrics=lambda wc: metrics_of(curve_runs(wc)),
+        splits=lambda wc: [split_file(run) for run in PLAN.curve_runs(wc.run)],
+        metrics=lambda wc: metrics_of(PLAN.curve_runs(wc.run)),
+        scratch=lambda wc: metrics_of(PLAN.curve_runs(PLAN.scratch_curve(wc.run))),
     output:
         table=in_report(WORK / "learning_curve/{run}.tsv"),
         plot=in_report(figure(WORK / "learning_curve/{run}")),

@@ -76,7 +76,7 @@ rule pretrain:
 
 
 rule finetune:
-    """Fine-tune on the dataset's target from a pretrained encoder."""
+    """Fine-tune on the dataset's target from a pretrained encoder (or from scratch)."""
     input:
         table=run_table("finetune"),
         metadata=staged("metadata.tsv"),
@@ -93,8 +93,9 @@ rule finetune:
     threads: config["threads"]
     params:
         out_dir=out_dir,
-        options=lambda wc: cli_flags(
+        options=lambda wc, input: cli_flags(
             {
+                "pretrained_encoder": input.encoder or None,
                 "target_column": dataset_of(wc)["target"],
                 "categorical_columns": ",".join(dataset_of(wc)["categorical"]) or None,
                 "classifier": dataset_of(wc)["classifier"],
@@ -108,7 +109,7 @@ rule finetune:
     shell:
         "python -m aam --provenance {output.provenance:q} finetune --table {input.table:q}"
         " --metadata {input.metadata:q} --tree {input.tree:q} --split {input.split:q}"
-        " --pretrained-encoder {input.encoder:q} --threads {threads} --no-progress"
+        " --threads {threads} --no-progress"
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 
