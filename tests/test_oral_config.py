@@ -1,7 +1,8 @@
 """config/oral.yaml, the full oral study of docs/results.md's table: valid, and its DAG is the one
 docs/results.md describes (one pretraining shared by the microbiome-only and the covariate run);
 config/oral-full.yaml, the same study unrarefied: rarefied once in the pipeline, and a run that
-draws afresh each epoch from the raw counts; config/oral-full-curve.yaml, its learning curve."""
+draws afresh each epoch from the raw counts; config/oral-full-curve.yaml, its learning curve;
+config/oral-full-levers.yaml, the levers of a stable fine-tune and the pretraining ablation."""
 
 import re
 from pathlib import Path
@@ -87,3 +88,29 @@ def test_the_learning_curve_overlay_adds_three_strict_points_to_the_once_run(tmp
         assert scheme.runs[point]["finetune"] == scheme.runs["once"]["finetune"]
         assert scheme.runs[point]["encoder_from"] is None  # each pretrains on its own samples
     assert scheme.split_part("once_lc2") == "lc/42/0.25"
+
+
+def test_the_levers_overlay_adds_scratch_ema_and_an_ensemble_of_once(tmp_path):
+    """config/oral-full-levers.yaml over config/oral-full.yaml: run `scratch` (no pretraining,
+    once's model and fine-tuning), an EMA sweep from once's encoder, once with two more seeds."""
+    config = yaml.safe_load((REPO / "config/oral-full.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "config/oral-full-levers.yaml").read_text()))
+    config["workdir"] = str(tmp_path / "work")
+    path = tmp_path / "levers.yaml"
+    path.write_text(yaml.safe_dump(config))
+    scheme = planned(path)
+    once = scheme.runs["once"]
+    assert scheme.runs["scratch"]["model"] == once["model"]
+    assert scheme.runs["scratch"]["finetune"] == once["finetune"]
+    assert scheme.encoder("scratch") is None and "scratch" not in scheme.pretraining_runs
+    assert scheme.ensembles == {"once": ["once", "once_e1", "once_e2"]}
+    assert [scheme.runs[r]["finetune"]["seed"] for r in ("once_e1", "once_e2")] == [43, 44]
+    decays = {r: scheme.runs[r]["finetune"]["ema_decay"] for r in scheme.sweeps["ema"]}
+    assert decays == {"ema_s1": 0.99, "ema_s2": 0.998}
+    for run in ("ema_s1", "ema_s2", "once_e1"):
+        assert scheme.encoder(run) == scheme.encoder("once")
+        assert {**scheme.runs[run]["finetune"], "ema_decay": 0, "seed": 42} == {
+            **once["finetune"],
+            "ema_decay": 0,
+            "seed": 42,
+        }

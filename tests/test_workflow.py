@@ -88,8 +88,8 @@ def copy(completed, tmp_path) -> Path:
 
 # What the tests below check in one more Snakemake invocation on a copy of the completed run
 # (CI time: they share the DAG run): a two-point sweep, a 2-fold cross-validation, a learning
-# curve of two points, the UniFrac matrix in two shards, predictions on another dataset, a
-# classifier run and the profiling report.
+# curve of two points and its from-scratch twin, the UniFrac matrix in two shards, predictions
+# on another dataset, a classifier run with an ensemble and the profiling report.
 EXTENDED_TARGETS = ("all", "profiling_report")
 
 
@@ -107,7 +107,9 @@ def _extend(config: dict, root: Path) -> dict:
     }
     config["runs"]["sweep"] = {**tiny, "sweep": {"finetune.lr": [0.001, 0.0003]}}
     config["runs"]["tinycv"] = {**tiny, "cv": {"folds": 2}}
-    config["runs"]["classes"] = {**tiny, "dataset": "classes"}
+    config["runs"]["classes"] = {**tiny, "dataset": "classes", "ensemble": {"seeds": [1]}}
+    # from scratch, with the twin of tiny's learning curve (drawn beside it)
+    config["runs"]["scratch"] = {**tiny, "pretrain": "none", "learning_curve": {"fractions": [0.5]}}
     tiny["predict_on"] = ["other"]
     tiny["learning_curve"] = {"fractions": [0.5], "pretrain": "shared"}  # a point: tiny_lc1
     config["unifrac"] = {"matrix": True, "shards": 2}
@@ -316,6 +318,40 @@ def test_a_learning_curve_point_trains_on_half_and_is_tested_on_the_same_samples
             assert curve.loc[row, f"{part}_mae_high"] == pytest.approx(high, rel=1e-5)
     assert curve.loc[0, "random_forest_baseline_mae"] != curve.loc[1, "random_forest_baseline_mae"]
     assert (work / "learning_curve/tiny.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_run_from_scratch_draws_its_curve_beside_the_pretrained_one(extended):
+    """Run `scratch` (pretrain: none) and its learning curve, the twin of tiny's."""
+    work = extended / "results/test"
+    for run in ("scratch", "scratch_lc1"):
+        command = json.loads((work / f"runs/{run}/finetune/provenance.json").read_text())
+        assert "--pretrained-encoder" not in command["command"]
+        assert not (work / f"runs/{run}/pretrain").exists()
+    curve = pd.read_csv(work / "learning_curve/tiny.tsv", sep="\t")
+    for row, run in enumerate(("scratch_lc1", "scratch")):
+        metrics = json.loads((work / f"runs/{run}/predict/metrics.json").read_text())
+        assert curve.loc[row, "scratch_mae"] == pytest.approx(metrics["model"]["mae"], rel=1e-5)
+    assert "scratch_mae" not in pd.read_csv(work / "learning_curve/scratch.tsv", sep="\t")
+
+
+def test_an_ensemble_averages_its_members_class_probabilities(extended):
+    """Run `classes` with one more seed (`classes_e1`): rule ensemble averages the two."""
+    work = extended / "results/test"
+    read = lambda path: pd.read_csv(path, sep="\t", dtype={"sample_id": str})  # noqa: E731
+    members = [
+        read(work / f"runs/{run}/predict/predictions.tsv") for run in ("classes", "classes_e1")
+    ]
+    ensemble = read(work / "runs/classes/ensemble/predictions.tsv")
+    probs = [c for c in ensemble if c.startswith("prob_")]
+    assert len(probs) > 1 and list(ensemble["sample_id"]) == list(members[0]["sample_id"])
+    mean = (members[0][probs] + members[1][probs]) / 2
+    assert np.allclose(ensemble[probs], mean, atol=2e-6)  # the files keep 6 digits
+    assert not np.allclose(members[0][probs], members[1][probs], atol=1e-4)
+    metrics = json.loads((work / "runs/classes/ensemble/metrics.json").read_text())
+    assert [Path(p).parent.parent.name for p in metrics["ensemble"]] == ["classes", "classes_e1"]
+    summary = pd.read_csv(work / "summary.tsv", sep="\t")
+    assert "classes_ensemble" in set(summary["run"])
+    assert "run classes_ensemble" in (work / "overview.html").read_text()
 
 
 def test_classifier_run_writes_every_declared_output(extended):
