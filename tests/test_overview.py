@@ -8,7 +8,16 @@ import re
 import pytest
 from test_cli_training import aam, assert_failed
 
-from aam.analysis.overview import OUTPUT_FOLDERS, Page, RunMetrics, overview_html, verdict
+from aam.analysis.overview import (
+    OUTPUT_FOLDERS,
+    Page,
+    RunMetrics,
+    cost_text,
+    overview_html,
+    verdict,
+)
+from aam.analysis.workdir_index import training_cost
+from aam.errors import InputError
 
 
 def regression(mae_difference: list[float | None]) -> dict:
@@ -183,6 +192,27 @@ def test_cli_writes_the_page_and_refuses_bad_runs_leaving_nothing(tmp_path, caps
         assert_failed(rc, capsys, "overview", pages, *words)
     rc = aam("overview", "--run", run, "--output", pages / "page.txt")
     assert_failed(rc, capsys, "overview", pages, "page.txt", "*.html")
+
+
+def test_an_ensemble_costs_its_members_training_jobs(tmp_path):
+    """The cost line sums the Snakemake benchmarks of the members' pretraining and fine-tuning
+    jobs (a shared pretraining counted once, where it ran)."""
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    jobs = {"pretrain/a": (1800, 3600), "finetune/a": (900, 1800), "finetune/a_e1": (1800, 3600)}
+    for name, (wall, cpu) in jobs.items():
+        path = tmp_path / "benchmarks" / f"{name}.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(header + f"{wall}\t0:00:00\t1\t1\t1\t1\t0\t0\t100\t{cpu}\n")
+    cost = training_cost(tmp_path, ["a", "a_e1"])
+    assert cost == {"wall_s": 4500.0, "cpu_s": 9000.0, "jobs": 3}
+    models = [f"results/runs/{r}/finetune/model.pt" for r in ("a", "a_e1")]
+    metrics = {**regression([-0.5, -0.9, -0.1]), "ensemble": models}
+    line = cost_text(RunMetrics("a_ensemble", "demo", metrics, cost))
+    assert "its 2 members (a, a_e1)" in line and "1.25 job hours" in line and "2.50 CPU" in line
+    assert training_cost(tmp_path, ["b"]) is None
+    (tmp_path / "benchmarks/finetune/b.tsv").write_text("s\tcpu_time\nlong\t1\n")
+    with pytest.raises(InputError, match="b.tsv: not a Snakemake benchmark"):
+        training_cost(tmp_path, ["b"])
 
 
 def test_the_landing_page_shows_figures_provenance_config_and_every_file_linked(tmp_path):

@@ -16,6 +16,7 @@ import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aam.analysis.predictions import MICROBIOME, inputs_text, model_label
 from aam.analysis.workdir_index import Figure, StageRecord
@@ -67,6 +68,26 @@ class RunMetrics:
     run: str
     dataset: str
     metrics: Mapping
+    cost: Mapping | None = None  # ``workdir_index.training_cost`` of its training jobs
+
+
+def ensemble_members(metrics: Mapping) -> list[str]:
+    """The runs an ensemble's metrics.json averages (its models are
+    ``runs/<run>/finetune/model.pt``); none for one model."""
+    return [Path(model).parent.parent.name for model in metrics.get("ensemble", [])]
+
+
+def cost_text(result: RunMetrics) -> str:
+    """The training cost of a run (of every member of an ensemble) in words."""
+    cost, members = result.cost, ensemble_members(result.metrics)
+    if not cost:
+        return "training cost: no benchmark files"
+    whose = f"its {len(members)} members ({', '.join(members)})" if members else "its"
+    return (
+        f"training cost of {whose} pretraining and fine-tuning jobs ({cost['jobs']}): "
+        f"{cost['wall_s'] / 3600:.2f} job hours (GPU hours for one-GPU jobs), "
+        f"{cost['cpu_s'] / 3600:.2f} CPU hours"
+    )
 
 
 def verdict(metrics: Mapping, baseline: str | None = None, group: str | None = None) -> str:
@@ -153,6 +174,7 @@ def run_section(result: RunMetrics) -> str:
         f"{title}<p class=verdict>{html.escape(verdict(metrics, group=group))}</p>"
         f"<table><tr><th>model</th><th class=l>inputs</th>{header}</tr>{''.join(rows)}</table>"
         f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}"
+        f"<p class=note>{html.escape(cost_text(result))}</p>"
     )
 
 

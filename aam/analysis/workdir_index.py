@@ -9,7 +9,9 @@ not appear.
 from __future__ import annotations
 
 import base64
+import csv
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +89,33 @@ def stage_records(work: Path) -> list[StageRecord]:
             raise InputError(f"{path}: not JSON ({error}); rerun the stage that wrote it") from None
         records.append(StageRecord(relative.as_posix(), record))
     return records
+
+
+TRAINING_STAGES = ("pretrain", "finetune")
+
+
+def training_cost(work: Path, runs: Sequence[str]) -> dict[str, float] | None:
+    """The wall and CPU seconds (``wall_s``, ``cpu_s``) and the jobs (``jobs``) of the
+    training stages of ``runs`` (an ensemble's members), from Snakemake's benchmark files
+    ``benchmarks/<stage>/<run>.tsv``; a pretraining a run reuses counts where it ran. None when
+    no benchmark exists."""
+    wall = cpu = 0.0
+    jobs = 0
+    for stage in TRAINING_STAGES:
+        for run in runs:
+            path = work / "benchmarks" / stage / f"{run}.tsv"
+            if not path.is_file():
+                continue
+            rows = list(csv.DictReader(path.open(), delimiter="\t"))
+            try:
+                wall += sum(float(row["s"]) for row in rows)
+                cpu += sum(float(row["cpu_time"]) for row in rows)
+            except (KeyError, ValueError) as error:
+                raise InputError(
+                    f"{path}: not a Snakemake benchmark ({error}); rerun the job that wrote it"
+                ) from None
+            jobs += len(rows)
+    return {"wall_s": wall, "cpu_s": cpu, "jobs": jobs} if jobs else None
 
 
 def files_by_folder(work: Path) -> dict[str, list[str]]:

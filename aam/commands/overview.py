@@ -11,8 +11,13 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
-from aam.analysis.overview import Page, RunMetrics, overview_html
-from aam.analysis.workdir_index import files_by_folder, run_figures, stage_records
+from aam.analysis.overview import Page, RunMetrics, ensemble_members, overview_html
+from aam.analysis.workdir_index import (
+    files_by_folder,
+    run_figures,
+    stage_records,
+    training_cost,
+)
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
 
@@ -43,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
     """Write the page from each run's metrics.json and what the page's folder holds."""
     if args.output.suffix != ".html":
         raise InputError(f"--output {args.output}: name the page *.html")
-    results = []
+    work, results = args.output.parent, []
     for item in args.run:
         name, dataset, path = _run(item)
         try:
@@ -52,14 +57,14 @@ def run(args: argparse.Namespace) -> None:
             raise InputError(
                 f"--run {item}: cannot read {path} ({error}); rerun aam predict"
             ) from None
-        results.append(RunMetrics(name, dataset, metrics))
+        members = ensemble_members(metrics) or [name]
+        results.append(RunMetrics(name, dataset, metrics, training_cost(work, members)))
     configs = []
     for path in args.config:
         try:
             configs.append((str(path), path.read_text()))
         except OSError as error:
             raise InputError(f"--config {path}: cannot read it ({error})") from None
-    work = args.output.parent
     page = Page(
         runs=[(r, run_figures(work, r.run, r.dataset)) for r in results],
         stages=stage_records(work),
