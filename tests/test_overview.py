@@ -167,6 +167,22 @@ def test_the_page_has_each_runs_table_with_intervals_differences_and_verdict():
     assert "2 smaller groups in metrics.json (by_group)" in page
 
 
+def test_every_run_and_ensemble_compares_at_a_glance():
+    runs = [("tiny", [-0.5, -0.9, -0.1]), ("tiny_ensemble", [0.2, -0.1, 0.5])]
+    page = overview_html(
+        Page(runs=[(RunMetrics(name, "demo", regression(d)), []) for name, d in runs])
+    )
+    glance = page.split("<h2>At a glance</h2>")[1].split("</table>")[0]
+    rows = [
+        [re.sub("<[^>]+>", "", c) for c in re.findall(r"<td class=l>(.*?)</td>", row)]
+        for row in re.findall(r"<tr>(<td.*?)</tr>", glance)
+    ]
+    assert [row[0] for row in rows] == ["tiny", "tiny_ensemble"]
+    assert rows[0][2:] == ["MAE", "4 [3, 5]", "4.5 [3.5, 5.5]", "-0.5 [-0.9, -0.1]"]
+    assert rows[1][5] == "+0.2 [-0.1, +0.5]"
+    assert "At a glance" not in overview_html(Page(runs=[]))
+
+
 def test_names_are_escaped_and_an_unscored_run_says_why():
     unscored = {"n": 0, "target": "age", "no_metrics": "metadata has no column 'age'"}
     page = overview_html(Page(runs=[(RunMetrics("<b>x", "d&d", unscored), [])]))

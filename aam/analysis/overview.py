@@ -128,6 +128,39 @@ def _cell(value: float | None, interval: Sequence | None, signed: bool = False) 
     return f"{value:{form}}{span}"
 
 
+def glance_table(results: Sequence[RunMetrics]) -> str:
+    """Every scored run (and ensemble) in one table, so they compare at a glance: AAM's first
+    metric, its inputs, the headline forest's and their paired difference, each with its 95%
+    interval; "" when no run was scored."""
+    rows = []
+    for result in results:
+        metrics = result.metrics
+        if "model" not in metrics:
+            continue
+        key = next(iter(metrics["model"]))
+        forest = headline_baseline(metrics)
+        difference = metrics.get("differences", {}).get(forest, {}).get(key)
+        inputs = metrics.get("inputs", {})
+        cells = [
+            html.escape(result.run),
+            html.escape(inputs_text(inputs["model"])) if "model" in inputs else "not recorded",
+            METRIC_NAMES.get(key, key),
+            _cell(metrics["model"][key], metrics["intervals"]["model"].get(key)),
+            _cell(metrics.get(forest, {}).get(key), metrics["intervals"].get(forest, {}).get(key)),
+            _cell(difference["value"], difference["interval"], signed=True)
+            if difference
+            else "none",
+        ]
+        rows.append("<tr>" + "".join(f"<td class=l>{c}</td>" for c in cells) + "</tr>")
+    if not rows:
+        return ""
+    header = "".join(
+        f"<th>{h}</th>"
+        for h in ("run", "AAM reads", "metric", "AAM", "the forest with its inputs", "AAM - forest")
+    )
+    return f"<h2>At a glance</h2><table><tr>{header}</tr>{''.join(rows)}</table>"
+
+
 def run_section(result: RunMetrics) -> str:
     """The HTML of one run: its table and its verdicts."""
     metrics = result.metrics
@@ -310,7 +343,7 @@ def overview_html(page: Page) -> str:
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>AAM results</title>"
         f"<style>{STYLE}</style></head><body><h1>AAM results: test split</h1>"
-        f"<p class=note>{made}</p>{runs}"
+        f"<p class=note>{made}</p>{glance_table([result for result, _ in page.runs])}{runs}"
         f"<h2>How they were made</h2>{stages_html(page.stages)}"
         f"<h2>Config</h2>{configs_html(page.configs)}"
         f"<h2>Files</h2>{files_html(page.files)}</body></html>\n"
