@@ -286,3 +286,26 @@ def test_the_curve_has_a_from_scratch_series(tmp_path):
     scratch[0].write_text(json.dumps(_metrics(19, 8.0, 6.0)))
     with pytest.raises(Exception, match="the from-scratch curve must be scored on the same"):
         curve_table(fractions, splits, files, scratch)
+
+
+def test_two_runs_compare_paired_on_their_shared_samples(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(REPO / "tools"))
+    from paired_runs import paired_runs
+
+    truth = np.linspace(20, 60, 30)
+    ids = [f"s{k}" for k in range(30)]
+    first, second = tmp_path / "a.tsv", tmp_path / "b.tsv"
+    pd.DataFrame({"sample_id": ids, "prediction": truth + 1, "true": truth}).to_csv(
+        first, sep="\t", index=False
+    )
+    frame = pd.DataFrame(
+        {"sample_id": ids[::-1], "prediction": truth[::-1] + 3, "true": truth[::-1]}
+    )
+    frame.to_csv(second, sep="\t", index=False)  # another order: matched by sample
+    mae = paired_runs(first, second)["mae"]
+    assert mae["value"] == pytest.approx(-2.0) and mae["interval"] == pytest.approx([-2.0, -2.0])
+    frame.assign(true=frame["true"] + 1).to_csv(second, sep="\t", index=False)
+    with pytest.raises(SystemExit, match="no shared samples with the same truth"):
+        paired_runs(first, second)
