@@ -166,6 +166,11 @@ class Plan:
                 return f"lc/{curve['seed']}/{curve['points'][run]:g}"
         return None
 
+    def split_file(self, run: str) -> Path:
+        """The split of a run: its own (a fold's, a learning-curve point's), or its dataset's."""
+        dataset, part = self.runs[run]["dataset"], self.split_part(run)
+        return self.work / "data" / dataset / (f"{part}.split.tsv" if part else "split.tsv")
+
     def table_of(self, dataset: str) -> Path:
         """The table a dataset's jobs read: rarefied once (its ``rarefy:``), or as staged."""
         name = "rarefied.biom" if self.datasets[dataset]["rarefy"] else "table.biom"

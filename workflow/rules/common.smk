@@ -59,10 +59,11 @@ def in_report(path):
     return report(path, f"../report/{caption}.rst", category, subcategory, labels)
 
 
-table_of, tree_of, figure = (
+table_of, tree_of, figure, split_file = (
     PLAN.table_of,
     PLAN.tree_of,
     PLAN.figure,
+    PLAN.split_file,
 )  # paths of the plan
 
 
@@ -100,12 +101,6 @@ def run_table(section):
     return table
 
 
-def split_file(run):
-    """The split of a run: its own (a fold's, a learning-curve point's), or its dataset's."""
-    dataset, part = RUNS[run]["dataset"], PLAN.split_part(run)
-    return WORK / "data" / dataset / (f"{part}.split.tsv" if part else "split.tsv")
-
-
 def split_of(wildcards):
     """Input function: split_file of the job's run."""
     return split_file(wildcards.run)
@@ -132,6 +127,14 @@ def baselines_of(wildcards):
 def run_tree(wildcards):
     """Input function: the tree of a run's dataset (each batch's UniFrac is computed from it)."""
     return tree_of(RUNS[wildcards.run]["dataset"])
+
+
+def curve_inputs(wildcards):
+    """Input function: a learning curve's splits and metrics, its from-scratch twin's metrics."""
+    runs, twin = PLAN.curve_runs(wildcards.run), PLAN.scratch_curve(wildcards.run)
+    splits = [split_file(run) for run in runs]
+    metrics, scratch = metrics_of(runs), metrics_of(PLAN.curve_runs(twin))
+    return dict(splits=splits, metrics=metrics, scratch=scratch)
 
 
 def metrics_of(runs):

@@ -46,7 +46,8 @@ rule profiling_report:
 
 
 # Every run's test metrics beside the baselines' with their intervals, AAM minus each baseline
-# (paired intervals) with a verdict, the output folders.
+# (paired intervals) with a verdict, the output folders. The config files are shown with their
+# digest: not inputs (a copy would rerun it), relative paths (so is a moved one).
 rule overview:
     """The landing page (results, figures, provenance, files), made last: it lists what exists."""
     input:
@@ -58,7 +59,6 @@ rule overview:
         WORK / "logs/overview/overview.log",
     params:
         runs=FLAGS.overview_runs,
-        # shown with its digest; not an input (a copy would rerun it), relative (so is a moved one)
         config=[os.path.relpath(path) for path in workflow.configfiles],
     shell:
         "python -m aam overview --run {params.runs:q} --config {params.config:q}"
@@ -102,9 +102,7 @@ rule leaderboard:
 rule learning_curve:
     """A run's test metrics against the number of its training samples."""
     input:
-        splits=lambda wc: [split_file(run) for run in PLAN.curve_runs(wc.run)],
-        metrics=lambda wc: metrics_of(PLAN.curve_runs(wc.run)),
-        scratch=lambda wc: metrics_of(PLAN.curve_runs(PLAN.scratch_curve(wc.run))),
+        unpack(curve_inputs),
     output:
         table=in_report(WORK / "learning_curve/{run}.tsv"),
         plot=in_report(figure(WORK / "learning_curve/{run}")),
