@@ -178,7 +178,7 @@ def option(
     (``exclusive_*``); a float must be finite unless ``finite=False``; ``prefix`` may be left
     off a choice that has it; ``pattern``: (a regular expression a word must match whole, the
     words that say it); ``resume``: a resumed run must have the checkpoint's value (or,
-    ``"when set"``, when it is not None).
+    ``"when set"``, when it is not the default).
     """
     per_command = dict(choices) if isinstance(choices, Mapping) else None
     words = tuple(choices or ()) if per_command is None else _union(per_command.values())

@@ -159,7 +159,7 @@ class TrainConfig:
         commands=FINETUNE,
         minimum=0,
         exclusive_maximum=1,
-        resume=True,
+        resume="when set",
     )
     precision: str = option(
         "auto", "auto: bf16 autocast on GPUs that support it, fp32 on CPU", choices=PRECISIONS
@@ -175,13 +175,14 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def resume_dict(self) -> dict[str, Any]:
-        """The fields a resumed run must share (declared ``resume``); ``batch_tokens`` only when
-        set, so checkpoints from before that option still resume."""
+        """The fields a resumed run must share (declared ``resume``); those declared ``"when
+        set"`` (``batch_tokens``, ``ema_decay``) only when not their default, so checkpoints from
+        before those options still resume."""
         return {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
             if f.metadata["resume"] is True
-            or (f.metadata["resume"] == "when set" and getattr(self, f.name) is not None)
+            or (f.metadata["resume"] == "when set" and getattr(self, f.name) != f.default)
         }
 
 
