@@ -33,9 +33,9 @@ from aam.runtime.threads import ThreadPool
 from aam.training.config import UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.study import load_study
-from aam.unifrac import cpu_kernel
+from aam.unifrac import batch_device, cpu_kernel
 from aam.unifrac.abundance import node_abundance
-from aam.unifrac.batch import BatchUniFrac, ranks_in_one_process
+from aam.unifrac.batch import PAIR_SUM_WEIGHT, BatchUniFrac, ranks_in_one_process
 from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.metrics import METRICS
@@ -231,9 +231,27 @@ def test_prune_missing_batches_equal_the_pruned_full_matrix(demo, with_stranger,
     ]
     unifrac = BatchUniFrac.for_table(counts, tree, metric, alpha=alpha, prune_missing=True)
     assert not unifrac.in_tree[0] and unifrac.in_tree[1:].all()
+    device = DeviceBatchUniFrac.on(unifrac, "cpu")
     for name, rows in groups(len(counts.sample_ids)).items():
         ours = unifrac.distances(*csr_rows(counts, rows))
         assert np.abs(ours - expected[np.ix_(rows, rows)]).max() <= 1e-12, name
+        on_device = device.distances(*csr_rows(counts, rows)).numpy()
+        assert np.abs(on_device - expected[np.ix_(rows, rows)]).max() <= 1e-12, name
+
+
+def test_a_batch_sample_with_reads_only_off_the_tree_is_one_line(demo, with_stranger):
+    """Sample 1 of the batch holds only the pruned ASV: both engines stop, naming it."""
+    counts = counts_of(with_stranger)
+    unifrac = BatchUniFrac.for_table(counts, demo[1], "unweighted", alpha=0.5, prune_missing=True)
+    ptr, idx, reads = csr_rows(counts, np.array([1, 2]))
+    batch = (
+        np.array([0, ptr[1], ptr[1] + 1]),
+        np.append(idx[: ptr[1]], 0),
+        np.append(reads[: ptr[1]], 5.0),
+    )
+    for engine in (unifrac.distances, DeviceBatchUniFrac.on(unifrac, "cpu").distances):
+        message = one_line_error(engine, *batch)
+        assert "sample 1 of a batch has no reads on ASVs of the tree" in message
 
 
 def test_an_asv_missing_from_the_tree_is_one_line_without_prune_missing(demo, with_stranger):
@@ -270,7 +288,8 @@ def node_shared(unifrac: BatchUniFrac, reads, *, on_device: bool, world: int = 3
 def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
     """Random tables and trees (zero-length branches included), every metric and alpha, any
     group (order, repeats); with tiles of 3 samples and dense runs from 2, so small groups
-    cross tiles and take both kernel paths."""
+    cross tiles and take both kernel paths; the device code in one dense block and in
+    sorted chunks."""
     table, tree, metric, alpha, _ = study
     counts, arrays = counts_of(table), tree_arrays(tree)
     n = len(counts.sample_ids)
@@ -293,6 +312,9 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
             # the gpu engine's code on the CPU, whole and from 3 ranks' node shares
             device = DeviceBatchUniFrac.on(unifrac, "cpu")
             on_device = device.distances(*reads).numpy()
+            # its path for batches whose nodes do not fit one dense block: sorted, one node a chunk
+            with mock.patch.object(batch_device, "CHUNK_ELEMENTS", len(rows)):
+                chunked = device.distances(*reads).numpy()
             device_ranks = node_shared(unifrac, reads, on_device=True)
             assert on_device.dtype == dtype
             scale = max(1.0, float(expected.max()))
@@ -301,6 +323,7 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
                 cast = ours.astype(np.float32), expected.astype(np.float32)
                 assert_cast_of_float64(*cast, rows, floor=1e-12 * scale)
                 assert np.abs(on_device - expected).max() <= 1e-12 * scale
+                assert np.abs(chunked - expected).max() <= 1e-12 * scale
                 assert np.abs(ranks[0] - expected).max() <= 1e-12 * scale
                 for shared in device_ranks:
                     assert np.abs(shared - expected).max() <= 1e-12 * scale
@@ -308,6 +331,7 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
                 tolerance = 8 * EPS32 * scale
                 assert np.abs(ours.astype(np.float64) - expected).max() <= tolerance
                 assert np.abs(on_device.astype(np.float64) - expected).max() <= tolerance
+                assert np.abs(chunked.astype(np.float64) - expected).max() <= tolerance
                 assert np.abs(ranks[0].astype(np.float64) - expected).max() <= tolerance
                 for shared in device_ranks:
                     assert np.abs(shared.astype(np.float64) - expected).max() <= tolerance
@@ -318,17 +342,22 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
 
 def test_node_shares_partition_the_nodes_with_balanced_work(demo):
     """A rank's share is a contiguous range of the nodes; the shares cover each node once, in
-    order, with about 1/world of the ancestor entries (the spread's work) each."""
+    order, with about 1/world of the work (``node_work``: reads spread, pair-sum rows) each."""
     unifrac = BatchUniFrac.for_table(*demo, "unweighted", alpha=0.5)
     whole = unifrac.ancestors.tocsr()
+    work = unifrac.node_work()
+    counts = demo[0].matrix
+    held = np.asarray((counts > 0).sum(axis=1)).ravel() / counts.shape[1]
+    # a node's work grows with the reads below it: a node's own spread is its ASVs' prevalence
+    assert np.allclose(work - PAIR_SUM_WEIGHT * np.minimum(1, 2048 * (whole @ held)), whole @ held)
     for world in (1, 2, 4, 16):
         shares = [unifrac.node_share(r, world) for r in range(world)]
         stacked = sp.vstack([s.ancestors.tocsr() for s in shares])
         assert (stacked != whole).nnz == 0 and stacked.shape == whole.shape
         assert np.array_equal(np.concatenate([s.lengths for s in shares]), unifrac.lengths)
-        entries = np.array([s.ancestors.nnz for s in shares])
-        deepest = np.diff(whole.indptr).max()  # one node's entries: the finest cut
-        assert entries.max() <= whole.nnz / world + deepest
+        each = np.array([s.node_work().sum() for s in shares])
+        assert np.isclose(each.sum(), work.sum())
+        assert each.max() <= work.sum() / world + work.max() + 1e-9  # the finest cut: one node
 
 
 def test_column_sums_are_scipys_transposed_product_bit_for_bit(demo):

@@ -42,6 +42,12 @@ from aam.unifrac.metrics import (
 )
 from aam.unifrac.tree import TreeArrays
 
+# A node's row of the pair sums against the spread of one read per sample to it: at 1.0 the 16
+# node shares of a 2,048-sample batch of data/oral-full took 1.69-1.77 ms each on an H200, at
+# 0.3 1.30-1.85 ms, by ancestor entries alone 1.24-2.38 ms (benchmarks/README.md, 2026-11-26).
+PAIR_SUM_WEIGHT = 1.0
+REACHING_BATCH = 2048  # the batch whose expected reads below a node say whether it is reached
+
 
 @dataclass(frozen=True)
 class BatchUniFrac:
@@ -53,6 +59,7 @@ class BatchUniFrac:
     ancestors: sp.csc_matrix  # (nodes with a length) x (table ASVs); a pruned ASV's column is 0
     lengths: np.ndarray  # (nodes with a length,) float64
     in_tree: np.ndarray  # (table ASVs,) bool: False for those --prune-missing dropped
+    prevalence: np.ndarray  # (table ASVs,) fraction of the table's samples holding each
 
     @classmethod
     def for_table(
@@ -81,16 +88,26 @@ class BatchUniFrac:
         shape = (inner.shape[0], len(tips))
         ancestors = sp.csc_matrix((inner.data, (inner.row, kept[inner.col])), shape=shape)
         ancestors.sort_indices()
-        return cls(metric, alpha, dtype, ancestors, arrays.length[with_length], keep)
+        held = np.diff((counts.matrix > 0).tocsr().indptr) / max(1, counts.matrix.shape[1])
+        return cls(metric, alpha, dtype, ancestors, arrays.length[with_length], keep, held)
+
+    def node_work(self) -> np.ndarray:
+        """Each node's expected share of a batch's work, per sample: the reads spread to it
+        (the table ASVs below it, weighted by how many samples hold them) and its row of the
+        pair sums (``PAIR_SUM_WEIGHT``, where a batch of ``REACHING_BATCH`` samples expects a
+        read below it)."""
+        spread = self.ancestors.tocsr() @ self.prevalence
+        return spread + PAIR_SUM_WEIGHT * np.minimum(1.0, REACHING_BATCH * spread)
 
     def node_share(self, rank: int, world: int) -> BatchUniFrac:
         """Rank ``rank`` of ``world``'s share of the nodes: a contiguous range of them holding
-        about 1/world of the ancestor entries (the spread's work). The partial sums of all
-        shares add up to the whole (``distances(combine=...)``)."""
+        about 1/world of the work (``node_work``). The partial sums of all shares add up to
+        the whole (``distances(combine=...)``)."""
         if world == 1:
             return self
         by_node = self.ancestors.tocsr()
-        cuts = np.searchsorted(by_node.indptr, np.linspace(0, by_node.nnz, world + 1))
+        work = np.concatenate([[0.0], np.cumsum(self.node_work())])
+        cuts = np.searchsorted(work, np.linspace(0, work[-1], world + 1))
         cuts[0], cuts[-1] = 0, by_node.shape[0]
         mine = slice(int(cuts[rank]), int(max(cuts[rank], cuts[rank + 1])))
         ancestors = by_node[mine].tocsc()

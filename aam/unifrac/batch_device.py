@@ -2,8 +2,9 @@
 
 ``BatchUniFrac``'s ancestor structure is copied to the device once, as each table ASV's list
 of ancestor nodes (with a length). A batch's reads (its CSR rows) go up in one transfer; every
-read is then spread to its ancestors, reads below each (node, sample) are summed, and the
-nodes are visited in chunks of dense (nodes x samples) proportions:
+read is then spread to its ancestors and the reads below each (node, sample) summed: into one
+dense (nodes x samples) block when all of this object's nodes fit one (a rank's node share, or
+small batches; no sort), else by a sort, in chunks of the nodes the batch reaches:
 
 - unweighted: shared length ``S = P^T diag(L) P`` over presence (a GEMM), Faith PD on the way;
 - weighted: ``sum_v L_v |p_vi - p_vj|`` by ``torch.cdist(p=1)`` over ``L``-scaled proportions;
@@ -18,8 +19,9 @@ batch) per chunk, never N x N.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -43,6 +45,7 @@ class DeviceBatchUniFrac:
     ancestor_node: torch.Tensor  # int64 node (row of ``lengths``) per entry
     lengths: torch.Tensor  # (nodes with a length,) float64
     in_tree: torch.Tensor  # (table ASVs,) bool
+    staging: _Staging = field(default_factory=lambda: _Staging(), compare=False, repr=False)
 
     @classmethod
     def on(cls, host: BatchUniFrac, device: torch.device | str) -> DeviceBatchUniFrac:
@@ -72,27 +75,66 @@ class DeviceBatchUniFrac:
     ) -> torch.Tensor:
         """(B, B) distances (in ``dtype``) on the device of B samples given as CSR rows (as
         ``BatchUniFrac.distances`` takes them). ``combine``: the sum over the ranks of a
-        float64 tensor of partial sums (this object holding one rank's node share)."""
+        float64 tensor of partial sums (this object holding one rank's node share).
+
+        Few host waits: the reads go up in one copy, the spread's size is the one wait before
+        the pair sums, and the check for samples without reads is read at the end."""
         dev = self.device
         n = len(asv_ptr) - 1
-        lengths_per_sample = torch.as_tensor(np.diff(asv_ptr), dtype=torch.int64)
-        idx = torch.as_tensor(np.asarray(asv_idx), dtype=torch.int64).to(dev, non_blocking=True)
-        count = torch.as_tensor(np.asarray(reads), dtype=torch.float64).to(dev, non_blocking=True)
-        sample = torch.repeat_interleave(
-            torch.arange(n, device=dev), lengths_per_sample.to(dev), output_size=len(asv_idx)
-        )
-        kept = self.in_tree[idx]
-        totals = torch.zeros(n, dtype=torch.float64, device=dev)
-        totals.index_add_(0, sample[kept], count[kept])
+        idx, count, sample = self.staging.upload(asv_ptr, asv_idx, reads, dev)
+        count = count * self.in_tree[idx]  # reads of ASVs --prune-missing dropped count nowhere
+        totals = torch.zeros(n, dtype=torch.float64, device=dev).index_add_(0, sample, count)
+        sums = _ChunkSums(self.metric, self.alpha, n, dev)
+        entry, node = self._spread(idx)
+        if len(self.lengths) * n <= CHUNK_ELEMENTS:
+            # One dense block of every node of this object: reads summed in place (integer
+            # read counts sum exactly in float64, in any order), no sort.
+            dense = torch.zeros(len(self.lengths) * n, dtype=torch.float64, device=dev)
+            dense.index_add_(0, node * n + sample[entry], count[entry])
+            sums.add(dense.view(-1, n) / totals, self.lengths)
+        else:
+            self._add_chunks(sums, node, sample[entry], count[entry], totals, n)
+        if combine is not None:
+            sums.combine(combine)
+        out = sums.distances().to(self.dtype)
+        out.fill_diagonal_(0.0)
         if not bool((totals > 0).all()):
             empty = int(torch.argmin((totals > 0).to(torch.int8)))
             raise InputError(
                 f"sample {empty} of a batch has no reads on ASVs of the tree (those dropped by "
                 "--prune-missing held them all); drop such samples"
             )
-        node, sample, below = self._reads_below(idx, sample, count, n)
-        proportion = below * (1.0 / totals)[sample]
-        sums = _ChunkSums(self.metric, self.alpha, n, dev)
+        return out
+
+    def _spread(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(read entry, node) of every ancestor node of every read entry's ASV."""
+        start = self.ancestor_ptr[idx]
+        depth = self.ancestor_ptr[idx + 1] - start
+        total = int(depth.sum())
+        dev = idx.device
+        entries = torch.arange(len(idx), device=dev)
+        entry = torch.repeat_interleave(entries, depth, output_size=total)
+        offset = torch.arange(total, device=dev) - (torch.cumsum(depth, 0) - depth)[entry]
+        return entry, self.ancestor_node[start[entry] + offset]
+
+    def _add_chunks(
+        self,
+        sums: _ChunkSums,
+        node: torch.Tensor,
+        sample: torch.Tensor,
+        count: torch.Tensor,
+        totals: torch.Tensor,
+        n: int,
+    ) -> None:
+        """Add the nodes the batch reaches to ``sums`` in chunks of dense (nodes x samples)
+        proportions of at most ``CHUNK_ELEMENTS``: reads summed per (node, sample) by a sort
+        (integer read counts sum exactly in float64, in any order)."""
+        dev = node.device
+        key, where = torch.unique(node * n + sample, return_inverse=True)
+        below = torch.zeros(len(key), dtype=torch.float64, device=dev)
+        below.index_add_(0, where, count)
+        node, sample = key // n, key % n
+        proportion = below / totals[sample]
         chunk = max(1, CHUNK_ELEMENTS // n)
         used, position = torch.unique_consecutive(node, return_inverse=True)
         bounds = torch.searchsorted(position, torch.arange(0, len(used) + chunk, chunk, device=dev))
@@ -103,30 +145,39 @@ class DeviceBatchUniFrac:
             dense = torch.zeros((int(local[-1]) + 1, n), dtype=torch.float64, device=dev)
             dense[local, sample[lo:hi]] = proportion[lo:hi]
             sums.add(dense, self.lengths[used[position[lo] : position[hi - 1] + 1]])
-        if combine is not None:
-            sums.combine(combine)
-        out = sums.distances().to(self.dtype)
-        out.fill_diagonal_(0.0)
-        return out
 
-    def _reads_below(
-        self, idx: torch.Tensor, sample: torch.Tensor, count: torch.Tensor, n: int
+
+class _Staging:
+    """A batch's reads on their way to the device: one host buffer per thread (pinned for a
+    GPU, kept and grown between calls) holding ASV indices, reads and sample lengths, one copy
+    up. Per thread: the prefetch thread and the evaluation may compute distances at once."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def upload(
+        self, asv_ptr: np.ndarray, asv_idx: np.ndarray, reads: np.ndarray, device: torch.device
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(node, sample, reads below) of every (node, sample) the batch reaches, sorted by
-        node then sample: each read spread to its ASV's ancestors and summed per pair (integer
-        read counts sum exactly in float64, in any order)."""
-        start = self.ancestor_ptr[idx]
-        depth = self.ancestor_ptr[idx + 1] - start
-        total = int(depth.sum())
-        dev = idx.device
-        entries = torch.arange(len(idx), device=dev)
-        entry = torch.repeat_interleave(entries, depth, output_size=total)
-        offset = torch.arange(total, device=dev) - (torch.cumsum(depth, 0) - depth)[entry]
-        node = self.ancestor_node[start[entry] + offset]
-        key, where = torch.unique(node * n + sample[entry], return_inverse=True)
-        below = torch.zeros(len(key), dtype=torch.float64, device=dev)
-        below.index_add_(0, where, count[entry])
-        return key // n, key % n, below
+        """(table ASV index, reads, sample) of every read entry, on ``device``. Indices travel
+        as float64 (exact below 2**53); the copy is asynchronous from pinned memory, and the
+        buffer is rewritten only by the next call, after this call has waited on the device."""
+        entries, n = len(asv_idx), len(asv_ptr) - 1
+        size = 2 * entries + n
+        buffer = getattr(self.local, "buffer", None)
+        if buffer is None or buffer.numel() < size:
+            pinned = device.type == "cuda"
+            buffer = torch.empty(max(size, 1 << 16), dtype=torch.float64, pin_memory=pinned)
+            self.local.buffer = buffer
+        host = buffer.numpy()
+        host[:entries] = asv_idx
+        host[entries : 2 * entries] = reads
+        host[2 * entries : size] = np.diff(asv_ptr)
+        up = buffer[:size].to(device, non_blocking=True)
+        idx, lengths = up[:entries].long(), up[2 * entries :].long()
+        sample = torch.repeat_interleave(
+            torch.arange(n, device=device), lengths, output_size=entries
+        )
+        return idx, up[entries : 2 * entries], sample
 
 
 class _ChunkSums:
