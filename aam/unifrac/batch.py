@@ -88,7 +88,7 @@ class BatchUniFrac:
         shape = (inner.shape[0], len(tips))
         ancestors = sp.csc_matrix((inner.data, (inner.row, kept[inner.col])), shape=shape)
         ancestors.sort_indices()
-        held = np.diff((counts.matrix > 0).tocsr().indptr) / max(1, counts.matrix.shape[1])
+        held = _prevalence(counts.matrix)
         return cls(metric, alpha, dtype, ancestors, arrays.length[with_length], keep, held)
 
     def node_work(self) -> np.ndarray:
@@ -159,6 +159,16 @@ class BatchUniFrac:
             pool=pool,
         )
         return sample_totals(self.metric, abundance, self.alpha), sums
+
+
+def _prevalence(matrix: sp.csr_matrix) -> np.ndarray:
+    """The fraction of samples (columns) holding each observation (row) of ``matrix``, counted
+    over its stored entries (no copy of the matrix)."""
+    held = np.zeros(matrix.shape[0])
+    rows = np.flatnonzero(np.diff(matrix.indptr))
+    if len(rows):
+        held[rows] = np.add.reduceat(matrix.data > 0, matrix.indptr[rows], dtype=np.int64)
+    return held / max(1, matrix.shape[1])
 
 
 def _combined(
