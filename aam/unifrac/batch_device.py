@@ -33,6 +33,39 @@ from aam.unifrac.torch_kernel import generalized_chunk
 CHUNK_ELEMENTS = 1 << 25  # dense node x sample elements per chunk (256 MB in float64)
 
 
+class _Staging:
+    """A batch's reads on their way to the device: one host buffer per thread (pinned for a
+    GPU, kept and grown between calls) holding ASV indices, reads and sample lengths, one copy
+    up. Per thread: the prefetch thread and the evaluation may compute distances at once."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def upload(
+        self, asv_ptr: np.ndarray, asv_idx: np.ndarray, reads: np.ndarray, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(table ASV index, reads, sample) of every read entry, on ``device``. Indices travel
+        as float64 (exact below 2**53); the copy is asynchronous from pinned memory, and the
+        buffer is rewritten only by the next call, after this call has waited on the device."""
+        entries, n = len(asv_idx), len(asv_ptr) - 1
+        size = 2 * entries + n
+        buffer = getattr(self.local, "buffer", None)
+        if buffer is None or buffer.numel() < size:
+            pinned = device.type == "cuda"
+            buffer = torch.empty(max(size, 1 << 16), dtype=torch.float64, pin_memory=pinned)
+            self.local.buffer = buffer
+        host = buffer.numpy()
+        host[:entries] = asv_idx
+        host[entries : 2 * entries] = reads
+        host[2 * entries : size] = np.diff(asv_ptr)
+        up = buffer[:size].to(device, non_blocking=True)
+        idx, lengths = up[:entries].long(), up[2 * entries :].long()
+        sample = torch.repeat_interleave(
+            torch.arange(n, device=device), lengths, output_size=entries
+        )
+        return idx, up[entries : 2 * entries], sample
+
+
 @dataclass(frozen=True)
 class DeviceBatchUniFrac:
     """``BatchUniFrac``'s distances, computed on ``device``."""
@@ -45,7 +78,7 @@ class DeviceBatchUniFrac:
     ancestor_node: torch.Tensor  # int64 node (row of ``lengths``) per entry
     lengths: torch.Tensor  # (nodes with a length,) float64
     in_tree: torch.Tensor  # (table ASVs,) bool
-    staging: _Staging = field(default_factory=lambda: _Staging(), compare=False, repr=False)
+    staging: _Staging = field(default_factory=_Staging, compare=False, repr=False)
 
     @classmethod
     def on(cls, host: BatchUniFrac, device: torch.device | str) -> DeviceBatchUniFrac:
@@ -145,39 +178,6 @@ class DeviceBatchUniFrac:
             dense = torch.zeros((int(local[-1]) + 1, n), dtype=torch.float64, device=dev)
             dense[local, sample[lo:hi]] = proportion[lo:hi]
             sums.add(dense, self.lengths[used[position[lo] : position[hi - 1] + 1]])
-
-
-class _Staging:
-    """A batch's reads on their way to the device: one host buffer per thread (pinned for a
-    GPU, kept and grown between calls) holding ASV indices, reads and sample lengths, one copy
-    up. Per thread: the prefetch thread and the evaluation may compute distances at once."""
-
-    def __init__(self) -> None:
-        self.local = threading.local()
-
-    def upload(
-        self, asv_ptr: np.ndarray, asv_idx: np.ndarray, reads: np.ndarray, device: torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(table ASV index, reads, sample) of every read entry, on ``device``. Indices travel
-        as float64 (exact below 2**53); the copy is asynchronous from pinned memory, and the
-        buffer is rewritten only by the next call, after this call has waited on the device."""
-        entries, n = len(asv_idx), len(asv_ptr) - 1
-        size = 2 * entries + n
-        buffer = getattr(self.local, "buffer", None)
-        if buffer is None or buffer.numel() < size:
-            pinned = device.type == "cuda"
-            buffer = torch.empty(max(size, 1 << 16), dtype=torch.float64, pin_memory=pinned)
-            self.local.buffer = buffer
-        host = buffer.numpy()
-        host[:entries] = asv_idx
-        host[entries : 2 * entries] = reads
-        host[2 * entries : size] = np.diff(asv_ptr)
-        up = buffer[:size].to(device, non_blocking=True)
-        idx, lengths = up[:entries].long(), up[2 * entries :].long()
-        sample = torch.repeat_interleave(
-            torch.arange(n, device=device), lengths, output_size=entries
-        )
-        return idx, up[entries : 2 * entries], sample
 
 
 class _ChunkSums:
