@@ -35,7 +35,12 @@ from aam.training.distances import TreeDistances
 from aam.training.study import load_study
 from aam.unifrac import batch_device, cpu_kernel
 from aam.unifrac.abundance import node_abundance
-from aam.unifrac.batch import PAIR_SUM_WEIGHT, BatchUniFrac, ranks_in_one_process
+from aam.unifrac.batch import (
+    PAIR_SUM_WEIGHT,
+    REACHING_BATCH,
+    BatchUniFrac,
+    ranks_in_one_process,
+)
 from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.metrics import METRICS
@@ -349,7 +354,9 @@ def test_node_shares_partition_the_nodes_with_balanced_work(demo):
     counts = demo[0].matrix
     held = np.asarray((counts > 0).sum(axis=1)).ravel() / counts.shape[1]
     # a node's work grows with the reads below it: a node's own spread is its ASVs' prevalence
-    assert np.allclose(work - PAIR_SUM_WEIGHT * np.minimum(1, 2048 * (whole @ held)), whole @ held)
+    assert np.allclose(
+        work - PAIR_SUM_WEIGHT * np.minimum(1, REACHING_BATCH * (whole @ held)), whole @ held
+    )
     for world in (1, 2, 4, 16):
         shares = [unifrac.node_share(r, world) for r in range(world)]
         stacked = sp.vstack([s.ancestors.tocsr() for s in shares])
