@@ -14,8 +14,9 @@ Times are the minimum of ``--repeats`` calls after one warm-up; a GPU call is sy
 ``parallel_ceiling``: N one-thread calls side by side on N threads against one alone, what
 perfectly parallel work of this kind gains on these CPUs (the bound for ``cpuN``).
 World rows time every rank's share of one batch on the fastest engine (its node share: the
-spread, the pair sums over its nodes and the distances; the exchange of the partial sums
-between ranks is not in it) and report the slowest (it sets the step's pace). Sources of the
+spread, the pair sums over its nodes and its own samples' rows of the distances; the exchange
+of the partial sums between ranks is not in it) and report the slowest (it sets the step's
+pace). Sources of the
 second part: ``tree-gpu``/``tree-cpu`` (`--tree`, ``--unifrac-engine gpu|cpu``), ``matrix``
 (`--unifrac`, the matrix computed first by `aam unifrac`), eager (``--no-compile``) or with
 ``--compile`` (``+compile``: the transformer layers, compiled cold, in a cache of the run's own).
@@ -82,13 +83,13 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     keep = lambda partial: partial  # noqa: E731 - one rank's partial sums, not exchanged
 
-    def runner(engine: str, unifrac: BatchUniFrac, combine):
-        """A call computing the distances of a batch's reads on ``engine``."""
+    def runner(engine: str, unifrac: BatchUniFrac, combine, rows: slice | None = None):
+        """A call computing the distances (``rows`` of them) of a batch's reads on ``engine``."""
         if engine == "gpu":
             on_device = DeviceBatchUniFrac.on(unifrac, "cuda")
-            return lambda r: on_device.distances(*r, combine)
+            return lambda r: on_device.distances(*r, combine, rows)
         threads_of = None if engine == "cpu1" else pool
-        return lambda r: unifrac.distances(*r, pool=threads_of, combine=combine)
+        return lambda r: unifrac.distances(*r, pool=threads_of, combine=combine, rows=rows)
 
     names = ["cpu1", f"cpu{threads}"] + (["gpu"] if gpu else [])
     rows = []
@@ -108,7 +109,8 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
         for world in args.worlds:
             shares = []
             for r in range(world):
-                call = runner(fastest, host.node_share(r, world), keep)
+                rows = slice(r * batch // world, (r + 1) * batch // world)  # its own samples
+                call = runner(fastest, host.node_share(r, world), keep, rows)
                 shares.append(timed(lambda c=call, x=reads: c(x), args.repeats, sync))
             worlds[str(world)] = max(shares)
         row = {

@@ -38,9 +38,9 @@ def step(study_dir: Path, ctx: DistContext) -> tuple[float, dict[str, torch.Tens
     wrapped = ddp(model, find_unused_parameters=True) if ctx.enabled else model
     objective = Objective.of(TRAIN, predictor=False, study=study, ctx=ctx)
     batches = TrainBatches(study, 64, ctx=ctx, distances=objective.use_unifrac)
-    batch = batches.batch(GLOBAL_BATCH)  # this rank's share, the global batch's distances
+    batch = batches.batch(GLOBAL_BATCH)  # this rank's share, its rows of the distances
     assert len(batch.sample_index) == len(rank_slice(GLOBAL_BATCH, ctx))
-    assert batch.distances.shape == (len(GLOBAL_BATCH), len(GLOBAL_BATCH))
+    assert batch.distances.shape == (len(batch.sample_index), len(GLOBAL_BATCH))  # its rows
     loss, terms = step_loss(wrapped, objective, batch, torch.Generator().manual_seed(0))
     loss.backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}

@@ -272,17 +272,24 @@ def test_an_asv_missing_from_the_tree_is_one_line_without_prune_missing(demo, wi
     assert "t.biom" in message and "not tips of t.nwk" in message and "1 of" in message
 
 
-def node_shared(unifrac: BatchUniFrac, reads, *, on_device: bool, world: int = 3) -> list:
-    """Each of ``world`` ranks' distances from its node share, the ranks run in this process
+def node_shared(unifrac: BatchUniFrac, reads, *, on_device: bool, world: int = 3) -> np.ndarray:
+    """The distances ``world`` ranks form, each from its node share and the ranks' summed
+    partial sums, its own rows (uneven, some empty), stacked; the ranks run in this process
     (the cpu engine on ``POOL``, or the gpu engine's code on the CPU)."""
+    n = len(reads[0]) - 1
+    bounds = np.linspace(0, n, world + 1).astype(int)
 
-    def rank(share: BatchUniFrac, combine):
+    def rank(share: BatchUniFrac, rows: slice, combine):
         if on_device:
-            return DeviceBatchUniFrac.on(share, "cpu").distances(*reads, combine).numpy()
-        return share.distances(*reads, pool=POOL, combine=combine)
+            device = DeviceBatchUniFrac.on(share, "cpu")
+            return device.distances(*reads, combine, rows).numpy()
+        return share.distances(*reads, pool=POOL, combine=combine, rows=rows)
 
-    shares = [unifrac.node_share(r, world) for r in range(world)]
-    return ranks_in_one_process([functools.partial(rank, share) for share in shares])
+    ranks = [
+        functools.partial(rank, unifrac.node_share(r, world), slice(bounds[r], bounds[r + 1]))
+        for r in range(world)
+    ]
+    return np.vstack(ranks_in_one_process(ranks))
 
 
 # --- random tables and trees ----------------------------------------------------------------
@@ -309,11 +316,13 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
             assert ours.dtype == dtype and ours.shape == (len(rows), len(rows))
             # the cpu engine's pool: the same matrix, bit for bit
             assert np.array_equal(unifrac.distances(*reads, pool=POOL), ours)
-            # 3 ranks' node shares (a share may hold no node of a small tree): every rank the
-            # same matrix, bit for bit; partial sums added in float64, so within rounding
+            # a group of rows alone: those rows of the whole, bit for bit
+            some = slice(len(rows) // 3, len(rows) - 1)
+            assert np.array_equal(unifrac.distances(*reads, pool=POOL, rows=some), ours[some])
+            # 3 ranks' node shares (a share may hold no node of a small tree), each forming its
+            # own rows; partial sums added in float64, so within rounding
             ranks = node_shared(unifrac, reads, on_device=False)
-            assert all(np.array_equal(ranks[0], other) for other in ranks[1:])
-            assert ranks[0].dtype == dtype
+            assert ranks.dtype == dtype and ranks.shape == ours.shape
             # the gpu engine's code on the CPU, whole and from 3 ranks' node shares
             device = DeviceBatchUniFrac.on(unifrac, "cpu")
             on_device = device.distances(*reads).numpy()
@@ -321,7 +330,8 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
             with mock.patch.object(batch_device, "CHUNK_ELEMENTS", len(rows)):
                 chunked = device.distances(*reads).numpy()
             device_ranks = node_shared(unifrac, reads, on_device=True)
-            assert on_device.dtype == dtype
+            assert np.array_equal(device.distances(*reads, rows=some).numpy(), on_device[some])
+            assert on_device.dtype == dtype and device_ranks.shape == ours.shape
             scale = max(1.0, float(expected.max()))
             if dtype == np.float64:
                 assert np.abs(ours - expected).max() <= 1e-12 * scale
@@ -329,17 +339,15 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
                 assert_cast_of_float64(*cast, rows, floor=1e-12 * scale)
                 assert np.abs(on_device - expected).max() <= 1e-12 * scale
                 assert np.abs(chunked - expected).max() <= 1e-12 * scale
-                assert np.abs(ranks[0] - expected).max() <= 1e-12 * scale
-                for shared in device_ranks:
-                    assert np.abs(shared - expected).max() <= 1e-12 * scale
+                assert np.abs(ranks - expected).max() <= 1e-12 * scale
+                assert np.abs(device_ranks - expected).max() <= 1e-12 * scale
             else:
                 tolerance = 8 * EPS32 * scale
                 assert np.abs(ours.astype(np.float64) - expected).max() <= tolerance
                 assert np.abs(on_device.astype(np.float64) - expected).max() <= tolerance
                 assert np.abs(chunked.astype(np.float64) - expected).max() <= tolerance
-                assert np.abs(ranks[0].astype(np.float64) - expected).max() <= tolerance
-                for shared in device_ranks:
-                    assert np.abs(shared.astype(np.float64) - expected).max() <= tolerance
+                assert np.abs(ranks.astype(np.float64) - expected).max() <= tolerance
+                assert np.abs(device_ranks.astype(np.float64) - expected).max() <= tolerance
 
 
 # --- the parts that threads and ranks share ------------------------------------------------

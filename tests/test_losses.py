@@ -13,6 +13,7 @@ from aam.training.losses import (
     nucleotide_loss,
     regression_loss,
     unifrac_loss,
+    unifrac_row_loss,
 )
 from aam.training.objective import Objective
 from aam.training.target_scale import TargetScale
@@ -32,6 +33,31 @@ def test_unifrac_loss_needs_pairs_and_has_finite_gradients_for_identical_samples
     emb = torch.zeros(3, 4, requires_grad=True)
     unifrac_loss(emb, torch.ones(3, 3)).backward()
     assert torch.isfinite(emb.grad).all()
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 6])
+def test_ranks_rows_add_up_to_the_loss_and_twice_their_gradients_to_its_gradient(world):
+    """Each rank's rows of the pairs (its samples against the gathered batch, no gradient
+    through the gathered copy): the parts sum to ``unifrac_loss``; each rank's samples get
+    the loss's gradient from twice its part."""
+    generator = torch.Generator().manual_seed(world)
+    embeddings = torch.randn(6, 5, generator=generator, dtype=torch.float64) * 4
+    upper = torch.rand(6, 6, generator=generator, dtype=torch.float64).triu(1)
+    distances = upper + upper.T
+    whole = embeddings.clone().requires_grad_()
+    expected = unifrac_loss(whole, distances)
+    expected.backward()
+    b = 6 // world
+    parts, grads = [], []
+    for rank in range(world):
+        rows = slice(rank * b, (rank + 1) * b)
+        local = embeddings[rows].clone().requires_grad_()
+        part = unifrac_row_loss(local, embeddings, distances[rows], rank * b)
+        (2 * part).backward()
+        parts.append(part.detach())
+        grads.append(local.grad)
+    torch.testing.assert_close(sum(parts), expected.detach(), rtol=1e-12, atol=0)
+    torch.testing.assert_close(torch.cat(grads), whole.grad, rtol=1e-10, atol=1e-14)
 
 
 def test_embedding_distances_lie_in_unit_interval():

@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from aam.data.batching import Batch
 from aam.data.rarefy import EVALUATION
-from aam.training.distributed import DistContext, rank_slice, sum_shares
+from aam.training.distributed import DistContext, rank_rows, rank_slice, sum_shares
 from aam.training.study import Study
 
 
@@ -42,22 +42,23 @@ class TrainBatches:
         shared: bool = False,
     ) -> Batch:
         """This rank's share of the global training batch ``positions`` (ASVs sampled with
-        ``rng``, reads as ``epoch`` draws them), with the UniFrac distances among ALL of
-        ``positions`` when ``distances`` (the loss's pairs span the global batch). ``shared``
-        (every rank makes this batch, in the same order): with a ``pair_group``, each rank
-        sums the pairs over its share of the tree's nodes and the ranks add their partial
-        sums (every rank then forms the same distances)."""
+        ``rng``, reads as ``epoch`` draws them), with the UniFrac distances of its samples to
+        ALL of ``positions`` when ``distances`` (the loss's pairs span the global batch; each
+        rank takes its own samples' rows of them, ``Objective.loss``). ``shared`` (every rank
+        makes this batch, in the same order): with a ``pair_group``, each rank sums the pairs
+        over its share of the tree's nodes and the ranks add their partial sums."""
         study = self.study
         draw = study.draw(epoch)
         local = rank_slice(positions, self.ctx)
         batch = study.batch(local, self.token_limit, self.asv_sampling, rng, draw)
         if self.distances:
             pairs = study.distances
+            rows = rank_rows(len(positions), self.ctx) if self.ctx.enabled else None
             if shared and self.pair_group is not None and pairs.shareable:
                 combine = partial(sum_shares, group=self.pair_group)
-                batch.distances = pairs.tensor(positions, draw, combine)
+                batch.distances = pairs.tensor(positions, draw, combine, rows)
             else:
-                batch.distances = pairs.tensor(positions, draw)
+                batch.distances = pairs.tensor(positions, draw, rows=rows)
         return batch
 
     def evaluation_distances(self, positions: np.ndarray) -> np.ndarray:

@@ -7,8 +7,9 @@ CPU, the numba kernel's tile pairs shared by a pool of threads. Threads, not pro
 kernel releases the GIL and has no threading layer of its own, so the threads share the
 table and tree index without copies, run beside torch's OpenMP threads and the prefetch thread
 safely, and fork nothing. Under DDP/FSDP each rank sums the global batch's pairs over its
-share of the tree's nodes and the ranks add their partial sums (``combine``, from
-``aam.training.batches``): the work per rank falls as 1/world.
+share of the tree's nodes, the ranks add their partial sums (``combine``, from
+``aam.training.batches``) and each forms only its own samples' rows (``rows``): the work per
+rank falls as 1/world.
 """
 
 from __future__ import annotations
@@ -57,11 +58,16 @@ class PairDistances(Protocol):
         ...
 
     def tensor(
-        self, positions: np.ndarray, draw: ReadDraw | None = None, combine: Combine | None = None
+        self,
+        positions: np.ndarray,
+        draw: ReadDraw | None = None,
+        combine: Combine | None = None,
+        rows: slice | None = None,
     ) -> torch.Tensor:
-        """``block`` as a float32 tensor (on the engine's device); when ``shareable``, with
-        ``combine`` (every rank calls it at once): this rank's share of the work, the ranks'
-        partial sums added by ``combine``."""
+        """``block`` as a float32 tensor (on the engine's device); ``rows``: only those rows
+        (a rank's own samples against all ``positions``). When ``shareable``, with ``combine``
+        (every rank calls it at once): this rank's share of the work, the ranks' partial sums
+        added by ``combine``."""
         ...
 
 
@@ -129,33 +135,44 @@ class TreeDistances:
         return self.tensor(positions, draw).cpu().numpy()
 
     def tensor(
-        self, positions: np.ndarray, draw: ReadDraw | None = None, combine: Combine | None = None
+        self,
+        positions: np.ndarray,
+        draw: ReadDraw | None = None,
+        combine: Combine | None = None,
+        rows: slice | None = None,
     ) -> torch.Tensor:
         import torch
 
         if self.device_unifrac is None:
-            return torch.from_numpy(self._host(positions, draw, combine))
+            return torch.from_numpy(self._host(positions, draw, combine, rows))
         engine = self.device_unifrac if combine is None else self.rank_device_unifrac
         if self.stream is None:  # a torch device without streams (the CPU, in tests)
-            return engine.distances(*self._reads(positions, draw), combine).float()
+            return engine.distances(*self._reads(positions, draw), combine, rows).float()
         with torch.cuda.stream(self.stream):
-            dist = engine.distances(*self._reads(positions, draw), combine).float()
+            dist = engine.distances(*self._reads(positions, draw), combine, rows).float()
         self.stream.synchronize()  # ready when handed over; the step's stream may read it
         dist.record_stream(torch.cuda.default_stream(dist.device))  # freed after that read
         return dist
 
     def _host(
-        self, positions: np.ndarray, draw: ReadDraw | None, combine: Combine | None
+        self,
+        positions: np.ndarray,
+        draw: ReadDraw | None,
+        combine: Combine | None = None,
+        rows: slice | None = None,
     ) -> np.ndarray:
-        """float32 distances from the CPU kernel (this thread or the pool); with ``combine``,
-        from this rank's node share and the ranks' partial sums."""
+        """float32 distances (``rows`` of them) from the CPU kernel (this thread or the pool);
+        with ``combine``, from this rank's node share and the ranks' partial sums."""
         import torch
 
         reads = self._reads(positions, draw)
         if combine is None:
-            return self.unifrac.distances(*reads, pool=self.pool).astype(np.float32)
+            return self.unifrac.distances(*reads, pool=self.pool, rows=rows).astype(np.float32)
         dist = self.rank_unifrac.distances(
-            *reads, pool=self.pool, combine=lambda a: combine(torch.from_numpy(a)).numpy()
+            *reads,
+            pool=self.pool,
+            combine=lambda a: combine(torch.from_numpy(a)).numpy(),
+            rows=rows,
         )
         return dist.astype(np.float32)
 
@@ -192,10 +209,15 @@ class MatrixDistances:
         return self.rows.block(self.row_of[np.asarray(positions)]).astype(np.float32)
 
     def tensor(
-        self, positions: np.ndarray, draw: ReadDraw | None = None, combine: Combine | None = None
+        self,
+        positions: np.ndarray,
+        draw: ReadDraw | None = None,
+        combine: Combine | None = None,
+        rows: slice | None = None,
     ) -> torch.Tensor:
         import torch
 
         if combine is not None:
             raise ValueError("a matrix's rows are read whole on every rank")
-        return torch.from_numpy(self.block(positions, draw))
+        block = self.block(positions, draw)  # square: its symmetry is checked
+        return torch.from_numpy(block if rows is None else block[rows].copy())

@@ -1,8 +1,9 @@
 """Multi-process training under torchrun: process group set-up and the embedding gather.
 
-Each rank encodes its slice of the global batch; ``gather_with_grad`` returns every rank's
-sample embeddings (its own slice keeps its autograd graph), so the pairwise UniFrac loss covers
-all pairs of the global batch, exactly as in single-process training.
+Each rank encodes its slice of the global batch; ``gather`` returns every rank's sample
+embeddings, so each rank's rows of the pairwise UniFrac loss (its samples against the whole
+global batch, ``aam.training.losses.unifrac_row_loss``) add up to the loss of single-process
+training over all pairs, and its gradient.
 """
 
 from __future__ import annotations
@@ -44,14 +45,12 @@ def init_distributed(device_type: str) -> DistContext:
     )
 
 
-def gather_with_grad(local: torch.Tensor, ctx: DistContext) -> torch.Tensor:
-    """Concatenate every rank's ``local`` (equal shapes) in rank order; only this rank's slice
-    carries gradient."""
+def gather(local: torch.Tensor, ctx: DistContext) -> torch.Tensor:
+    """Every rank's ``local`` (equal shapes) concatenated in rank order, without gradient."""
     if not ctx.enabled:
-        return local
+        return local.detach()
     parts = [torch.empty_like(local) for _ in range(ctx.world_size)]
     dist.all_gather(parts, local.detach().contiguous())
-    parts[ctx.rank] = local
     return torch.cat(parts)
 
 
@@ -94,10 +93,15 @@ def gradient_sync(model: torch.nn.Module, at_step: bool) -> AbstractContextManag
     return model.no_sync() if ddp and not at_step else nullcontext()
 
 
+def rank_rows(size: int, ctx: DistContext) -> slice:
+    """This rank's contiguous share of a global batch of ``size`` (it must divide evenly)."""
+    share = size // ctx.world_size
+    return slice(ctx.rank * share, (ctx.rank + 1) * share)
+
+
 def rank_slice(indices, ctx: DistContext):
-    """This rank's contiguous share of a global batch (its length must divide evenly)."""
-    share = len(indices) // ctx.world_size
-    return indices[ctx.rank * share : (ctx.rank + 1) * share]
+    """This rank's samples of a global batch (``rank_rows``)."""
+    return indices[rank_rows(len(indices), ctx)]
 
 
 def broadcast_from_main(value, ctx: DistContext):

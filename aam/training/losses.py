@@ -10,9 +10,13 @@ from aam.training.config import REGRESSION_LOSSES
 DISTANCE_SCALE = 10.0  # embedding distance d is squashed to tanh(d / DISTANCE_SCALE) in [0, 1)
 
 
-def embedding_distances(embeddings: torch.Tensor) -> torch.Tensor:
-    """(B, B) Euclidean distances of sample embeddings squashed to [0, 1); zero diagonal."""
-    diff = embeddings[:, None, :] - embeddings[None, :, :]
+def embedding_distances(
+    embeddings: torch.Tensor, columns: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(B, C) Euclidean distances of sample embeddings to ``columns`` (default: themselves,
+    zero diagonal) squashed to [0, 1)."""
+    columns = embeddings if columns is None else columns
+    diff = embeddings[:, None, :] - columns[None, :, :]
     squared = (diff * diff).sum(-1)
     # The clamp keeps the sqrt gradient finite on the diagonal (masked out by callers).
     return torch.tanh(torch.sqrt(squared.clamp_min(1e-12)) / DISTANCE_SCALE)
@@ -29,6 +33,25 @@ def unifrac_loss(embeddings: torch.Tensor, distances: torch.Tensor) -> torch.Ten
     i, j = torch.triu_indices(n, n, offset=1, device=embeddings.device)
     predicted = embedding_distances(embeddings)[i, j]
     return F.mse_loss(predicted, distances[i, j].to(predicted.dtype))
+
+
+def unifrac_row_loss(
+    local: torch.Tensor, everyone: torch.Tensor, distances: torch.Tensor, first: int
+) -> torch.Tensor:
+    """One rank's part of ``unifrac_loss`` over a global batch of B: the squared errors of its
+    samples ``local`` (global positions ``first``..) against every other sample of
+    ``everyone`` (the gathered batch, no gradient), ``distances`` its rows (len(local), B),
+    over the B (B - 1) ordered pairs. The parts of all ranks add up to ``unifrac_loss``; twice
+    a part's gradient is the loss's gradient through ``local`` (each pair is a row of both its
+    samples, and its error is symmetric)."""
+    n = everyone.shape[0]
+    if n < 2:
+        raise ValueError("the pairwise UniFrac loss needs at least 2 samples per batch")
+    predicted = embedding_distances(local, everyone)
+    error = (predicted - distances.to(predicted.dtype)) ** 2
+    own = torch.arange(len(local), device=local.device)
+    error = error.index_put((own, own + first), torch.zeros((), dtype=error.dtype))
+    return error.sum() / (n * (n - 1))
 
 
 def nucleotide_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

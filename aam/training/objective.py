@@ -16,7 +16,7 @@ import torch
 from aam.data.batching import Batch
 from aam.training import losses
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, all_reduce_sum, gather_with_grad
+from aam.training.distributed import DistContext, all_reduce_sum, gather
 from aam.training.study import Study
 from aam.training.target_scale import TargetScale
 
@@ -74,9 +74,16 @@ class Objective:
         terms, total, logged = {}, 0.0, 0.0
         ctx = self.ctx
         if self.use_unifrac:
-            embeddings = gather_with_grad(out["sample_embedding"].float(), ctx)
-            term = losses.unifrac_loss(embeddings, batch.distances)
-            total = total + self.unifrac_weight * term * ctx.world_size
+            local = out["sample_embedding"].float()
+            if ctx.enabled:  # this rank's rows of the global batch's pairs
+                first = ctx.rank * len(local)
+                everyone = gather(local, ctx)
+                part = losses.unifrac_row_loss(local, everyone, batch.distances, first)
+                term = all_reduce_sum(part, ctx)
+                total = total + self.unifrac_weight * 2 * part * ctx.world_size
+            else:
+                term = losses.unifrac_loss(local, batch.distances)
+                total = total + self.unifrac_weight * term
             terms["unifrac_loss"] = term.item()
             logged += self.unifrac_weight * terms["unifrac_loss"]
         if nuc_mask is not None:
@@ -93,8 +100,9 @@ class Objective:
             predictor_total = self._predictor_terms(out, batch, terms)
             total = total + predictor_total
             logged += float(predictor_total.detach())
-        # The pairwise terms are scaled by world_size in ``total`` (DDP averages gradients over
-        # ranks); the logged loss is the weighted sum of the terms themselves.
+        # Under DDP (which averages gradients over ranks) the terms over the global batch are
+        # scaled by world_size in ``total`` (a rank's UniFrac rows also by 2, see
+        # ``unifrac_row_loss``); the logged loss is the weighted sum of the terms themselves.
         terms["loss"] = logged
         return total, terms
 

@@ -8,8 +8,9 @@ the nodes those reads reach, in the calling thread or on a pool's threads. The e
 
 Ranks share the work by nodes (``node_share``): every metric is a sum over nodes of per-sample
 totals and pair sums, so each rank spreads its batch up its own share of the tree, sums the
-pairs over those nodes only, and the ranks add their partial sums (``combine``) before the
-distances are formed: each rank's spread, layout and kernel fall as 1/world.
+pairs over those nodes only, and the ranks add their partial sums (``combine``); each rank
+then forms only its own samples' rows of the distances (``rows``): each rank's spread, layout,
+kernel and distances fall as 1/world.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from aam.unifrac.metrics import (
     SUM_FOR_METRIC,
     PairSums,
     mirror_upper,
+    row_distances,
     sample_totals,
     upper_distances,
 )
@@ -122,15 +124,19 @@ class BatchUniFrac:
         *,
         pool: ThreadPool | None = None,
         combine: Callable[[np.ndarray], np.ndarray] | None = None,
+        rows: slice | None = None,
     ) -> np.ndarray:
         """(B, B) distances of B samples given as CSR rows: sample ``s`` holds table ASVs
         ``asv_idx[asv_ptr[s]:asv_ptr[s + 1]]`` with ``reads`` of the same slice. ``pool``: its
         threads share the work (the same distances, bit for bit). ``combine``: the sum over
         the ranks of a float64 vector of partial sums (this object being one rank's
-        ``node_share``); every rank then forms the same distances."""
+        ``node_share``). ``rows``: only those samples' distances to all B (a rank's own
+        samples; the same values as those rows of the whole)."""
         totals, sums = self._partial_sums(asv_ptr, asv_idx, reads, pool)
         if combine is not None:
             totals, sums = _combined(totals, sums, combine)
+        if rows is not None:
+            return row_distances(self.metric, totals, sums, rows, pool)
         dist = upper_distances(self.metric, totals, sums, 0, reuse=True, pool=pool)
         mirror_upper(dist, pool)
         return dist

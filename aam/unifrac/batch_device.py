@@ -105,10 +105,12 @@ class DeviceBatchUniFrac:
         asv_idx: np.ndarray,
         reads: np.ndarray,
         combine: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        rows: slice | None = None,
     ) -> torch.Tensor:
         """(B, B) distances (in ``dtype``) on the device of B samples given as CSR rows (as
         ``BatchUniFrac.distances`` takes them). ``combine``: the sum over the ranks of a
         float64 tensor of partial sums (this object holding one rank's node share).
+        ``rows``: only those samples' distances to all B (a rank's own samples).
 
         Few host waits: the reads go up in one copy, the spread's size is the one wait before
         the pair sums, and the check for samples without reads is read at the end."""
@@ -129,8 +131,10 @@ class DeviceBatchUniFrac:
             self._add_chunks(sums, node, sample[entry], count[entry], totals, n)
         if combine is not None:
             sums.combine(combine)
-        out = sums.distances().to(self.dtype)
-        out.fill_diagonal_(0.0)
+        r0, r1, _ = (rows or slice(None)).indices(n)
+        out = sums.distances(r0, r1).to(self.dtype)
+        diagonal = torch.arange(r0, r1, device=dev)
+        out[diagonal - r0, diagonal] = 0.0
         if not bool((totals > 0).all()):
             empty = int(torch.argmin((totals > 0).to(torch.int8)))
             raise InputError(
@@ -218,17 +222,18 @@ class _ChunkSums:
         if self.den is not None:
             self.den = total[n + n * n :].reshape(n, n)
 
-    def distances(self) -> torch.Tensor:
-        """Distances between every two samples (float64)."""
-        pair_total = self.totals[:, None] + self.totals[None, :]
+    def distances(self, r0: int, r1: int) -> torch.Tensor:
+        """Distances of samples ``r0..r1-1`` to every sample (float64)."""
+        pair_total = self.totals[r0:r1, None] + self.totals[None, :]
+        num = self.num[r0:r1]
         if self.metric == "unweighted":
-            unique = torch.clamp(pair_total - 2 * self.num, min=0.0)
-            return _ratio(unique, pair_total - self.num)
+            unique = torch.clamp(pair_total - 2 * num, min=0.0)
+            return _ratio(unique, pair_total - num)
         if self.metric == "weighted_unnormalized":
-            return self.num
+            return num
         if self.metric == "weighted_normalized":
-            return _ratio(self.num, pair_total)
-        numerator, denominator = pair_total + self.num, pair_total + self.den
+            return _ratio(num, pair_total)
+        numerator, denominator = pair_total + num, pair_total + self.den[r0:r1]
         denominator = torch.clamp(denominator, min=0.0)
         return _ratio(torch.minimum(torch.clamp(numerator, min=0.0), denominator), denominator)
 

@@ -108,6 +108,37 @@ def mirror_upper(matrix: np.ndarray, pool: ThreadPool | None = None) -> None:
     run_each(pool, block, range(0, n, step))
 
 
+def row_distances(
+    metric: str, totals: np.ndarray, sums: PairSums, rows: slice, pool: ThreadPool | None = None
+) -> np.ndarray:
+    """Distances of samples ``rows`` to every sample (rows x all, diagonal exactly 0) from
+    ``sample_totals`` and the upper triangles of all samples' pair sums: the rows of
+    ``upper_distances`` mirrored, bit for bit (a pair's terms commute); row chunks on
+    ``pool``'s threads."""
+    r0, r1, _ = rows.indices(len(totals))
+    out = np.empty((r1 - r0, len(totals)), dtype=_dtype_of(sums))
+    step = max(1, _CHUNK // max(len(totals), 1))
+
+    def chunk(lo: int) -> None:
+        hi = min(lo + step, r1)
+        below = np.arange(hi)[None, :] < np.arange(lo, hi)[:, None]  # j < i: sums[j, i]
+
+        def mirrored(upper: np.ndarray | None) -> np.ndarray | None:
+            if upper is None:
+                return None
+            part = upper[lo:hi].copy()
+            np.copyto(part[:, :hi], upper[:hi, lo:hi].T, where=below)
+            return part
+
+        part = PairSums(**{k: mirrored(v) for k, v in vars(sums).items()})
+        block = out[lo - r0 : hi - r0]
+        block[:] = pair_distances(metric, totals[lo:hi], totals, part)
+        block[np.arange(hi - lo), np.arange(lo, hi)] = 0
+
+    run_each(pool, chunk, range(r0, r1, step))
+    return out
+
+
 def sample_totals(metric: str, abundance: NodeAbundance, alpha: float = 1.0) -> np.ndarray:
     """Each sample's own sum over the nodes it occupies (Faith's PD for unweighted)."""
     p, lengths = abundance.proportions, abundance.lengths

@@ -225,9 +225,10 @@ def check_unifrac(ctx: Context) -> dict[str, Any]:
 
 def _batch_engines(counts: Any, tree: Any, device: Any, numbers: dict[str, Any]) -> list[str]:
     """The training batches' UniFrac on the device (``--unifrac-engine gpu``, whole and from 4
-    ranks' node shares) against the CPU engine, every metric and precision, on a seeded batch of
-    256 demo samples; what is out of tolerance."""
+    ranks' node shares, each forming its own 64 rows) against the CPU engine, every metric and
+    precision, on a seeded batch of 256 demo samples; what is out of tolerance."""
     import numpy as np
+    import torch
 
     from aam.unifrac.batch import BatchUniFrac, ranks_in_one_process
     from aam.unifrac.batch_device import DeviceBatchUniFrac
@@ -245,10 +246,15 @@ def _batch_engines(counts: Any, tree: Any, device: Any, numbers: dict[str, Any])
             on_device = DeviceBatchUniFrac.on(host, device)
             whole = on_device.distances(*reads)
             shares = [DeviceBatchUniFrac.on(host.node_share(r, 4), device) for r in range(4)]
+            rows = [slice(64 * r, 64 * (r + 1)) for r in range(4)]  # each rank's own samples
             ranks = ranks_in_one_process(
-                [lambda combine, s=s: s.distances(*reads, combine) for s in shares]
+                [
+                    lambda combine, s=s, mine=mine: s.distances(*reads, combine, mine)
+                    for s, mine in zip(shares, rows, strict=True)
+                ]
             )
-            diff = float(max(np.abs(r.cpu().numpy() - want).max() for r in [whole, *ranks]))
+            stacked = torch.cat(ranks).cpu().numpy()
+            diff = float(max(np.abs(r - want).max() for r in [whole.cpu().numpy(), stacked]))
             numbers[f"batch/{metric}/{dtype}_max_abs"] = diff
             if not diff <= tol:
                 bad.append(f"batch {metric}/{dtype} {diff:.3g} > {tol:g}")
