@@ -109,8 +109,8 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
         for world in args.worlds:
             shares = []
             for r in range(world):
-                rows = slice(r * batch // world, (r + 1) * batch // world)  # its own samples
-                call = runner(fastest, host.node_share(r, world), keep, rows)
+                own = slice(r * batch // world, (r + 1) * batch // world)  # its samples' rows
+                call = runner(fastest, host.node_share(r, world), keep, own)
                 shares.append(timed(lambda c=call, x=reads: c(x), args.repeats, sync))
             worlds[str(world)] = max(shares)
         row = {

@@ -375,6 +375,28 @@ def test_node_shares_partition_the_nodes_with_balanced_work(demo):
         assert each.max() <= work.sum() / world + work.max() + 1e-9  # the finest cut: one node
 
 
+@pytest.mark.parametrize("metric", ["unweighted", "generalized"])
+def test_a_ranks_partial_sums_go_to_the_exchange_in_place_and_no_result_shares_it(demo, metric):
+    """A rank's float64 partial sums are summed into the vector the ranks add up (the one
+    ``combine`` gets: totals, then each sum array), in a buffer kept for the next batch; no
+    distances returned lie in it, whole or in rows."""
+    counts = demo[0]
+    share = BatchUniFrac.for_table(*demo, metric, alpha=0.5).node_share(0, 2)
+    first, second = csr_rows(counts, np.arange(0, 90)), csr_rows(counts, np.arange(200, 290))
+    handed = []
+    whole = share.distances(*first, combine=lambda flat: handed.append(flat) or flat)
+    rows = share.distances(*first, combine=lambda flat: flat, rows=slice(30, 60))
+    kept = whole.copy(), rows.copy()
+    share.distances(*second, combine=lambda flat: flat)
+    assert np.array_equal(whole, kept[0]) and np.array_equal(rows, kept[1])
+    assert np.array_equal(rows, whole[30:60])
+    (flat,) = handed
+    assert (
+        flat.dtype == np.float64 and len(flat) == 90 + (2 if metric == "generalized" else 1) * 90**2
+    )
+    assert np.shares_memory(flat, share.exchange.zeroed(1))  # the thread's kept buffer
+
+
 def test_column_sums_are_scipys_transposed_product_bit_for_bit(demo):
     counts, tree = demo
     abundance = node_abundance(counts.matrix, counts.observation_ids, counts.sample_ids, tree)

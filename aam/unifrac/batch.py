@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import functools
 import operator
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,24 @@ PAIR_SUM_WEIGHT = 1.0
 REACHING_BATCH = 2048  # the batch whose expected reads below a node say whether it is reached
 
 
+class _Exchange:
+    """A rank's partial sums of a batch as the vector the ranks add up, one float64 buffer
+    per thread kept between batches (a fresh one, 32 MB at 2,048 samples, costs more in page
+    faults than zeroing it); its contents are read before the thread's next batch."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def zeroed(self, size: int) -> np.ndarray:
+        """``size`` zeros in this thread's buffer."""
+        buffer = getattr(self.local, "buffer", None)
+        if buffer is None or len(buffer) < size:
+            buffer = self.local.buffer = np.empty(size)
+        view = buffer[:size]
+        view.fill(0.0)
+        return view
+
+
 @dataclass(frozen=True)
 class BatchUniFrac:
     """One metric's distances between any samples of one table (by table ASV index)."""
@@ -62,6 +81,7 @@ class BatchUniFrac:
     lengths: np.ndarray  # (nodes with a length,) float64
     in_tree: np.ndarray  # (table ASVs,) bool: False for those --prune-missing dropped
     prevalence: np.ndarray  # (table ASVs,) fraction of the table's samples holding each
+    exchange: _Exchange = field(default_factory=_Exchange, compare=False, repr=False)
 
     @classmethod
     def for_table(
@@ -132,17 +152,22 @@ class BatchUniFrac:
         the ranks of a float64 vector of partial sums (this object being one rank's
         ``node_share``). ``rows``: only those samples' distances to all B (a rank's own
         samples; the same values as those rows of the whole)."""
-        totals, sums = self._partial_sums(asv_ptr, asv_idx, reads, pool)
+        flat = None
+        if combine is not None and np.dtype(self.dtype) == np.float64:
+            n, arrays = len(asv_ptr) - 1, 2 if self.metric == "generalized" else 1
+            flat = self.exchange.zeroed(n + arrays * n * n)
+        totals, sums = self._partial_sums(asv_ptr, asv_idx, reads, pool, flat)
         if combine is not None:
-            totals, sums = _combined(totals, sums, combine)
+            totals, sums = _combined(totals, sums, combine, flat)
         if rows is not None:
             return row_distances(self.metric, totals, sums, rows, pool)
-        dist = upper_distances(self.metric, totals, sums, 0, reuse=True, pool=pool)
+        dist = upper_distances(self.metric, totals, sums, 0, reuse=flat is None, pool=pool)
         mirror_upper(dist, pool)
         return dist
 
-    def _partial_sums(self, asv_ptr, asv_idx, reads, pool) -> tuple[np.ndarray, PairSums]:
-        """Each sample's total and the pair sums (upper triangles) over this object's nodes."""
+    def _partial_sums(self, asv_ptr, asv_idx, reads, pool, flat) -> tuple[np.ndarray, PairSums]:
+        """Each sample's total and the pair sums (upper triangles) over this object's nodes;
+        written into ``flat`` (zeroed float64: totals, then each sum array) when given."""
         from aam.unifrac.batch_spread import proportions_below  # numba: only when used
         from aam.unifrac.cpu_kernel import batch_pair_sums
 
@@ -163,8 +188,12 @@ class BatchUniFrac:
             alpha=self.alpha,
             dtype=self.dtype,
             pool=pool,
+            out=None if flat is None else tuple(flat[n:].reshape(-1, n, n)),
         )
-        return sample_totals(self.metric, abundance, self.alpha), sums
+        totals = sample_totals(self.metric, abundance, self.alpha)
+        if flat is not None:
+            flat[:n] = totals
+        return totals, sums
 
 
 def _prevalence(matrix: sp.csr_matrix) -> np.ndarray:
@@ -178,12 +207,17 @@ def _prevalence(matrix: sp.csr_matrix) -> np.ndarray:
 
 
 def _combined(
-    totals: np.ndarray, sums: PairSums, combine: Callable[[np.ndarray], np.ndarray]
+    totals: np.ndarray,
+    sums: PairSums,
+    combine: Callable[[np.ndarray], np.ndarray],
+    flat: np.ndarray | None = None,
 ) -> tuple[np.ndarray, PairSums]:
     """``totals`` and ``sums`` summed over the ranks by ``combine``, as one float64 vector
-    (one exchange), back in their own dtypes."""
+    (one exchange), back in their own dtypes. ``flat``: that vector, where they already lie
+    (no copy)."""
     parts = [(k, v) for k, v in vars(sums).items() if v is not None]
-    flat = np.concatenate([totals, *(v.reshape(-1) for _, v in parts)], dtype=np.float64)
+    if flat is None:
+        flat = np.concatenate([totals, *(v.reshape(-1) for _, v in parts)], dtype=np.float64)
     total = combine(flat)
     n = len(totals)
     blocks = total[n:].reshape(len(parts), n, n)

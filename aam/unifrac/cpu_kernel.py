@@ -190,17 +190,19 @@ def batch_pair_sums(
     alpha: float,
     dtype: type,
     pool: ThreadPool | None = None,
+    out: tuple[np.ndarray, ...] | None = None,
 ) -> PairSums:
     """One kind of pair sum of a small group of samples (a training batch). ``pool``: its
     threads run the serial kernel on parts of the tile pairs (each writes its own blocks)
-    and the steps around it: the same sums, bit for bit, whatever the threads."""
+    and the steps around it: the same sums, bit for bit, whatever the threads. ``out``:
+    zeroed (n, n) arrays of ``dtype`` to sum into (two for generalized) instead of new ones."""
     n = proportions.shape[1]
     workers = pool.threads if pool is not None else 1
     plan = tile_plan(n, n, tile=batch_tile(n, workers))
     todo = [(k, mode) for k, mode in _MODES if k == kind]
     kernel = _tile_pairs_serial if pool is None else _pooled(pool, 4 * workers)
     with _progress(False, 0) as bar:
-        return _sums(proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar, pool)
+        return _sums(proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar, pool, out)
 
 
 def batch_tile(n: int, parts: int) -> int:
@@ -225,11 +227,12 @@ def _pooled(pool: ThreadPool, parts: int) -> Callable[..., None]:
 
 
 def _sums(
-    proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar, pool=None
+    proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar, pool=None, out=None
 ) -> PairSums:
     """The pair sums of each (kind, mode) in ``todo`` over ``plan``'s tile pairs, one pass each
     (an enabled ``bar`` counts each pass's pairs afresh, named by its sum); ``pool``: threads
-    for the steps around the kernel (layout, complement terms)."""
+    for the steps around the kernel (layout, complement terms); ``out``: zeroed arrays for
+    the one pass of ``todo`` (see ``_run``)."""
     sums = PairSums()
     for number, (kind, mode) in enumerate(todo, start=1):
         if not bar.disable:
@@ -239,7 +242,9 @@ def _sums(
             entries, flipped = _complemented(proportions)
         else:
             entries, flipped = proportions, None
-        out_a, out_b = _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool)
+        out_a, out_b = _run(
+            entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, out
+        )
         if flipped is not None:
             _add_complement_terms(out_a, proportions, lengths, flipped, start, pool)
         if mode == 2:
@@ -373,11 +378,12 @@ def _complement_rows(indptr, indices, flipped, n_samples):  # pragma: no cover -
     return out_ptr, out
 
 
-def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool):
+def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, out=None):
     """The kernel over one node x sample entry matrix, for ``plan``'s tile pairs. With an
     enabled progress ``bar`` the tile pairs run in ``PROGRESS_STEPS`` calls, the bar advanced
     by the sample pairs of each (each tile pair writes its own block: the same sums, bit for
-    bit). ``pool``: its threads lay the entries out."""
+    bit). ``pool``: its threads lay the entries out. ``out``: zeroed (rows, columns) arrays
+    of ``dtype`` to sum into (out_a, and out_b for mode 2) instead of new ones."""
     n_columns = entries.shape[1] - start
     tile_start, pair_i, pair_j = plan.tile_start, plan.pair_i, plan.pair_j
     rows = plan.rows
@@ -385,8 +391,11 @@ def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool):
     tile_of = np.repeat(np.arange(n_tiles, dtype=np.int32), np.diff(tile_start))
     ptr, samples, values = _tile_layout(entries, start, tile_of, n_tiles, np.dtype(dtype), pool)
     powered = values**alpha if mode == 2 else np.zeros(1, dtype=dtype)
-    out_a = np.zeros((rows, n_columns), dtype=dtype)
-    out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
+    if out is None:
+        out_a = np.zeros((rows, n_columns), dtype=dtype)
+        out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
+    else:
+        out_a, out_b = out[0], out[1] if mode == 2 else np.zeros((1, 1), dtype=dtype)
     arguments = (
         ptr,
         samples,
