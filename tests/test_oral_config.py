@@ -2,7 +2,8 @@
 docs/results.md describes (one pretraining shared by the microbiome-only and the covariate run);
 config/oral-full.yaml, the same study unrarefied: rarefied once in the pipeline, and a run that
 draws afresh each epoch from the raw counts; config/oral-full-curve.yaml, its learning curve;
-config/oral-full-levers.yaml, the levers of a stable fine-tune and the pretraining ablation."""
+config/oral-full-levers.yaml, the levers of a stable fine-tune and the pretraining ablation;
+config/oral-full-scratch-curve.yaml, the from-scratch series of the learning curve."""
 
 import re
 from pathlib import Path
@@ -114,3 +115,29 @@ def test_the_levers_overlay_adds_scratch_ema_and_an_ensemble_of_once(tmp_path):
             "ema_decay": 0,
             "seed": 42,
         }
+
+
+def test_the_scratch_curve_overlay_is_once_s_curve_from_scratch(tmp_path):
+    """config/oral-full-scratch-curve.yaml over the levers (run `scratch`): scratch's points
+    are from scratch, on the nested samples of once's points (config/oral-full-curve.yaml:
+    the same fractions and seed), with once's model and fine-tuning."""
+
+    def scheme(*overlays: str):
+        config = yaml.safe_load((REPO / "config/oral-full.yaml").read_text())
+        for overlay in overlays:
+            update_config(config, yaml.safe_load((REPO / f"config/{overlay}.yaml").read_text()))
+        config["workdir"] = str(tmp_path / "work")
+        path = tmp_path / f"{overlays[-1]}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return planned(path)
+
+    scratch = scheme("oral-full-levers", "oral-full-scratch-curve")
+    once = scheme("oral-full-curve")
+    points = scratch.curves["scratch"]["points"]
+    assert points == {"scratch_lc1": 0.1, "scratch_lc2": 0.25, "scratch_lc3": 0.5}
+    assert scratch.curves["scratch"]["pretrain"] == "none"
+    for point, twin in zip(points, once.curves["once"]["points"], strict=True):
+        assert scratch.encoder(point) is None
+        assert scratch.split_part(point) == once.split_part(twin)
+        assert scratch.runs[point]["finetune"] == once.runs[twin]["finetune"]
+        assert scratch.runs[point]["model"] == once.runs[twin]["model"]
