@@ -1,6 +1,7 @@
 """`--batch-size auto`: the choice on synthetic memory curves, the CPU default, bad values."""
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,14 +13,18 @@ from tiny_model import tiny_model
 from aam.errors import InputError
 from aam.models import SequenceEncoder
 from aam.profiling.probe import memory_curve
+from aam.training import auto_batch
 from aam.training.auto_batch import (
     CPU_BATCH_SIZE,
     MAX_BATCH_SIZE,
+    MEMORY_FRACTION,
+    PROBE_SIZES,
     choose_batch_size,
     resolve_batch_size,
 )
 from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
+from aam.training.distributed import DistContext
 from aam.training.objective import Objective
 from aam.training.study import load_study
 
@@ -144,3 +149,32 @@ def test_the_probe_measures_a_copy_of_the_model(stage):
     curve = memory_curve(model, *stage, torch.device("cpu"), (2, 4))
     assert [b for b, _ in curve] == [2, 4] and all(np.isfinite(m) for _, m in curve)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_under_torchrun_rank_0_probes_as_one_process(stage, monkeypatch):
+    """Rank 0 probes alone (the other ranks wait for its outcome): its probe steps get a
+    single-process objective and batches (no collective the others never join); the batch
+    it picks is per process, times the ranks."""
+    two = DistContext(rank=0, world_size=2)
+    objective, batches, cfg = stage
+    seen = []
+
+    def probe(model, objective, batches, cfg, device, sizes):
+        seen.append((objective.ctx, batches.ctx, batches.pair_group))
+        return [(b, 1000.0 + 100.0 * b) for b in sizes]
+
+    monkeypatch.setattr(auto_batch, "gpu_memory_mb", lambda device: 10_000.0)
+    monkeypatch.setattr(auto_batch, "broadcast_from_main", lambda value, ctx: value)
+    chosen = resolve_batch_size(
+        SequenceEncoder(MODEL),
+        replace(objective, ctx=two),
+        replace(batches, ctx=two),
+        cfg,
+        torch.device("cpu"),
+        probe=probe,
+    )
+    assert seen == [(DistContext(), DistContext(), None)]
+    curve = [(b, 1000.0 + 100.0 * b) for b in PROBE_SIZES]
+    train = len(batches.study.subset("train"))
+    per_rank = choose_batch_size(curve, MEMORY_FRACTION * 10_000.0, floor=2, ceiling=train // 2)
+    assert chosen == 2 * per_rank

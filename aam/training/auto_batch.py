@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -22,7 +23,7 @@ from aam.errors import InputError
 from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
 from aam.training.device import gpu_memory_mb
-from aam.training.distributed import broadcast_from_main
+from aam.training.distributed import DistContext, broadcast_from_main
 from aam.training.objective import Objective
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,10 @@ def resolve_batch_size(
         return CPU_BATCH_SIZE
     outcome: tuple[int | None, str | None] = (None, None)
     if ctx.is_main:  # one probe on rank 0's GPU; every rank takes its outcome, error included
-        curve = probe(model, objective, batches, cfg, device, PROBE_SIZES)
+        # as one process: its steps must not wait on collectives the other ranks never join
+        alone = DistContext()
+        single = replace(batches, ctx=alone, pair_group=None)
+        curve = probe(model, replace(objective, ctx=alone), single, cfg, device, PROBE_SIZES)
         floor = 2 if objective.use_unifrac else 1
         train = len(batches.study.subset("train"))
         try:
