@@ -94,7 +94,7 @@ def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, static
         ]
         pair[0].backward()
         graphs.append(compiled_graphs())
-        losses.append([float(x) for x in pair])
+        losses.append([float(x.detach()) for x in pair])
     return graphs, losses
 
 
