@@ -16,10 +16,10 @@ perfectly parallel work of this kind gains on these CPUs (the bound for ``cpuN``
 World rows time every rank's share of one batch on the fastest engine (its node share: the
 spread, the pair sums over its nodes and its own samples' rows of the distances; the exchange
 of the partial sums between ranks is not in it) and report the slowest (it sets the step's
-pace). Sources of the
-second part: ``tree-gpu``/``tree-cpu`` (`--tree`, ``--unifrac-engine gpu|cpu``), ``matrix``
-(`--unifrac`, the matrix computed first by `aam unifrac`), eager (``--no-compile``) or with
-``--compile`` (``+compile``: the transformer layers, compiled cold, in a cache of the run's own).
+pace). Sources of the second part: ``tree-gpu``/``tree-cpu`` (`--tree`,
+``--unifrac-engine gpu|cpu``), ``matrix`` (`--unifrac`, the matrix computed first by
+`aam unifrac`), eager (``--no-compile``) or with ``--compile`` (``+compile``: the transformer
+layers, compiled cold, in a cache of the run's own).
 """
 
 from __future__ import annotations

@@ -234,7 +234,8 @@ def _batch_engines(counts: Any, tree: Any, device: Any, numbers: dict[str, Any])
     from aam.unifrac.batch_device import DeviceBatchUniFrac
 
     csc = counts.matrix.tocsc()
-    batch = csc[:, np.random.default_rng(0).choice(csc.shape[1], 256, replace=False)]
+    size, world = 256, 4
+    batch = csc[:, np.random.default_rng(0).choice(csc.shape[1], size, replace=False)]
     reads = (batch.indptr, batch.indices, batch.data)
     bad = []
     for dtype, tol in UNIFRAC_TOL.items():
@@ -245,8 +246,11 @@ def _batch_engines(counts: Any, tree: Any, device: Any, numbers: dict[str, Any])
             want = host.distances(*reads)
             on_device = DeviceBatchUniFrac.on(host, device)
             whole = on_device.distances(*reads)
-            shares = [DeviceBatchUniFrac.on(host.node_share(r, 4), device) for r in range(4)]
-            rows = [slice(64 * r, 64 * (r + 1)) for r in range(4)]  # each rank's own samples
+            shares = [
+                DeviceBatchUniFrac.on(host.node_share(r, world), device) for r in range(world)
+            ]
+            each = size // world
+            rows = [slice(each * r, each * (r + 1)) for r in range(world)]  # its own samples
             ranks = ranks_in_one_process(
                 [
                     lambda combine, s=s, mine=mine: s.distances(*reads, combine, mine)
