@@ -15,8 +15,9 @@ Times are the minimum of ``--repeats`` calls after one warm-up; a GPU call is sy
 perfectly parallel work of this kind gains on these CPUs (the bound for ``cpuN``).
 World rows time every rank's share of one batch on the fastest engine (its node share: the
 spread, the pair sums over its nodes and its own samples' rows of the distances; the exchange
-of the partial sums between ranks is not in it) and report the slowest (it sets the step's
-pace). Sources of the second part: ``tree-gpu``/``tree-cpu`` (`--tree`,
+of the partial sums between ranks is not in it), the ranks' calls interleaved in each repeat,
+and report the slowest (it sets the step's pace) and their mean (the pace of perfectly
+balanced shares). Sources of the second part: ``tree-gpu``/``tree-cpu`` (`--tree`,
 ``--unifrac-engine gpu|cpu``), ``matrix`` (`--unifrac`, the matrix computed first by
 `aam unifrac`), eager (``--no-compile``) or with ``--compile`` (``+compile``: the transformer
 layers, compiled cold, in a cache of the run's own).
@@ -52,14 +53,23 @@ def batch_reads(csc, batch: int, rng: np.random.Generator):
 
 def timed(call, repeats: int, sync) -> float:
     """Minimum seconds of ``call()`` over ``repeats`` after one warm-up."""
-    call()
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
+    return timed_together([call], repeats, sync)[0]
+
+
+def timed_together(calls: list, repeats: int, sync) -> list[float]:
+    """Minimum seconds of each call over ``repeats`` after one warm-up each, the calls
+    interleaved (each repeat times every call once): a slow spell of a shared machine slows
+    one repeat of every call, not all repeats of one."""
+    for call in calls:
         call()
-        sync()
-        best = min(best, time.perf_counter() - start)
+    sync()
+    best = [float("inf")] * len(calls)
+    for _ in range(repeats):
+        for k, call in enumerate(calls):
+            start = time.perf_counter()
+            call()
+            sync()
+            best[k] = min(best[k], time.perf_counter() - start)
     return best
 
 
@@ -105,14 +115,15 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
         side_by_side = timed(
             lambda f=one, x=copies: list(pool.executor.map(f, x)), args.repeats, sync
         )
-        worlds = {}
+        worlds, means = {}, {}
         for world in args.worlds:
-            shares = []
+            calls = []
             for r in range(world):
                 own = slice(r * batch // world, (r + 1) * batch // world)  # its samples' rows
                 call = runner(fastest, host.node_share(r, world), keep, own)
-                shares.append(timed(lambda c=call, x=reads: c(x), args.repeats, sync))
-            worlds[str(world)] = max(shares)
+                calls.append(lambda c=call, x=reads: c(x))
+            shares = timed_together(calls, args.repeats, sync)
+            worlds[str(world)], means[str(world)] = max(shares), sum(shares) / world
         row = {
             "data": str(args.data),
             "metric": args.metric,
@@ -122,6 +133,8 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
             "parallel_ceiling": round(threads * seconds["cpu1"] / side_by_side, 2),
             "world_engine": fastest,
             "world_ms": {k: round(v * 1e3, 2) for k, v in worlds.items()},
+            # the ranks' mean: what perfectly balanced shares would each take
+            "world_mean_ms": {k: round(v * 1e3, 2) for k, v in means.items()},
         }
         print(json.dumps(row), flush=True)
         rows.append(row)

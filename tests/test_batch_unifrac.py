@@ -42,6 +42,7 @@ from aam.unifrac.batch import (
     ranks_in_one_process,
 )
 from aam.unifrac.batch_device import DeviceBatchUniFrac
+from aam.unifrac.batch_spread import proportions_below
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.metrics import METRICS
 from aam.unifrac.tree import load_tree, tree_arrays
@@ -378,8 +379,8 @@ def test_node_shares_partition_the_nodes_with_balanced_work(demo):
 @pytest.mark.parametrize("metric", ["unweighted", "generalized"])
 def test_a_ranks_partial_sums_go_to_the_exchange_in_place_and_no_result_shares_it(demo, metric):
     """A rank's float64 partial sums are summed into the vector the ranks add up (the one
-    ``combine`` gets: totals, then each sum array), in a buffer kept for the next batch; no
-    distances returned lie in it, whole or in rows."""
+    ``combine`` gets: totals, unweighted's complement halves, then each sum array), in a
+    buffer kept for the next batch; no distances returned lie in it, whole or in rows."""
     counts = demo[0]
     share = BatchUniFrac.for_table(*demo, metric, alpha=0.5).node_share(0, 2)
     first, second = csr_rows(counts, np.arange(0, 90)), csr_rows(counts, np.arange(200, 290))
@@ -391,10 +392,34 @@ def test_a_ranks_partial_sums_go_to_the_exchange_in_place_and_no_result_shares_i
     assert np.array_equal(whole, kept[0]) and np.array_equal(rows, kept[1])
     assert np.array_equal(rows, whole[30:60])
     (flat,) = handed
-    assert (
-        flat.dtype == np.float64 and len(flat) == 90 + (2 if metric == "generalized" else 1) * 90**2
-    )
+    head = 2 * 90 if metric == "unweighted" else 90
+    assert flat.dtype == np.float64
+    assert len(flat) == head + (2 if metric == "generalized" else 1) * 90**2
     assert np.shares_memory(flat, share.exchange.zeroed(1))  # the thread's kept buffer
+
+
+def test_ranks_add_shared_lengths_complement_terms_over_their_own_rows_only(demo):
+    """Unweighted: a rank does not add the complement terms of the nodes most samples hold
+    over all B^2 pairs; it exchanges them as per-sample halves (nonzero on the demo data,
+    whose upper nodes are flipped) and adds their sums over its own rows: 4 ranks' rows stack
+    to the one-process matrix."""
+    counts = demo[0]
+    unifrac = BatchUniFrac.for_table(*demo, "unweighted", alpha=0.5)
+    reads = csr_rows(counts, np.arange(0, 120))
+    whole = unifrac.distances(*reads)
+    handed = []
+    for r in range(4):
+        unifrac.node_share(r, 4).distances(
+            *reads, combine=lambda flat: handed.append(flat[120:240].copy()) or flat
+        )
+    # the ranks' halves (after the totals) add up to the whole tree's
+    proportions, used, _ = proportions_below(*reads, unifrac.ancestors, unifrac.in_tree)
+    flipped = cpu_kernel._complemented(proportions)[1]
+    expected = cpu_kernel.complement_halves(proportions, unifrac.lengths[used], flipped)
+    assert flipped.any() and np.abs(expected).max() > 0
+    assert np.allclose(sum(handed), expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    ranks = node_shared(unifrac, reads, on_device=False, world=4)
+    assert np.abs(ranks - whole).max() <= 1e-12 * max(1.0, float(whole.max()))
 
 
 def test_column_sums_are_scipys_transposed_product_bit_for_bit(demo):

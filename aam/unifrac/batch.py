@@ -10,7 +10,8 @@ Ranks share the work by nodes (``node_share``): every metric is a sum over nodes
 totals and pair sums, so each rank spreads its batch up its own share of the tree, sums the
 pairs over those nodes only, and the ranks add their partial sums (``combine``); each rank
 then forms only its own samples' rows of the distances (``rows``): each rank's spread, layout,
-kernel and distances fall as 1/world.
+kernel and distances fall as 1/world. Unweighted's complement terms (nodes most samples hold)
+travel as per-sample halves in the same exchange and are added over a rank's own rows only.
 """
 
 from __future__ import annotations
@@ -152,26 +153,39 @@ class BatchUniFrac:
         the ranks of a float64 vector of partial sums (this object being one rank's
         ``node_share``). ``rows``: only those samples' distances to all B (a rank's own
         samples; the same values as those rows of the whole)."""
-        flat = None
+        n, flat = len(asv_ptr) - 1, None
+        # A rank's complement terms of shared length are exchanged as per-sample halves and
+        # added over its own rows only (not over all B^2 pairs on every rank).
+        deferred = combine is not None and SUM_FOR_METRIC[self.metric] == "shared_length"
+        head = 2 * n if deferred else n  # the exchanged vector: totals, halves, sums
         if combine is not None and np.dtype(self.dtype) == np.float64:
-            n, arrays = len(asv_ptr) - 1, 2 if self.metric == "generalized" else 1
-            flat = self.exchange.zeroed(n + arrays * n * n)
-        totals, sums = self._partial_sums(asv_ptr, asv_idx, reads, pool, flat)
+            arrays = 2 if self.metric == "generalized" else 1
+            flat = self.exchange.zeroed(head + arrays * n * n)
+        halves = None
+        if deferred:
+            halves = np.zeros(n) if flat is None else flat[n:head]
+        totals, sums = self._partial_sums(asv_ptr, asv_idx, reads, pool, flat, halves)
         if combine is not None:
-            totals, sums = _combined(totals, sums, combine, flat)
+            totals, halves, sums = _combined(totals, halves, sums, combine, flat)
         if rows is not None:
-            return row_distances(self.metric, totals, sums, rows, pool)
-        dist = upper_distances(self.metric, totals, sums, 0, reuse=flat is None, pool=pool)
+            return row_distances(self.metric, totals, sums, rows, pool, halves)
+        dist = upper_distances(
+            self.metric, totals, sums, 0, reuse=flat is None, pool=pool, halves=halves
+        )
         mirror_upper(dist, pool)
         return dist
 
-    def _partial_sums(self, asv_ptr, asv_idx, reads, pool, flat) -> tuple[np.ndarray, PairSums]:
+    def _partial_sums(
+        self, asv_ptr, asv_idx, reads, pool, flat, halves
+    ) -> tuple[np.ndarray, PairSums]:
         """Each sample's total and the pair sums (upper triangles) over this object's nodes;
-        written into ``flat`` (zeroed float64: totals, then each sum array) when given."""
+        written into ``flat`` (zeroed float64: totals, ``halves`` when given, then each sum
+        array) when given; shared length's complement terms into ``halves`` when given."""
         from aam.unifrac.batch_spread import proportions_below  # numba: only when used
         from aam.unifrac.cpu_kernel import batch_pair_sums
 
         n = len(asv_ptr) - 1
+        head = n if halves is None else 2 * n  # where the sums start in ``flat``
         proportions, used, totals = proportions_below(
             asv_ptr, asv_idx, reads, self.ancestors, self.in_tree, pool
         )
@@ -188,7 +202,8 @@ class BatchUniFrac:
             alpha=self.alpha,
             dtype=self.dtype,
             pool=pool,
-            out=None if flat is None else tuple(flat[n:].reshape(-1, n, n)),
+            out=None if flat is None else tuple(flat[head:].reshape(-1, n, n)),
+            halves=halves,
         )
         totals = sample_totals(self.metric, abundance, self.alpha)
         if flat is not None:
@@ -208,21 +223,26 @@ def _prevalence(matrix: sp.csr_matrix) -> np.ndarray:
 
 def _combined(
     totals: np.ndarray,
+    halves: np.ndarray | None,
     sums: PairSums,
     combine: Callable[[np.ndarray], np.ndarray],
     flat: np.ndarray | None = None,
-) -> tuple[np.ndarray, PairSums]:
-    """``totals`` and ``sums`` summed over the ranks by ``combine``, as one float64 vector
-    (one exchange), back in their own dtypes. ``flat``: that vector, where they already lie
-    (no copy)."""
+) -> tuple[np.ndarray, np.ndarray | None, PairSums]:
+    """``totals``, ``halves`` (if any) and ``sums`` summed over the ranks by ``combine``, as
+    one float64 vector (one exchange), back in their own dtypes. ``flat``: that vector, where
+    they already lie (no copy)."""
     parts = [(k, v) for k, v in vars(sums).items() if v is not None]
+    head = [totals] if halves is None else [totals, halves]
     if flat is None:
-        flat = np.concatenate([totals, *(v.reshape(-1) for _, v in parts)], dtype=np.float64)
+        flat = np.concatenate([*head, *(v.reshape(-1) for _, v in parts)], dtype=np.float64)
     total = combine(flat)
     n = len(totals)
-    blocks = total[n:].reshape(len(parts), n, n)
-    return total[:n], PairSums(
-        **{k: blocks[i].astype(v.dtype, copy=False) for i, (k, v) in enumerate(parts)}
+    start = n * len(head)
+    blocks = total[start:].reshape(len(parts), n, n)
+    return (
+        total[:n],
+        None if halves is None else total[n:start],
+        PairSums(**{k: blocks[i].astype(v.dtype, copy=False) for i, (k, v) in enumerate(parts)}),
     )
 
 

@@ -191,18 +191,24 @@ def batch_pair_sums(
     dtype: type,
     pool: ThreadPool | None = None,
     out: tuple[np.ndarray, ...] | None = None,
+    halves: np.ndarray | None = None,
 ) -> PairSums:
     """One kind of pair sum of a small group of samples (a training batch). ``pool``: its
     threads run the serial kernel on parts of the tile pairs (each writes its own blocks)
     and the steps around it: the same sums, bit for bit, whatever the threads. ``out``:
-    zeroed (n, n) arrays of ``dtype`` to sum into (two for generalized) instead of new ones."""
+    zeroed (n, n) arrays of ``dtype`` to sum into (two for generalized) instead of new ones.
+    ``halves``: a zeroed (n,) float64 array; shared length's complement terms are then not
+    added over all pairs but written there (``complement_halves``): pair (i, j) lacks
+    ``halves[i] + halves[j]``, added where the distances are formed (a rank: its own rows)."""
     n = proportions.shape[1]
     workers = pool.threads if pool is not None else 1
     plan = tile_plan(n, n, tile=batch_tile(n, workers))
     todo = [(k, mode) for k, mode in _MODES if k == kind]
     kernel = _tile_pairs_serial if pool is None else _pooled(pool, 4 * workers)
     with _progress(False, 0) as bar:
-        return _sums(proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar, pool, out)
+        return _sums(
+            proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar, pool, out, halves
+        )
 
 
 def batch_tile(n: int, parts: int) -> int:
@@ -227,12 +233,24 @@ def _pooled(pool: ThreadPool, parts: int) -> Callable[..., None]:
 
 
 def _sums(
-    proportions, lengths, todo, start, plan, alpha, dtype, kernel, bar, pool=None, out=None
+    proportions,
+    lengths,
+    todo,
+    start,
+    plan,
+    alpha,
+    dtype,
+    kernel,
+    bar,
+    pool=None,
+    out=None,
+    halves=None,
 ) -> PairSums:
     """The pair sums of each (kind, mode) in ``todo`` over ``plan``'s tile pairs, one pass each
     (an enabled ``bar`` counts each pass's pairs afresh, named by its sum); ``pool``: threads
     for the steps around the kernel (layout, complement terms); ``out``: zeroed arrays for
-    the one pass of ``todo`` (see ``_run``)."""
+    the one pass of ``todo`` (see ``_run``); ``halves``: where the complement terms go
+    instead (see ``batch_pair_sums``)."""
     sums = PairSums()
     for number, (kind, mode) in enumerate(todo, start=1):
         if not bar.disable:
@@ -245,7 +263,9 @@ def _sums(
         out_a, out_b = _run(
             entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, out
         )
-        if flipped is not None:
+        if flipped is not None and halves is not None:
+            halves += complement_halves(proportions, lengths, flipped)
+        elif flipped is not None:
             _add_complement_terms(out_a, proportions, lengths, flipped, start, pool)
         if mode == 2:
             sums.gen_num, sums.gen_den = out_a, out_b
@@ -454,6 +474,25 @@ def _column_sums(indptr, indices, data, lengths, n, presence):  # pragma: no cov
     return out
 
 
+def _lacking(
+    proportions: sp.csr_matrix, lengths: np.ndarray, flipped: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The total length T of the flipped nodes and, per sample, the length A_i of those it
+    lacks."""
+    total = lengths[flipped].sum()
+    present = column_sums(proportions, np.where(flipped, lengths, 0.0), presence=True)
+    return total, total - present
+
+
+def complement_halves(
+    proportions: sp.csr_matrix, lengths: np.ndarray, flipped: np.ndarray
+) -> np.ndarray:
+    """The kernel's complement terms ``T - A_i - A_j`` (``_add_complement_terms``) as
+    ``h_i + h_j`` with ``h = T / 2 - A``: linear, so node shares' halves add up."""
+    total, lacking = _lacking(proportions, lengths, flipped)
+    return total / 2 - lacking
+
+
 def _add_complement_terms(
     out: np.ndarray,
     proportions: sp.csr_matrix,
@@ -465,9 +504,7 @@ def _add_complement_terms(
     """Turn the kernel's sums over shared absences of the flipped nodes into sums over
     shared presences: add ``T - A_i - A_j`` (T: their total length; A_i: the length of
     those sample i lacks) over the upper triangle, ranges of rows on ``pool``'s threads."""
-    total = lengths[flipped].sum()
-    present = column_sums(proportions, np.where(flipped, lengths, 0.0), presence=True)
-    lacking = total - present
+    total, lacking = _lacking(proportions, lengths, flipped)
     bounds = triangle_rows(out.shape[0], out.shape[1], 1 if pool is None else 4 * pool.threads)
     ranges = zip(bounds[:-1], bounds[1:], strict=True)
     run_each(pool, lambda r: _add_terms(out, lacking, total, start, *r), ranges)

@@ -69,11 +69,13 @@ def upper_distances(
     *,
     reuse: bool = False,
     pool: ThreadPool | None = None,
+    halves: np.ndarray | None = None,
 ) -> np.ndarray:
     """Distances of samples ``start + i`` (rows of ``sums``) to samples ``start + j``
     (columns) for ``j > i``, 0 for ``j <= i``, from ``sample_totals`` of all samples; in
     row chunks, so temporaries stay small (on ``pool``'s threads: elementwise, so the same
-    values). ``reuse`` writes over the sums' own array."""
+    values). ``reuse`` writes over the sums' own array. ``halves``: shared length's
+    complement terms not yet in it (``cpu_kernel.batch_pair_sums``), of all samples."""
     base = {"unweighted": sums.shared_length, "generalized": sums.gen_num}.get(
         metric, sums.shared_min
     )
@@ -84,6 +86,7 @@ def upper_distances(
     def chunk(lo: int) -> None:
         hi = min(lo + step, rows)
         part = PairSums(**{k: None if v is None else v[lo:hi] for k, v in vars(sums).items()})
+        _add_halves(part, halves, slice(start + lo, start + hi), slice(start, None))
         out[lo:hi] = pair_distances(metric, totals[start + lo : start + hi], totals[start:], part)
         lower = np.arange(columns)[None, :] <= np.arange(lo, hi)[:, None]
         np.putmask(out[lo:hi], lower, 0)
@@ -109,12 +112,17 @@ def mirror_upper(matrix: np.ndarray, pool: ThreadPool | None = None) -> None:
 
 
 def row_distances(
-    metric: str, totals: np.ndarray, sums: PairSums, rows: slice, pool: ThreadPool | None = None
+    metric: str,
+    totals: np.ndarray,
+    sums: PairSums,
+    rows: slice,
+    pool: ThreadPool | None = None,
+    halves: np.ndarray | None = None,
 ) -> np.ndarray:
     """Distances of samples ``rows`` to every sample (rows x all, diagonal exactly 0) from
     ``sample_totals`` and the upper triangles of all samples' pair sums: the rows of
     ``upper_distances`` mirrored, bit for bit (a pair's terms commute); row chunks on
-    ``pool``'s threads."""
+    ``pool``'s threads. ``halves``: as ``upper_distances`` takes them."""
     r0, r1, _ = rows.indices(len(totals))
     out = np.empty((r1 - r0, len(totals)), dtype=_dtype_of(sums))
     step = max(1, _CHUNK // max(len(totals), 1))
@@ -131,12 +139,23 @@ def row_distances(
             return part
 
         part = PairSums(**{k: mirrored(v) for k, v in vars(sums).items()})
+        _add_halves(part, halves, slice(lo, hi), slice(None))
         block = out[lo - r0 : hi - r0]
         block[:] = pair_distances(metric, totals[lo:hi], totals, part)
         block[np.arange(hi - lo), np.arange(lo, hi)] = 0
 
     run_each(pool, chunk, range(r0, r1, step))
     return out
+
+
+def _add_halves(part: PairSums, halves: np.ndarray | None, rows: slice, columns: slice) -> None:
+    """``part``'s shared length (a block: rows x columns of the samples) with its deferred
+    complement terms ``halves[i] + halves[j]`` added (in float64, then in its dtype): a new
+    array, the sums themselves untouched."""
+    if halves is not None:
+        shared = part.shared_length
+        terms = halves[rows, None] + halves[None, columns]
+        part.shared_length = (shared + terms).astype(shared.dtype, copy=False)
 
 
 def sample_totals(metric: str, abundance: NodeAbundance, alpha: float = 1.0) -> np.ndarray:
