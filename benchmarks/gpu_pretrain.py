@@ -120,7 +120,8 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
             calls = []
             for r in range(world):
                 own = slice(r * batch // world, (r + 1) * batch // world)  # its samples' rows
-                call = runner(fastest, host.node_share(r, world), keep, own)
+                share = host.node_share(r, world, device=fastest == "gpu")
+                call = runner(fastest, share, keep, own)
                 calls.append(lambda c=call, x=reads: c(x))
             shares = timed_together(calls, args.repeats, sync)
             worlds[str(world)], means[str(world)] = max(shares), sum(shares) / world

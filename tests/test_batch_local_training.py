@@ -105,7 +105,7 @@ def test_one_process_on_the_tree_trains_to_the_weights_of_the_matrix(
 
 def _gpu_code_on_the_cpu(self: TreeDistances, engine, threads, device, share) -> TreeDistances:
     """``TreeDistances.on`` giving the gpu engine's code on the CPU (no stream)."""
-    mine = DeviceBatchUniFrac.on(self.unifrac.node_share(*share), device)
+    mine = DeviceBatchUniFrac.on(self.unifrac.node_share(*share, device=True), device)
     whole = DeviceBatchUniFrac.on(self.unifrac, device)
     return replace(self, device_unifrac=whole, rank_device_unifrac=mine)
 

@@ -287,7 +287,9 @@ def node_shared(unifrac: BatchUniFrac, reads, *, on_device: bool, world: int = 3
         return share.distances(*reads, pool=POOL, combine=combine, rows=rows)
 
     ranks = [
-        functools.partial(rank, unifrac.node_share(r, world), slice(bounds[r], bounds[r + 1]))
+        functools.partial(
+            rank, unifrac.node_share(r, world, device=on_device), slice(bounds[r], bounds[r + 1])
+        )
         for r in range(world)
     ]
     return np.vstack(ranks_in_one_process(ranks))
@@ -354,26 +356,49 @@ def test_any_group_of_a_random_study_equals_its_full_matrix(study, data):
 # --- the parts that threads and ranks share ------------------------------------------------
 
 
-def test_node_shares_partition_the_nodes_with_balanced_work(demo):
+@pytest.mark.parametrize("device", [True, False], ids=["gpu-costs", "cpu-costs"])
+def test_node_shares_partition_the_nodes_with_balanced_work(demo, device):
     """A rank's share is a contiguous range of the nodes; the shares cover each node once, in
-    order, with about 1/world of the work (``node_work``: reads spread, pair-sum rows) each."""
+    order, with about 1/world of the work (``node_work`` of the rank's engine) each."""
     unifrac = BatchUniFrac.for_table(*demo, "unweighted", alpha=0.5)
     whole = unifrac.ancestors.tocsr()
-    work = unifrac.node_work()
+    work = unifrac.node_work(device=device)
     counts = demo[0].matrix
     held = np.asarray((counts > 0).sum(axis=1)).ravel() / counts.shape[1]
-    # a node's work grows with the reads below it: a node's own spread is its ASVs' prevalence
-    assert np.allclose(
-        work - PAIR_SUM_WEIGHT * np.minimum(1, REACHING_BATCH * (whole @ held)), whole @ held
-    )
+    if device:  # a node's work grows with the reads below it: its own spread is its ASVs'
+        reached = PAIR_SUM_WEIGHT * np.minimum(1, REACHING_BATCH * (whole @ held))
+        assert np.allclose(work - reached, whole @ held)
     for world in (1, 2, 4, 16):
-        shares = [unifrac.node_share(r, world) for r in range(world)]
+        shares = [unifrac.node_share(r, world, device=device) for r in range(world)]
         stacked = sp.vstack([s.ancestors.tocsr() for s in shares])
         assert (stacked != whole).nnz == 0 and stacked.shape == whole.shape
         assert np.array_equal(np.concatenate([s.lengths for s in shares]), unifrac.lengths)
-        each = np.array([s.node_work().sum() for s in shares])
+        each = np.array([s.node_work(device=device).sum() for s in shares])
         assert np.isclose(each.sum(), work.sum())
         assert each.max() <= work.sum() / world + work.max() + 1e-9  # the finest cut: one node
+
+
+def test_the_cpu_costs_weigh_the_pairs_a_node_makes_the_kernel_visit(demo):
+    """The cpu engine's cuts: each node's presence is estimated from its ASVs' prevalences
+    (independent), close to the fraction of the demo's samples that hold it; the cost of a
+    node grows with the square of the samples that hold it, up to half of them (beyond,
+    the kernel visits those lacking it), which the gpu engine's costs do not."""
+    counts = demo[0]
+    unifrac = BatchUniFrac.for_table(*demo, "unweighted", alpha=0.5)
+    reads = csr_rows(counts, np.arange(len(counts.sample_ids)))
+    proportions, used, _ = proportions_below(*reads, unifrac.ancestors, unifrac.in_tree)
+    measured = np.zeros(unifrac.ancestors.shape[0])
+    measured[used] = np.diff(proportions.indptr) / len(counts.sample_ids)
+    estimated = unifrac.node_presence()
+    assert (
+        np.abs(estimated - measured).mean() < 0.05 and np.corrcoef(estimated, measured)[0, 1] > 0.9
+    )
+    cpu, gpu = unifrac.node_work(device=False), unifrac.node_work(device=True)
+    half = np.abs(estimated - 0.5) < 0.1  # nodes about half of the samples hold
+    rare = (estimated > 0) & (estimated < 0.02)
+    assert half.any() and rare.any()
+    assert cpu[half].min() > 10 * cpu[rare].max()  # pairs: (B/2)^2 against (B/50)^2
+    assert gpu[half].min() < 10 * gpu[rare].max()
 
 
 @pytest.mark.parametrize("metric", ["unweighted", "generalized"])
@@ -382,7 +407,7 @@ def test_a_ranks_partial_sums_go_to_the_exchange_in_place_and_no_result_shares_i
     ``combine`` gets: totals, unweighted's complement halves, then each sum array), in a
     buffer kept for the next batch; no distances returned lie in it, whole or in rows."""
     counts = demo[0]
-    share = BatchUniFrac.for_table(*demo, metric, alpha=0.5).node_share(0, 2)
+    share = BatchUniFrac.for_table(*demo, metric, alpha=0.5).node_share(0, 2, device=False)
     first, second = csr_rows(counts, np.arange(0, 90)), csr_rows(counts, np.arange(200, 290))
     handed = []
     whole = share.distances(*first, combine=lambda flat: handed.append(flat) or flat)
@@ -409,7 +434,7 @@ def test_ranks_add_shared_lengths_complement_terms_over_their_own_rows_only(demo
     whole = unifrac.distances(*reads)
     handed = []
     for r in range(4):
-        unifrac.node_share(r, 4).distances(
+        unifrac.node_share(r, 4, device=False).distances(
             *reads, combine=lambda flat: handed.append(flat[120:240].copy()) or flat
         )
     # the ranks' halves (after the totals) add up to the whole tree's

@@ -114,14 +114,16 @@ class TreeDistances:
             workers = threads or (cpus if device.type == "cuda" else 1)
             log.info("batch UniFrac on the CPU, %d thread(s)", workers)
             pool = None if workers == 1 else ThreadPool.of(workers, "aam-unifrac")
-            return replace(self, pool=pool, rank_unifrac=self.unifrac.node_share(*share))
+            return replace(
+                self, pool=pool, rank_unifrac=self.unifrac.node_share(*share, device=False)
+            )
         import torch
 
         from aam.unifrac.batch_device import DeviceBatchUniFrac
 
         log.info("batch UniFrac on %s", device)
         whole = DeviceBatchUniFrac.on(self.unifrac, device)
-        mine = DeviceBatchUniFrac.on(self.unifrac.node_share(*share), device)
+        mine = DeviceBatchUniFrac.on(self.unifrac.node_share(*share, device=True), device)
         return replace(
             self,
             device_unifrac=whole,

@@ -51,6 +51,13 @@ from aam.unifrac.tree import TreeArrays
 # 0.3 1.30-1.85 ms, by ancestor entries alone 1.24-2.38 ms (benchmarks/README.md, 2026-11-26).
 PAIR_SUM_WEIGHT = 1.0
 REACHING_BATCH = 2048  # the batch whose expected reads below a node say whether it is reached
+# The cpu engine's cost of a node in a batch of REACHING_BATCH samples, in seconds: a least-
+# squares fit of 16 node shares' times (one 2,048-sample batch of data/oral-full, the 2-core
+# VM); cut by it, the slowest of 16 shares of another batch took 1.12-1.13x their mean against
+# 1.24-1.25x by ``PAIR_SUM_WEIGHT`` (benchmarks/README.md, 2026-11-26, fourth session).
+CPU_SECONDS_PER_PAIR = 4.1e-10  # a pair of samples the kernel visits at the node
+CPU_SECONDS_PER_NODE = 5.3e-6  # a node the batch reaches: its visits per tile pair, its layout
+CPU_SECONDS_PER_SPREAD = 1.0e-5  # a read per sample, expected below the node: the spread
 
 
 class _Exchange:
@@ -114,22 +121,42 @@ class BatchUniFrac:
         held = _prevalence(counts.matrix)
         return cls(metric, alpha, dtype, ancestors, arrays.length[with_length], keep, held)
 
-    def node_work(self) -> np.ndarray:
-        """Each node's expected share of a batch's work, per sample: the reads spread to it
-        (the table ASVs below it, weighted by how many samples hold them) and its row of the
-        pair sums (``PAIR_SUM_WEIGHT``, where a batch of ``REACHING_BATCH`` samples expects a
-        read below it)."""
-        spread = self.ancestors.tocsr() @ self.prevalence
-        return spread + PAIR_SUM_WEIGHT * np.minimum(1.0, REACHING_BATCH * spread)
+    def node_presence(self) -> np.ndarray:
+        """Each node's expected fraction of samples holding a read below it, were its ASVs
+        held independently: ``1 - prod(1 - prevalence)`` over the ASVs below it."""
+        with np.errstate(divide="ignore"):  # log(0) = -inf: an ASV every sample holds
+            absent = np.log1p(-np.minimum(self.prevalence, 1.0))
+        return 1.0 - np.exp(self.ancestors.tocsr() @ absent)
 
-    def node_share(self, rank: int, world: int) -> BatchUniFrac:
+    def node_work(self, *, device: bool) -> np.ndarray:
+        """Each node's expected share of a batch's work. ``device`` (the gpu engine): per
+        sample, the reads spread to it (the table ASVs below it, weighted by how many samples
+        hold them) and its row of the pair-sum product (``PAIR_SUM_WEIGHT``, where a batch of
+        ``REACHING_BATCH`` samples expects a read below it). Else (the cpu engine's kernel):
+        seconds (``CPU_SECONDS_*``) for the pairs it visits at the node (those both holding
+        it, or both lacking it where most hold it: complemented), reaching it, and the
+        spread."""
+        spread = self.ancestors.tocsr() @ self.prevalence
+        if device:
+            return spread + PAIR_SUM_WEIGHT * np.minimum(1.0, REACHING_BATCH * spread)
+        held = self.node_presence()
+        visited = REACHING_BATCH * np.minimum(held, 1.0 - held)  # samples, complemented
+        reached = 1.0 - (1.0 - held) ** REACHING_BATCH
+        return (
+            CPU_SECONDS_PER_PAIR * visited**2 / 2
+            + CPU_SECONDS_PER_NODE * reached
+            + CPU_SECONDS_PER_SPREAD * spread
+        )
+
+    def node_share(self, rank: int, world: int, *, device: bool) -> BatchUniFrac:
         """Rank ``rank`` of ``world``'s share of the nodes: a contiguous range of them holding
-        about 1/world of the work (``node_work``). The partial sums of all shares add up to
-        the whole (``distances(combine=...)``)."""
+        about 1/world of the work (``node_work``, of the gpu engine for ``device``, else of the
+        cpu engine). The partial sums of all shares add up to the whole
+        (``distances(combine=...)``), however the nodes are cut."""
         if world == 1:
             return self
         by_node = self.ancestors.tocsr()
-        work = np.concatenate([[0.0], np.cumsum(self.node_work())])
+        work = np.concatenate([[0.0], np.cumsum(self.node_work(device=device))])
         cuts = np.searchsorted(work, np.linspace(0, work[-1], world + 1))
         cuts[0], cuts[-1] = 0, by_node.shape[0]
         mine = slice(int(cuts[rank]), int(max(cuts[rank], cuts[rank + 1])))

@@ -247,7 +247,8 @@ def _batch_engines(counts: Any, tree: Any, device: Any, numbers: dict[str, Any])
             on_device = DeviceBatchUniFrac.on(host, device)
             whole = on_device.distances(*reads)
             shares = [
-                DeviceBatchUniFrac.on(host.node_share(r, world), device) for r in range(world)
+                DeviceBatchUniFrac.on(host.node_share(r, world, device=True), device)
+                for r in range(world)
             ]
             each = size // world
             rows = [slice(each * r, each * (r + 1)) for r in range(world)]  # its own samples
