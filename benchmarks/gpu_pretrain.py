@@ -9,7 +9,8 @@ Runs on any device; on a GPU it fills the whole table. Two parts, each writing J
 
 Engines of the first part: ``cpu1`` (the kernel in one thread, as before issue 38), ``cpuN``
 (a pool of all this process's CPUs), ``gpu`` (``aam.unifrac.batch_device``, when a GPU is
-there). Batches are seeded draws of the table's samples (with replacement above its size).
+there). Batches are seeded draws of the table's samples (with replacement above its size;
+`--seed`, else the batch size).
 Times are the minimum of ``--repeats`` calls after one warm-up; a GPU call is synchronized.
 ``parallel_ceiling``: N one-thread calls side by side on N threads against one alone, what
 perfectly parallel work of this kind gains on these CPUs (the bound for ``cpuN``).
@@ -104,7 +105,8 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
     names = ["cpu1", f"cpu{threads}"] + (["gpu"] if gpu else [])
     rows = []
     for batch in args.batches:
-        reads = batch_reads(csc, batch, np.random.default_rng(batch))
+        seed = batch if args.seed is None else args.seed
+        reads = batch_reads(csc, batch, np.random.default_rng(seed))
         seconds = {}
         for name in names:
             call = runner(name, host, None)
@@ -129,6 +131,7 @@ def unifrac_part(args: argparse.Namespace) -> list[dict]:
             "data": str(args.data),
             "metric": args.metric,
             "batch": batch,
+            "seed": seed,
             "ms": {k: round(v * 1e3, 2) for k, v in seconds.items()},
             # what perfectly parallel work of this kind gains on this machine's CPUs
             "parallel_ceiling": round(threads * seconds["cpu1"] / side_by_side, 2),
@@ -210,6 +213,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[128, 512, 1024, 2048])
     parser.add_argument("--metric", default="unweighted")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--seed", type=int, help="seed of the unifrac part's batches (default: the batch size)"
+    )
     parser.add_argument("--worlds", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--sources", nargs="+", default=["tree-gpu", "tree-cpu", "matrix"])
     parser.add_argument("--epochs", type=int, default=3)
