@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# whitespace | comment | bare label or number ('' is a quote) | quoted label | punctuation | error
+# whitespace | comment | bare label or number ('' in it is a quote, as scikit-bio writes one;
+# taken whole, never just before a quote: ''')' is the quoted label ')) | quoted label |
+# punctuation | error
 _TOKEN = re.compile(
-    r"\s+|\[[^\]]*\]|((?:[^\s()\[\]',:;]|'')+)|'((?:[^']|'')*)'|([(),:;])|(.)", re.S
+    r"\s+|\[[^\]]*\]|(?=((?:[^\s()\[\]',:;]|'')+))\1(?!')|'((?:[^']|'')*)'|([(),:;])|(.)",
+    re.S,
 )
 
 
