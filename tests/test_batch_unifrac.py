@@ -16,6 +16,7 @@ float64), held to 8 float32 epsilons absolute.
 from __future__ import annotations
 
 import functools
+import io
 import sys
 from pathlib import Path
 from unittest import mock
@@ -24,6 +25,7 @@ import biom
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import skbio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -445,6 +447,21 @@ def test_ranks_add_shared_lengths_complement_terms_over_their_own_rows_only(demo
     assert np.allclose(sum(handed), expected, rtol=0, atol=1e-12 * np.abs(expected).max())
     ranks = node_shared(unifrac, reads, on_device=False, world=4)
     assert np.abs(ranks - whole).max() <= 1e-12 * max(1.0, float(whole.max()))
+
+
+def test_a_pair_holding_no_branch_length_stays_at_distance_zero_across_ranks():
+    """float32 unweighted across ranks: a complement term is cast to float32 before it is
+    added, as the one-process kernel adds it, so it cancels the kernel's float32 sum of the
+    same length; two samples whose only ASV's tip has length 0 stay at distance 0 (they were
+    2.0 with the term added in float64: hypothesis found it)."""
+    matrix = np.array([[1, 1, 1, 1, 0], [0, 0, 0, 0, 1.0]])
+    table = biom.Table(matrix, ["t0", "t1"], [f"s{k}" for k in range(5)])
+    tree = skbio.TreeNode.read(io.StringIO("(t0:1.0195971014658647,t1:0.0);"))
+    counts, arrays, rows = counts_of(table), tree_arrays(tree), np.array([0, 0, 0, 4, 4])
+    for dtype in (np.float64, np.float32):
+        unifrac = BatchUniFrac.for_table(counts, arrays, "unweighted", alpha=1.0, dtype=dtype)
+        ranks = node_shared(unifrac, csr_rows(counts, rows), on_device=False)
+        assert ranks[3, 4] == ranks[4, 3] == 0.0 and ranks[0, 3] == 1.0
 
 
 def test_column_sums_are_scipys_transposed_product_bit_for_bit(demo):

@@ -150,12 +150,14 @@ def row_distances(
 
 def _add_halves(part: PairSums, halves: np.ndarray | None, rows: slice, columns: slice) -> None:
     """``part``'s shared length (a block: rows x columns of the samples) with its deferred
-    complement terms ``halves[i] + halves[j]`` added (in float64, then in its dtype): a new
-    array, the sums themselves untouched."""
+    complement terms ``halves[i] + halves[j]`` added: each term made in float64 and cast to
+    the sums' dtype before it is added, as the one-process kernel adds them (float32: a term
+    and a kernel sum of the same node lengths round alike and cancel, so two samples holding
+    no branch length stay at distance 0). A new array; the sums themselves untouched."""
     if halves is not None:
         shared = part.shared_length
         terms = halves[rows, None] + halves[None, columns]
-        part.shared_length = (shared + terms).astype(shared.dtype, copy=False)
+        part.shared_length = shared + terms.astype(shared.dtype, copy=False)
 
 
 def sample_totals(metric: str, abundance: NodeAbundance, alpha: float = 1.0) -> np.ndarray:
