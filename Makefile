@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # the SLURM group's worker mostly waits on the executor plugin's status polling (tests/README.md).
 TEST_WORKERS ?= 3
 
-.PHONY: demo test test-fast test-faults lint schema venv clean gpu-check gpu-wheels \
+.PHONY: demo test test-fast test-faults test-extended lint schema venv clean gpu-check gpu-wheels \
 	overview-screenshot
 
 venv: $(STAMP)
@@ -42,6 +42,12 @@ test-fast: $(STAMP)
 # workflow. Run by .ci/run beside `make test`.
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m faults tests/faults
+
+# The extended whole-DAG run: the shared test DAG, then one more run with every feature at once
+# (sweep, cross-validation, learning curves, classifier and ensemble, matrix shards, predict_on,
+# profiling report; tests/test_workflow_extended.py). Run by .ci/run beside `make test`.
+test-extended: $(STAMP)
+	$(BIN)/python -m pytest -m extended tests/test_workflow_extended.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check aam tests benchmarks tools workflow/scripts

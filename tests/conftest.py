@@ -19,6 +19,7 @@ import biom
 import checkout
 import hypothesis_profiles  # noqa: F401  (registers and loads the profile)
 import pytest
+from dag_run import completed, copy  # noqa: F401  (the shared whole-DAG run, its copies)
 from hypothesis.configuration import set_hypothesis_home_dir
 from slurm_cluster import slurm_cluster  # noqa: F401  (one session-wide SLURM cluster)
 from slurm_runs import slurm_runs  # noqa: F401  (the workflow runs on it, started together)

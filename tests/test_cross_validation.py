@@ -1,6 +1,7 @@
 """k-fold cross-validation: fold splits (`aam split --folds`), fold runs expanded from `cv:`
 before any job, bad `cv:` settings stopped in one line, and the per-fold / mean +- sd table
-(`aam cross-validation`). The real 2-fold DAG run is in test_workflow.py (beside the sweep's)."""
+(`aam cross-validation`). The real 2-fold DAG run is in test_workflow_extended.py (beside the
+sweep's)."""
 
 import json
 import math

@@ -42,7 +42,7 @@ def _pytest(
     tests = repo / "tests"
     tests.mkdir(parents=True, exist_ok=True)
     setup = ("conftest.py", "hypothesis_profiles.py", "checkout.py", "slurm_cluster.py")
-    setup += ("slurm_runs.py",)
+    setup += ("slurm_runs.py", "dag_run.py")
     for name in setup if suite_setup else ():
         shutil.copy(checkout.REPO / "tests" / name, tests / name)
     (repo / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")

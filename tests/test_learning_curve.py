@@ -1,7 +1,7 @@
 """Learning curves: nested learning-curve splits (`aam split --train-fraction`), the points
 expanded from a run's `learning_curve:` before any job, bad settings stopped in one line, and
 the table and plot (`aam learning-curve`). The real DAG run of a learning curve is in
-test_workflow.py (fixture `extended`)."""
+test_workflow_extended.py (fixture `extended`)."""
 
 import json
 import logging

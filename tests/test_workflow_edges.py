@@ -1,6 +1,6 @@
 """The workflow at its edges: planning reads no data file, a bad tree stopped by its first job,
-named by the path in the config. (A classifier run end to end: tests/test_workflow.py, run
-`classes`.)"""
+named by the path in the config. (A classifier run end to end: tests/test_workflow_extended.py,
+run `classes`.)"""
 
 import re
 import subprocess
