@@ -46,7 +46,7 @@ from aam.unifrac.batch import (
 from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.batch_spread import proportions_below
 from aam.unifrac.engines import compute_unifrac
-from aam.unifrac.metrics import METRICS
+from aam.unifrac.metrics import METRICS, SUM_FOR_METRIC
 from aam.unifrac.tree import load_tree, tree_arrays
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -420,9 +420,50 @@ def test_a_ranks_partial_sums_go_to_the_exchange_in_place_and_no_result_shares_i
     assert np.array_equal(rows, whole[30:60])
     (flat,) = handed
     head = 2 * 90 if metric == "unweighted" else 90
-    assert flat.dtype == np.float64
-    assert len(flat) == head + (2 if metric == "generalized" else 1) * 90**2
+    assert flat.dtype == np.float64  # the sums as their strict upper triangles, packed
+    assert len(flat) == head + (2 if metric == "generalized" else 1) * 90 * 89 // 2
     assert np.shares_memory(flat, share.exchange.zeroed(1))  # the thread's kept buffer
+
+
+@pytest.mark.parametrize("metric", ["unweighted", "weighted_normalized", "generalized"])
+def test_a_batchs_packed_pair_sums_are_the_full_kernels_upper_triangle(demo, metric):
+    """A batch's pair sums (what ranks exchange): each one's strict upper triangle packed row
+    by row, half of a square's entries; on one thread and on a pool, the upper triangle of
+    the full-matrix kernel's (`aam unifrac`'s) square, bit for bit (shared length: within
+    rounding once its complement halves are added); ``packed_rows`` reads any rows of the
+    symmetric matrix back."""
+    counts = demo[0]
+    unifrac = BatchUniFrac.for_table(*demo, metric, alpha=0.5)
+    reads = csr_rows(counts, np.arange(10, 150))
+    proportions, used, _ = proportions_below(*reads, unifrac.ancestors, unifrac.in_tree)
+    n, kind, lengths = 140, SUM_FOR_METRIC[metric], unifrac.lengths[used]
+    upper = np.triu_indices(n, 1)
+    square = cpu_kernel.block_pair_sums(proportions, lengths, {kind}, 0, n, alpha=0.5, threads=1)
+    for pool in (None, POOL):
+        halves = np.zeros(n)
+        packed = cpu_kernel.batch_pair_sums(
+            proportions, lengths, kind, alpha=0.5, dtype=np.float64, pool=pool, halves=halves
+        )
+        for name, value in vars(square).items():
+            if value is None:
+                continue
+            flat = getattr(packed, name)
+            assert flat.shape == (n * (n - 1) // 2,)
+            if kind == "shared_length":
+                added = flat + (halves[:, None] + halves[None, :])[upper]
+                assert np.abs(added - value[upper]).max() <= 1e-12 * value.max()
+                assert np.abs(halves).max() > 0  # the demo's upper nodes are complemented
+            else:
+                assert np.array_equal(flat, value[upper])
+            symmetric = np.zeros((n, n))
+            symmetric[upper] = flat
+            symmetric += symmetric.T
+            for lo, hi in ((0, n), (0, 1), (37, 101), (n - 1, n)):
+                assert np.array_equal(cpu_kernel.packed_rows(flat, n, lo, hi), symmetric[lo:hi])
+    with pytest.raises(ValueError, match="halves"):
+        cpu_kernel.batch_pair_sums(
+            proportions, lengths, "shared_length", alpha=0.5, dtype=np.float64
+        )
 
 
 def test_ranks_add_shared_lengths_complement_terms_over_their_own_rows_only(demo):

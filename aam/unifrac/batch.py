@@ -10,8 +10,9 @@ Ranks share the work by nodes (``node_share``): every metric is a sum over nodes
 totals and pair sums, so each rank spreads its batch up its own share of the tree, sums the
 pairs over those nodes only, and the ranks add their partial sums (``combine``); each rank
 then forms only its own samples' rows of the distances (``rows``): each rank's spread, layout,
-kernel and distances fall as 1/world. Unweighted's complement terms (nodes most samples hold)
-travel as per-sample halves in the same exchange and are added over a rank's own rows only.
+kernel and distances fall as 1/world. The sums travel as their strict upper triangles, packed
+(half of a square's entries); unweighted's complement terms (nodes most samples hold) as
+per-sample halves in the same exchange, added over a rank's own rows only.
 """
 
 from __future__ import annotations
@@ -39,10 +40,9 @@ from aam.unifrac.engines import checked_tree_arrays
 from aam.unifrac.metrics import (
     SUM_FOR_METRIC,
     PairSums,
-    mirror_upper,
+    packed_size,
     row_distances,
     sample_totals,
-    upper_distances,
 )
 from aam.unifrac.tree import TreeArrays
 
@@ -61,9 +61,9 @@ CPU_SECONDS_PER_SPREAD = 1.0e-5  # a read per sample, expected below the node: t
 
 
 class _Exchange:
-    """A rank's partial sums of a batch as the vector the ranks add up, one float64 buffer
-    per thread kept between batches (a fresh one, 32 MB at 2,048 samples, costs more in page
-    faults than zeroing it); its contents are read before the thread's next batch."""
+    """A batch's partial sums as the vector ranks add up (one process sums into it too), one
+    float64 buffer per thread kept between batches (a fresh one, 16 MB at 2,048 samples,
+    costs more in page faults than zeroing it); read before the thread's next batch."""
 
     def __init__(self) -> None:
         self.local = threading.local()
@@ -180,39 +180,36 @@ class BatchUniFrac:
         the ranks of a float64 vector of partial sums (this object being one rank's
         ``node_share``). ``rows``: only those samples' distances to all B (a rank's own
         samples; the same values as those rows of the whole)."""
-        n, flat = len(asv_ptr) - 1, None
-        # A rank's complement terms of shared length are exchanged as per-sample halves and
-        # added over its own rows only (not over all B^2 pairs on every rank).
-        deferred = combine is not None and SUM_FOR_METRIC[self.metric] == "shared_length"
-        head = 2 * n if deferred else n  # the exchanged vector: totals, halves, sums
-        if combine is not None and np.dtype(self.dtype) == np.float64:
+        n = len(asv_ptr) - 1
+        # The pair sums as their strict upper triangles, packed (half of a square's entries:
+        # what ranks exchange); shared length's complement terms (nodes most samples hold) as
+        # per-sample halves, added over the rows formed only (a rank's own), not over all pairs.
+        halved = SUM_FOR_METRIC[self.metric] == "shared_length"
+        head = 2 * n if halved else n  # the vector ranks exchange: totals, halves, sums
+        flat = out = None
+        if np.dtype(self.dtype) == np.float64:
             arrays = 2 if self.metric == "generalized" else 1
-            flat = self.exchange.zeroed(head + arrays * n * n)
+            flat = self.exchange.zeroed(head + arrays * packed_size(n))
+            out = tuple(flat[head:].reshape(arrays, packed_size(n)))
         halves = None
-        if deferred:
+        if halved:
             halves = np.zeros(n) if flat is None else flat[n:head]
-        totals, sums = self._partial_sums(asv_ptr, asv_idx, reads, pool, flat, halves)
+        totals, sums = self._partial_sums(asv_ptr, asv_idx, reads, pool, flat, out, halves)
         if combine is not None:
             totals, halves, sums = _combined(totals, halves, sums, combine, flat)
-        if rows is not None:
-            return row_distances(self.metric, totals, sums, rows, pool, halves)
-        dist = upper_distances(
-            self.metric, totals, sums, 0, reuse=flat is None, pool=pool, halves=halves
-        )
-        mirror_upper(dist, pool)
-        return dist
+        return row_distances(self.metric, totals, sums, rows or slice(None), pool, halves)
 
     def _partial_sums(
-        self, asv_ptr, asv_idx, reads, pool, flat, halves
+        self, asv_ptr, asv_idx, reads, pool, flat, out, halves
     ) -> tuple[np.ndarray, PairSums]:
-        """Each sample's total and the pair sums (upper triangles) over this object's nodes;
-        written into ``flat`` (zeroed float64: totals, ``halves`` when given, then each sum
-        array) when given; shared length's complement terms into ``halves`` when given."""
+        """Each sample's total and the pair sums (upper triangles, packed) over this object's
+        nodes; the totals written into ``flat`` (the exchanged vector) and the sums into
+        ``out`` (zeroed arrays in it) when given; shared length's complement terms into
+        ``halves``."""
         from aam.unifrac.batch_spread import proportions_below  # numba: only when used
         from aam.unifrac.cpu_kernel import batch_pair_sums
 
         n = len(asv_ptr) - 1
-        head = n if halves is None else 2 * n  # where the sums start in ``flat``
         proportions, used, totals = proportions_below(
             asv_ptr, asv_idx, reads, self.ancestors, self.in_tree, pool
         )
@@ -229,7 +226,7 @@ class BatchUniFrac:
             alpha=self.alpha,
             dtype=self.dtype,
             pool=pool,
-            out=None if flat is None else tuple(flat[head:].reshape(-1, n, n)),
+            out=out,
             halves=halves,
         )
         totals = sample_totals(self.metric, abundance, self.alpha)
@@ -265,7 +262,7 @@ def _combined(
     total = combine(flat)
     n = len(totals)
     start = n * len(head)
-    blocks = total[start:].reshape(len(parts), n, n)
+    blocks = total[start:].reshape(len(parts), packed_size(n))
     return (
         total[:n],
         None if halves is None else total[n:start],

@@ -28,6 +28,7 @@ import torch
 
 from aam.errors import InputError
 from aam.unifrac.batch import BatchUniFrac
+from aam.unifrac.metrics import packed_size
 from aam.unifrac.torch_kernel import generalized_chunk
 
 CHUNK_ELEMENTS = 1 << 25  # dense node x sample elements per chunk (256 MB in float64)
@@ -213,14 +214,19 @@ class _ChunkSums:
             generalized_chunk(p, length, self.alpha, self.num, self.den)
 
     def combine(self, combine: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        """Replace the sums by their sum over the ranks (one exchange of one tensor)."""
-        parts = [self.totals, self.num.reshape(-1)]
-        parts += [] if self.den is None else [self.den.reshape(-1)]
-        total = combine(torch.cat(parts))
+        """Replace the sums by their sum over the ranks: one exchange of one tensor, each
+        (n, n) sum as its strict upper triangle (the layout of ``PairSums``' packed sums,
+        half the entries), mirrored back."""
         n = len(self.totals)
-        self.totals, self.num = total[:n], total[n : n + n * n].reshape(n, n)
-        if self.den is not None:
-            self.den = total[n + n * n :].reshape(n, n)
+        upper = tuple(torch.triu_indices(n, n, 1, device=self.totals.device))
+        squares = [self.num] + ([] if self.den is None else [self.den])
+        total = combine(torch.cat([self.totals, *(square[upper] for square in squares)]))
+        self.totals = total[:n]
+        for k, packed in enumerate(total[n:].split(packed_size(n))):
+            square = torch.zeros_like(squares[k])
+            square[upper] = packed
+            squares[k] = square + square.T  # the diagonal is never read (distance 0)
+        self.num, self.den = squares[0], squares[1] if self.den is not None else None
 
     def distances(self, r0: int, r1: int) -> torch.Tensor:
         """Distances of samples ``r0..r1-1`` to every sample (float64)."""

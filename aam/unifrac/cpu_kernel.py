@@ -13,7 +13,8 @@ Shared length (unweighted UniFrac) uses complements: a node present in most samp
 stored by the samples it is ABSENT from, since ``[i in v][j in v] = 1 - [i not in v]
 - [j not in v] + [i not in v][j not in v]``; on the oral data this cuts the pairs visited 4.7x.
 
-Only the upper triangle (``j > i``) is computed. A row block of it (``block_pair_sums``, one
+Only the upper triangle (``j > i``) is computed; a training batch's (``batch_pair_sums``) is
+written packed row by row, half of a square. A row block of it (``block_pair_sums``, one
 shard of `aam unifrac-shard`) runs the same tasks for its rows only; each pair gets the same
 terms in the same order whatever the block, so blocks reproduce the full matrix bit for bit.
 """
@@ -29,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from aam.runtime.threads import ThreadPool, run_each, usable_threads
-from aam.unifrac.metrics import PairSums
+from aam.unifrac.metrics import PairSums, packed_size
 
 TILE = 128
 DENSE_RUN = 12  # a node's run of tile-J samples at least this long takes the dense path
@@ -51,9 +52,11 @@ def _tile_pair_task(
     dense_run,
     out_a,
     out_b,
+    row_offset,
 ):  # pragma: no cover - compiled
     """Accumulate the pair sums of tile pair (ti, tj) over shared nodes into the upper triangle
-    of out_a (and out_b).
+    of out_a (and out_b): flat arrays, pair (i, j) at ``row_offset[i] + j`` (rows of a
+    square, or of the strict upper triangle packed: ``_row_start``).
 
     mode 0: out_a += L (shared length); mode 1: out_a += L*min(p_i, p_j);
     mode 2: generalized numerator into out_a and denominator into out_b.
@@ -77,14 +80,16 @@ def _tile_pair_task(
             for b in range(b0, b1):
                 dense[samples[b] - j0] = 1.0 if mode == 0 else values[b]
             for a in range(a0, a1):
-                row = out_a[samples[a], j0 : j0 + width]
+                i = samples[a]
+                first = max(0, i + 1 - j0)  # columns j > i only
+                row = out_a[row_offset[i] + j0 + first : row_offset[i] + j0 + width]
                 if mode == 0:
-                    for k in range(width):
-                        row[k] += length * dense[k]
+                    for k in range(width - first):
+                        row[k] += length * dense[first + k]
                 else:
                     pi = values[a]
-                    for k in range(width):
-                        row[k] += length * min(pi, dense[k])
+                    for k in range(width - first):
+                        row[k] += length * min(pi, dense[first + k])
             for b in range(b0, b1):
                 dense[samples[b] - j0] = 0.0
             continue
@@ -92,20 +97,21 @@ def _tile_pair_task(
             i = samples[a]
             pi = values[a]
             start = a + 1 if ti == tj else b0
+            row = row_offset[i]
             if mode == 0:
                 for b in range(start, b1):
-                    out_a[i, samples[b]] += length
+                    out_a[row + samples[b]] += length
             elif mode == 1:
                 for b in range(start, b1):
-                    out_a[i, samples[b]] += length * min(pi, values[b])
+                    out_a[row + samples[b]] += length * min(pi, values[b])
             else:
                 for b in range(start, b1):
                     pj = values[b]
                     total = pi + pj
                     scaled = np.sqrt(total) if alpha == 0.5 else total**alpha
                     solo = powered[a] + powered[b]
-                    out_a[i, samples[b]] += length * (scaled * abs(pi - pj) / total - solo)
-                    out_b[i, samples[b]] += length * (scaled - solo)
+                    out_a[row + samples[b]] += length * (scaled * abs(pi - pj) / total - solo)
+                    out_b[row + samples[b]] += length * (scaled - solo)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -193,13 +199,18 @@ def batch_pair_sums(
     out: tuple[np.ndarray, ...] | None = None,
     halves: np.ndarray | None = None,
 ) -> PairSums:
-    """One kind of pair sum of a small group of samples (a training batch). ``pool``: its
-    threads run the serial kernel on parts of the tile pairs (each writes its own blocks)
-    and the steps around it: the same sums, bit for bit, whatever the threads. ``out``:
-    zeroed (n, n) arrays of ``dtype`` to sum into (two for generalized) instead of new ones.
-    ``halves``: a zeroed (n,) float64 array; shared length's complement terms are then not
-    added over all pairs but written there (``complement_halves``): pair (i, j) lacks
-    ``halves[i] + halves[j]``, added where the distances are formed (a rank: its own rows)."""
+    """One kind of pair sum of a small group of samples (a training batch), each as its
+    strict upper triangle packed row by row (numpy's ``triu_indices(n, 1)`` order: half of
+    a square's entries, what ranks exchange; ``packed_rows`` reads rows of it). ``pool``:
+    its threads run the serial kernel on parts of the tile pairs (each writes its own
+    blocks) and the steps around it: the same sums, bit for bit, whatever the threads.
+    ``out``: zeroed flat arrays of ``dtype`` of that size to sum into (two for generalized)
+    instead of new ones. ``halves``: a zeroed (n,) float64 array, needed for shared length:
+    its complement terms are not added over all pairs but written there
+    (``complement_halves``): pair (i, j) lacks ``halves[i] + halves[j]``, added where the
+    distances are formed (a rank: its own rows)."""
+    if kind == "shared_length" and halves is None:
+        raise ValueError("a batch's shared length needs ``halves`` for its complement terms")
     n = proportions.shape[1]
     workers = pool.threads if pool is not None else 1
     plan = tile_plan(n, n, tile=batch_tile(n, workers))
@@ -207,7 +218,8 @@ def batch_pair_sums(
     kernel = _tile_pairs_serial if pool is None else _pooled(pool, 4 * workers)
     with _progress(False, 0) as bar:
         return _sums(
-            proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar, pool, out, halves
+            *(proportions, lengths, todo, 0, plan, alpha, dtype, kernel, bar),
+            *(pool, out, halves, True),
         )
 
 
@@ -245,12 +257,13 @@ def _sums(
     pool=None,
     out=None,
     halves=None,
+    packed=False,
 ) -> PairSums:
     """The pair sums of each (kind, mode) in ``todo`` over ``plan``'s tile pairs, one pass each
     (an enabled ``bar`` counts each pass's pairs afresh, named by its sum); ``pool``: threads
-    for the steps around the kernel (layout, complement terms); ``out``: zeroed arrays for
-    the one pass of ``todo`` (see ``_run``); ``halves``: where the complement terms go
-    instead (see ``batch_pair_sums``)."""
+    for the steps around the kernel (layout, complement terms); ``packed`` and ``out``:
+    the layout and zeroed arrays for the one pass of ``todo`` (see ``_run``); ``halves``:
+    where the complement terms go instead (see ``batch_pair_sums``)."""
     sums = PairSums()
     for number, (kind, mode) in enumerate(todo, start=1):
         if not bar.disable:
@@ -261,7 +274,7 @@ def _sums(
         else:
             entries, flipped = proportions, None
         out_a, out_b = _run(
-            entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, out
+            entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, out, packed
         )
         if flipped is not None and halves is not None:
             halves += complement_halves(proportions, lengths, flipped)
@@ -398,12 +411,16 @@ def _complement_rows(indptr, indices, flipped, n_samples):  # pragma: no cover -
     return out_ptr, out
 
 
-def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, out=None):
+def _run(
+    entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, out=None, packed=False
+):
     """The kernel over one node x sample entry matrix, for ``plan``'s tile pairs. With an
     enabled progress ``bar`` the tile pairs run in ``PROGRESS_STEPS`` calls, the bar advanced
     by the sample pairs of each (each tile pair writes its own block: the same sums, bit for
-    bit). ``pool``: its threads lay the entries out. ``out``: zeroed (rows, columns) arrays
-    of ``dtype`` to sum into (out_a, and out_b for mode 2) instead of new ones."""
+    bit). ``pool``: its threads lay the entries out. ``packed``: the sums as the strict upper
+    triangle packed row by row (``_row_start``; rows and columns the same samples), else
+    (rows, columns) arrays. ``out``: zeroed flat arrays of ``dtype`` of that size to sum into
+    (out_a, and out_b for mode 2) instead of new ones."""
     n_columns = entries.shape[1] - start
     tile_start, pair_i, pair_j = plan.tile_start, plan.pair_i, plan.pair_j
     rows = plan.rows
@@ -411,11 +428,13 @@ def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, o
     tile_of = np.repeat(np.arange(n_tiles, dtype=np.int32), np.diff(tile_start))
     ptr, samples, values = _tile_layout(entries, start, tile_of, n_tiles, np.dtype(dtype), pool)
     powered = values**alpha if mode == 2 else np.zeros(1, dtype=dtype)
+    size = packed_size(n_columns) if packed else rows * n_columns
     if out is None:
-        out_a = np.zeros((rows, n_columns), dtype=dtype)
-        out_b = np.zeros((rows, n_columns) if mode == 2 else (1, 1), dtype=dtype)
+        out_a = np.zeros(size, dtype=dtype)
+        out_b = np.zeros(size if mode == 2 else 1, dtype=dtype)
     else:
-        out_a, out_b = out[0], out[1] if mode == 2 else np.zeros((1, 1), dtype=dtype)
+        out_a, out_b = out[0], out[1] if mode == 2 else np.zeros(1, dtype=dtype)
+    offsets = _packed_offsets(n_columns) if packed else np.arange(rows) * n_columns
     arguments = (
         ptr,
         samples,
@@ -428,14 +447,18 @@ def _run(entries, lengths, mode, start, plan, alpha, dtype, kernel, bar, pool, o
         DENSE_RUN,
         out_a,
         out_b,
+        offsets.astype(np.int64),
     )
+    if not packed:
+        out_a = out_a.reshape(rows, n_columns)
+        out_b = out_b.reshape((rows, n_columns) if mode == 2 else (1, 1))
     if bar.disable:
         kernel(pair_i, pair_j, arguments)
         return out_a, out_b
-    size = np.diff(tile_start)
+    width = np.diff(tile_start)
     # sample pairs j > i of each tile pair (a row tile with itself: its upper triangle)
     pairs = np.where(
-        pair_i == pair_j, size[pair_i] * (size[pair_i] - 1) // 2, size[pair_i] * size[pair_j]
+        pair_i == pair_j, width[pair_i] * (width[pair_i] - 1) // 2, width[pair_i] * width[pair_j]
     )
     for chunk in np.array_split(np.arange(len(pair_i)), min(PROGRESS_STEPS, len(pair_i)) or 1):
         kernel(pair_i[chunk], pair_j[chunk], arguments)
@@ -528,3 +551,41 @@ def triangle_rows(rows: int, columns: int, parts: int) -> np.ndarray:
     cost = np.cumsum(np.maximum(columns - np.arange(rows) - 1, 1))
     cuts = np.searchsorted(cost, np.linspace(0, cost[-1] if rows else 0, parts + 1)[1:-1])
     return np.unique(np.concatenate([[0], cuts, [rows]]))
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_start(n, i):  # pragma: no cover - compiled
+    """Where row ``i`` of n samples' strict upper triangle, packed row by row (numpy's
+    ``triu_indices(n, 1)`` order), would hold column 0: pair (i, j), j > i, is at
+    ``_row_start(n, i) + j``."""
+    return i * (2 * n - i - 3) // 2 - 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _packed_offsets(n):  # pragma: no cover - compiled
+    """``_row_start`` of every row of n samples."""
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        out[i] = _row_start(n, i)
+    return out
+
+
+def packed_rows(packed: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
+    """Rows ``lo..hi-1`` of the symmetric n x n matrix whose strict upper triangle is
+    ``packed`` (diagonal 0), as a new (hi - lo, n) array of its dtype."""
+    out = np.empty((hi - lo, n), dtype=packed.dtype)
+    _packed_rows(packed, n, lo, hi, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _packed_rows(packed, n, lo, hi, out):  # pragma: no cover - compiled
+    for j in range(hi):  # (j, i) above the diagonal for i in lo..hi: a run of row j
+        base = _row_start(n, j)
+        for i in range(max(lo, j + 1), hi):
+            out[i - lo, j] = packed[base + i]
+    for i in range(lo, hi):
+        out[i - lo, i] = 0
+        base = _row_start(n, i)
+        for j in range(i + 1, n):
+            out[i - lo, j] = packed[base + j]

@@ -35,7 +35,9 @@ SUM_FOR_METRIC = {
 class PairSums:
     """N x N sums over nodes present in both samples of a pair (None if not asked).
 
-    Kernels fill the upper triangle (``j > i``); the rest of each array is unspecified.
+    Kernels fill the upper triangle (``j > i``); the rest of each array is unspecified. A
+    batch's sums are that triangle packed row by row instead (1-D arrays of ``packed_size``,
+    ``cpu_kernel.batch_pair_sums``), read by ``row_distances``.
 
     shared_length[i, j] = sum_v L_v
     shared_min[i, j]    = sum_v L_v min(p_vi, p_vj)
@@ -47,6 +49,11 @@ class PairSums:
     shared_min: np.ndarray | None = None
     gen_num: np.ndarray | None = None
     gen_den: np.ndarray | None = None
+
+
+def packed_size(n: int) -> int:
+    """Entries of n samples' strict upper triangle of pairs, packed (``PairSums``)."""
+    return n * (n - 1) // 2
 
 
 def distance_matrix(
@@ -68,14 +75,10 @@ def upper_distances(
     start: int,
     *,
     reuse: bool = False,
-    pool: ThreadPool | None = None,
-    halves: np.ndarray | None = None,
 ) -> np.ndarray:
     """Distances of samples ``start + i`` (rows of ``sums``) to samples ``start + j``
     (columns) for ``j > i``, 0 for ``j <= i``, from ``sample_totals`` of all samples; in
-    row chunks, so temporaries stay small (on ``pool``'s threads: elementwise, so the same
-    values). ``reuse`` writes over the sums' own array. ``halves``: shared length's
-    complement terms not yet in it (``cpu_kernel.batch_pair_sums``), of all samples."""
+    row chunks, so temporaries stay small. ``reuse`` writes over the sums' own array."""
     base = {"unweighted": sums.shared_length, "generalized": sums.gen_num}.get(
         metric, sums.shared_min
     )
@@ -83,32 +86,26 @@ def upper_distances(
     rows, columns = base.shape
     step = max(1, _CHUNK // columns)
 
-    def chunk(lo: int) -> None:
+    for lo in range(0, rows, step):
         hi = min(lo + step, rows)
         part = PairSums(**{k: None if v is None else v[lo:hi] for k, v in vars(sums).items()})
-        _add_halves(part, halves, slice(start + lo, start + hi), slice(start, None))
         out[lo:hi] = pair_distances(metric, totals[start + lo : start + hi], totals[start:], part)
         lower = np.arange(columns)[None, :] <= np.arange(lo, hi)[:, None]
         np.putmask(out[lo:hi], lower, 0)
-
-    run_each(pool, chunk, range(0, rows, step))
     return out
 
 
-def mirror_upper(matrix: np.ndarray, pool: ThreadPool | None = None) -> None:
+def mirror_upper(matrix: np.ndarray) -> None:
     """Fill the lower triangle of a square matrix whose lower triangle is 0 from its upper
-    one, in place, a block of rows at a time (blocks on ``pool``'s threads: each writes only
-    its own rows and reads only rows above it)."""
+    one, in place, a block of rows at a time."""
     n = matrix.shape[0]
     step = max(1, _CHUNK // max(n, 1))
 
-    def block(lo: int) -> None:
+    for lo in range(0, n, step):
         hi = min(lo + step, n)
         matrix[lo:hi, :lo] = matrix[:lo, lo:hi].T
         diagonal = matrix[lo:hi, lo:hi]
         diagonal += diagonal.T.copy()
-
-    run_each(pool, block, range(0, n, step))
 
 
 def row_distances(
@@ -120,25 +117,23 @@ def row_distances(
     halves: np.ndarray | None = None,
 ) -> np.ndarray:
     """Distances of samples ``rows`` to every sample (rows x all, diagonal exactly 0) from
-    ``sample_totals`` and the upper triangles of all samples' pair sums: the rows of
-    ``upper_distances`` mirrored, bit for bit (a pair's terms commute); row chunks on
-    ``pool``'s threads. ``halves``: as ``upper_distances`` takes them."""
-    r0, r1, _ = rows.indices(len(totals))
-    out = np.empty((r1 - r0, len(totals)), dtype=_dtype_of(sums))
-    step = max(1, _CHUNK // max(len(totals), 1))
+    ``sample_totals`` and all samples' pair sums, packed (``PairSums``); row chunks on
+    ``pool``'s threads (elementwise: the same values, and a row the same whatever rows are
+    asked for). ``halves``: shared length's complement terms not yet in its sums
+    (``cpu_kernel.batch_pair_sums``), of all samples."""
+    from aam.unifrac.cpu_kernel import packed_rows  # numba: only where distances are made
+
+    n = len(totals)
+    r0, r1, _ = rows.indices(n)
+    out = np.empty((r1 - r0, n), dtype=_dtype_of(sums))
+    step = max(1, _CHUNK // max(n, 1))
 
     def chunk(lo: int) -> None:
         hi = min(lo + step, r1)
-        below = np.arange(hi)[None, :] < np.arange(lo, hi)[:, None]  # j < i: sums[j, i]
-
-        def mirrored(upper: np.ndarray | None) -> np.ndarray | None:
-            if upper is None:
-                return None
-            part = upper[lo:hi].copy()
-            np.copyto(part[:, :hi], upper[:hi, lo:hi].T, where=below)
-            return part
-
-        part = PairSums(**{k: mirrored(v) for k, v in vars(sums).items()})
+        blocks = {
+            k: None if v is None else packed_rows(v, n, lo, hi) for k, v in vars(sums).items()
+        }
+        part = PairSums(**blocks)
         _add_halves(part, halves, slice(lo, hi), slice(None))
         block = out[lo - r0 : hi - r0]
         block[:] = pair_distances(metric, totals[lo:hi], totals, part)
