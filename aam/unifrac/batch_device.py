@@ -225,7 +225,7 @@ class _ChunkSums:
         for k, packed in enumerate(total[n:].split(packed_size(n))):
             square = torch.zeros_like(squares[k])
             square[upper] = packed
-            squares[k] = square + square.T  # the diagonal is never read (distance 0)
+            squares[k] = square + square.T  # a zero diagonal: its distances are set to 0
         self.num, self.den = squares[0], squares[1] if self.den is not None else None
 
     def distances(self, r0: int, r1: int) -> torch.Tensor:
