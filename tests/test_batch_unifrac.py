@@ -36,7 +36,7 @@ from aam.training.config import UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.study import load_study
 from aam.unifrac import batch_device, cpu_kernel
-from aam.unifrac.abundance import node_abundance
+from aam.unifrac.abundance import NodeAbundance, node_abundance
 from aam.unifrac.batch import (
     PAIR_SUM_WEIGHT,
     REACHING_BATCH,
@@ -46,7 +46,14 @@ from aam.unifrac.batch import (
 from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.batch_spread import proportions_below
 from aam.unifrac.engines import compute_unifrac
-from aam.unifrac.metrics import METRICS, SUM_FOR_METRIC
+from aam.unifrac.metrics import (
+    METRICS,
+    SUM_FOR_METRIC,
+    mirror_upper,
+    row_distances,
+    sample_totals,
+    upper_distances,
+)
 from aam.unifrac.tree import load_tree, tree_arrays
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -430,8 +437,9 @@ def test_a_batchs_packed_pair_sums_are_the_full_kernels_upper_triangle(demo, met
     """A batch's pair sums (what ranks exchange): each one's strict upper triangle packed row
     by row, half of a square's entries; on one thread and on a pool, the upper triangle of
     the full-matrix kernel's (`aam unifrac`'s) square, bit for bit (shared length: within
-    rounding once its complement halves are added); ``packed_rows`` reads any rows of the
-    symmetric matrix back."""
+    rounding once its complement halves are added). Any rows of distances formed from them
+    are those rows of the square's distances (`aam unifrac`'s formula): bit for bit, shared
+    length within rounding."""
     counts = demo[0]
     unifrac = BatchUniFrac.for_table(*demo, metric, alpha=0.5)
     reads = csr_rows(counts, np.arange(10, 150))
@@ -439,6 +447,10 @@ def test_a_batchs_packed_pair_sums_are_the_full_kernels_upper_triangle(demo, met
     n, kind, lengths = 140, SUM_FOR_METRIC[metric], unifrac.lengths[used]
     upper = np.triu_indices(n, 1)
     square = cpu_kernel.block_pair_sums(proportions, lengths, {kind}, 0, n, alpha=0.5, threads=1)
+    abundance = NodeAbundance([str(k) for k in range(n)], lengths, proportions)
+    totals = sample_totals(metric, abundance, 0.5)
+    whole = upper_distances(metric, totals, square, 0)
+    mirror_upper(whole)
     for pool in (None, POOL):
         halves = np.zeros(n)
         packed = cpu_kernel.batch_pair_sums(
@@ -455,11 +467,14 @@ def test_a_batchs_packed_pair_sums_are_the_full_kernels_upper_triangle(demo, met
                 assert np.abs(halves).max() > 0  # the demo's upper nodes are complemented
             else:
                 assert np.array_equal(flat, value[upper])
-            symmetric = np.zeros((n, n))
-            symmetric[upper] = flat
-            symmetric += symmetric.T
-            for lo, hi in ((0, n), (0, 1), (37, 101), (n - 1, n)):
-                assert np.array_equal(cpu_kernel.packed_rows(flat, n, lo, hi), symmetric[lo:hi])
+        deferred = halves if kind == "shared_length" else None
+        for lo, hi in ((0, n), (0, 1), (37, 101), (n - 1, n)):
+            rows = row_distances(metric, totals, packed, slice(lo, hi), pool, deferred)
+            assert rows.shape == (hi - lo, n) and (np.diag(rows, lo) == 0).all()
+            if kind == "shared_length":
+                assert np.abs(rows - whole[lo:hi]).max() <= 1e-12
+            else:
+                assert np.array_equal(rows, whole[lo:hi])
     with pytest.raises(ValueError, match="halves"):
         cpu_kernel.batch_pair_sums(
             proportions, lengths, "shared_length", alpha=0.5, dtype=np.float64

@@ -187,7 +187,7 @@ class DeviceBatchUniFrac:
 
 class _ChunkSums:
     """The pair sums of one metric over node chunks, and the distances they give (the formulas
-    of ``aam.unifrac.metrics.pair_distances``)."""
+    of ``aam.unifrac.distance_kernel.pair_distance``)."""
 
     def __init__(self, metric: str, alpha: float, n: int, device) -> None:
         self.metric, self.alpha = metric, alpha

@@ -56,7 +56,7 @@ def _tile_pair_task(
 ):  # pragma: no cover - compiled
     """Accumulate the pair sums of tile pair (ti, tj) over shared nodes into the upper triangle
     of out_a (and out_b): flat arrays, pair (i, j) at ``row_offset[i] + j`` (rows of a
-    square, or of the strict upper triangle packed: ``_row_start``).
+    square, or of the strict upper triangle packed: ``row_start``).
 
     mode 0: out_a += L (shared length); mode 1: out_a += L*min(p_i, p_j);
     mode 2: generalized numerator into out_a and denominator into out_b.
@@ -201,7 +201,7 @@ def batch_pair_sums(
 ) -> PairSums:
     """One kind of pair sum of a small group of samples (a training batch), each as its
     strict upper triangle packed row by row (numpy's ``triu_indices(n, 1)`` order: half of
-    a square's entries, what ranks exchange; ``packed_rows`` reads rows of it). ``pool``:
+    a square's entries, what ranks exchange; ``metrics.row_distances`` reads rows of it). ``pool``:
     its threads run the serial kernel on parts of the tile pairs (each writes its own
     blocks) and the steps around it: the same sums, bit for bit, whatever the threads.
     ``out``: zeroed flat arrays of ``dtype`` of that size to sum into (two for generalized)
@@ -418,7 +418,7 @@ def _run(
     enabled progress ``bar`` the tile pairs run in ``PROGRESS_STEPS`` calls, the bar advanced
     by the sample pairs of each (each tile pair writes its own block: the same sums, bit for
     bit). ``pool``: its threads lay the entries out. ``packed``: the sums as the strict upper
-    triangle packed row by row (``_row_start``; rows and columns the same samples), else
+    triangle packed row by row (``row_start``; rows and columns the same samples), else
     (rows, columns) arrays. ``out``: zeroed flat arrays of ``dtype`` of that size to sum into
     (out_a, and out_b for mode 2) instead of new ones."""
     n_columns = entries.shape[1] - start
@@ -554,38 +554,17 @@ def triangle_rows(rows: int, columns: int, parts: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _row_start(n, i):  # pragma: no cover - compiled
+def row_start(n, i):  # pragma: no cover - compiled
     """Where row ``i`` of n samples' strict upper triangle, packed row by row (numpy's
     ``triu_indices(n, 1)`` order), would hold column 0: pair (i, j), j > i, is at
-    ``_row_start(n, i) + j``."""
+    ``row_start(n, i) + j``."""
     return i * (2 * n - i - 3) // 2 - 1
 
 
 @numba.njit(cache=True, nogil=True)
 def _packed_offsets(n):  # pragma: no cover - compiled
-    """``_row_start`` of every row of n samples."""
+    """``row_start`` of every row of n samples."""
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
-        out[i] = _row_start(n, i)
+        out[i] = row_start(n, i)
     return out
-
-
-def packed_rows(packed: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
-    """Rows ``lo..hi-1`` of the symmetric n x n matrix whose strict upper triangle is
-    ``packed`` (diagonal 0), as a new (hi - lo, n) array of its dtype."""
-    out = np.empty((hi - lo, n), dtype=packed.dtype)
-    _packed_rows(packed, n, lo, hi, out)
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _packed_rows(packed, n, lo, hi, out):  # pragma: no cover - compiled
-    for j in range(hi):  # (j, i) above the diagonal for i in lo..hi: a run of row j
-        base = _row_start(n, j)
-        for i in range(max(lo, j + 1), hi):
-            out[i - lo, j] = packed[base + i]
-    for i in range(lo, hi):
-        out[i - lo, i] = 0
-        base = _row_start(n, i)
-        for j in range(i + 1, n):
-            out[i - lo, j] = packed[base + j]

@@ -77,21 +77,15 @@ def upper_distances(
     reuse: bool = False,
 ) -> np.ndarray:
     """Distances of samples ``start + i`` (rows of ``sums``) to samples ``start + j``
-    (columns) for ``j > i``, 0 for ``j <= i``, from ``sample_totals`` of all samples; in
-    row chunks, so temporaries stay small. ``reuse`` writes over the sums' own array."""
-    base = {"unweighted": sums.shared_length, "generalized": sums.gen_num}.get(
-        metric, sums.shared_min
-    )
-    out = base if reuse else np.empty_like(base)
-    rows, columns = base.shape
-    step = max(1, _CHUNK // columns)
+    (columns) for ``j > i``, 0 for ``j <= i``, from ``sample_totals`` of all samples
+    (``distance_kernel.upper_rows``). ``reuse`` writes over the sums' own array."""
+    from aam.unifrac.distance_kernel import CODES, upper_rows  # numba: only where used
 
-    for lo in range(0, rows, step):
-        hi = min(lo + step, rows)
-        part = PairSums(**{k: None if v is None else v[lo:hi] for k, v in vars(sums).items()})
-        out[lo:hi] = pair_distances(metric, totals[start + lo : start + hi], totals[start:], part)
-        lower = np.arange(columns)[None, :] <= np.arange(lo, hi)[:, None]
-        np.putmask(out[lo:hi], lower, 0)
+    shared, den = _formula_sums(metric, sums)
+    out = shared if reuse else np.empty_like(shared)
+    upper_rows(
+        CODES[metric], totals[start : start + len(shared)], totals[start:], shared, den, 0, out
+    )
     return out
 
 
@@ -117,42 +111,34 @@ def row_distances(
     halves: np.ndarray | None = None,
 ) -> np.ndarray:
     """Distances of samples ``rows`` to every sample (rows x all, diagonal exactly 0) from
-    ``sample_totals`` and all samples' pair sums, packed (``PairSums``); row chunks on
-    ``pool``'s threads (elementwise: the same values, and a row the same whatever rows are
-    asked for). ``halves``: shared length's complement terms not yet in its sums
-    (``cpu_kernel.batch_pair_sums``), of all samples."""
-    from aam.unifrac.cpu_kernel import packed_rows  # numba: only where distances are made
+    ``sample_totals`` and all samples' pair sums, packed (``PairSums``); ranges of rows on
+    ``pool``'s threads (``distance_kernel.packed_rows``: the same values, and a row the same
+    whatever rows are asked for). ``halves``: shared length's complement terms not yet in its
+    sums (``cpu_kernel.batch_pair_sums``), of all samples."""
+    from aam.unifrac.distance_kernel import CODES, packed_rows  # numba: only where used
 
     n = len(totals)
     r0, r1, _ = rows.indices(n)
-    out = np.empty((r1 - r0, n), dtype=_dtype_of(sums))
+    shared, den = _formula_sums(metric, sums)
+    out = np.empty((r1 - r0, n), dtype=shared.dtype)
     step = max(1, _CHUNK // max(n, 1))
+    halves = np.zeros(0) if halves is None else halves
 
     def chunk(lo: int) -> None:
         hi = min(lo + step, r1)
-        blocks = {
-            k: None if v is None else packed_rows(v, n, lo, hi) for k, v in vars(sums).items()
-        }
-        part = PairSums(**blocks)
-        _add_halves(part, halves, slice(lo, hi), slice(None))
-        block = out[lo - r0 : hi - r0]
-        block[:] = pair_distances(metric, totals[lo:hi], totals, part)
-        block[np.arange(hi - lo), np.arange(lo, hi)] = 0
+        packed_rows(CODES[metric], totals, shared, den, halves, lo, hi, out[lo - r0 : hi - r0])
 
     run_each(pool, chunk, range(r0, r1, step))
     return out
 
 
-def _add_halves(part: PairSums, halves: np.ndarray | None, rows: slice, columns: slice) -> None:
-    """``part``'s shared length (a block: rows x columns of the samples) with its deferred
-    complement terms ``halves[i] + halves[j]`` added: each term made in float64 and cast to
-    the sums' dtype before it is added, as the one-process kernel adds them (float32: a term
-    and a kernel sum of the same node lengths round alike and cancel, so two samples holding
-    no branch length stay at distance 0). A new array; the sums themselves untouched."""
-    if halves is not None:
-        shared = part.shared_length
-        terms = halves[rows, None] + halves[None, columns]
-        part.shared_length = shared + terms.astype(shared.dtype, copy=False)
+def _formula_sums(metric: str, sums: PairSums) -> tuple[np.ndarray, np.ndarray]:
+    """The sums ``metric``'s formula reads (``distance_kernel.pair_distance``): the shared
+    sum and the generalized denominator (the shared sum again for the other metrics)."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
+    shared = getattr(sums, "gen_num" if metric == "generalized" else SUM_FOR_METRIC[metric])
+    return shared, sums.gen_den if metric == "generalized" else shared
 
 
 def sample_totals(metric: str, abundance: NodeAbundance, alpha: float = 1.0) -> np.ndarray:
@@ -167,47 +153,8 @@ def sample_totals(metric: str, abundance: NodeAbundance, alpha: float = 1.0) -> 
     raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
 
 
-def pair_distances(
-    metric: str, row_totals: np.ndarray, column_totals: np.ndarray, sums: PairSums
-) -> np.ndarray:
-    """Distances of row samples to column samples from their ``sample_totals`` and the pair
-    sums between them (``sums`` arrays are rows x columns), elementwise, in the sums' dtype."""
-    pair_total = row_totals[:, None] + column_totals[None, :]
-    if metric == "unweighted":
-        # Rounding (e.g. of the kernel's complement terms) must not make a distance negative.
-        unique = np.maximum(pair_total - 2 * sums.shared_length, 0.0)
-        dist = _ratio(unique, pair_total - sums.shared_length)
-    elif metric in ("weighted_normalized", "weighted_unnormalized"):
-        dist = np.maximum(pair_total - 2 * sums.shared_min, 0.0)
-        if metric == "weighted_normalized":
-            dist = _ratio(dist, pair_total)
-    elif metric == "generalized":
-        # As above: the complement sums' rounding (tiny or subnormal branch lengths) must not
-        # take a distance out of [0, 1] (hypothesis: two tips of length 5e-324 gave -1).
-        numerator, denominator = pair_total + sums.gen_num, pair_total + sums.gen_den
-        np.maximum(denominator, 0.0, out=denominator)
-        dist = _ratio(np.clip(numerator, 0.0, denominator, out=numerator), denominator)
-    else:
-        raise ValueError(f"unknown UniFrac metric {metric!r}; choose from {', '.join(METRICS)}")
-    return np.asarray(dist, dtype=_dtype_of(sums))
-
-
 def _column_sums(matrix: sp.csr_matrix, lengths: np.ndarray, presence: bool = False) -> np.ndarray:
     """sum_v lengths[v] * matrix[v, i] (``presence``: its sign) for every sample i."""
     from aam.unifrac.cpu_kernel import column_sums  # numba: only where distances are made
 
     return column_sums(matrix, lengths, presence)
-
-
-def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """numerator / denominator, with 0 where the denominator is 0."""
-    out = np.zeros(np.broadcast(numerator, denominator).shape, dtype=np.float64)
-    np.divide(numerator, denominator, out=out, where=denominator != 0)
-    return out
-
-
-def _dtype_of(sums: PairSums) -> np.dtype:
-    for value in (sums.shared_length, sums.shared_min, sums.gen_num):
-        if value is not None:
-            return value.dtype
-    raise ValueError("PairSums holds no sums")
