@@ -48,13 +48,13 @@ def _ratio(numerator, denominator):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def upper_rows(code, row_totals, column_totals, shared, den, first, out):  # pragma: no cover
-    """``out[i, j]``: the distance of row sample i and column sample j where ``j > first +
-    i``, 0 elsewhere, from (rows, columns) sums ``shared`` and ``den`` (generalized only; any
+def upper_rows(code, row_totals, column_totals, shared, den, out):  # pragma: no cover
+    """``out[i, j]``: the distance of row sample i and column sample j where ``j > i``, 0
+    elsewhere, from (rows, columns) sums ``shared`` and ``den`` (generalized only; any
     array otherwise). ``out`` may be ``shared`` itself (each entry read before it is written)."""
     rows, columns = out.shape
     for i in range(rows):
-        above = min(first + i + 1, columns)
+        above = min(i + 1, columns)
         out[i, :above] = 0
         for j in range(above, columns):
             other = den[i, j] if code == _GENERALIZED else 0.0

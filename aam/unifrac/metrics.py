@@ -83,9 +83,7 @@ def upper_distances(
 
     shared, den = _formula_sums(metric, sums)
     out = shared if reuse else np.empty_like(shared)
-    upper_rows(
-        CODES[metric], totals[start : start + len(shared)], totals[start:], shared, den, 0, out
-    )
+    upper_rows(CODES[metric], totals[start : start + len(shared)], totals[start:], shared, den, out)
     return out
 
 
