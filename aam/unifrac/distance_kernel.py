@@ -28,16 +28,18 @@ _GENERALIZED = CODES["generalized"]
 def pair_distance(code, pair_total, shared, den):  # pragma: no cover - compiled
     """Distance (float64) of a pair under metric ``METRICS[code]``: ``pair_total``, the sum
     of its samples' totals; ``shared``, its sum over shared nodes (shared length, shared min
-    or the generalized numerator); ``den``, the generalized denominator (else unread)."""
+    or the generalized numerator); ``den``, the generalized denominator (else unread).
+    ``shared + shared``: doubled in the sums' own dtype, as numpy's ``2 * sums`` (float32 sums
+    near its largest value overflow there, alike)."""
     if code == _UNWEIGHTED:
         # Rounding (e.g. of the kernel's complement terms) must not make a distance negative.
-        return _ratio(np.maximum(pair_total - 2 * shared, 0.0), pair_total - shared)
+        return _ratio(np.maximum(pair_total - (shared + shared), 0.0), pair_total - shared)
     if code == _GENERALIZED:
         # As above: the complement sums' rounding (tiny or subnormal branch lengths) must not
         # take a distance out of [0, 1] (hypothesis: two tips of length 5e-324 gave -1).
         denominator = np.maximum(pair_total + den, 0.0)
         return _ratio(np.minimum(np.maximum(pair_total + shared, 0.0), denominator), denominator)
-    dist = np.maximum(pair_total - 2 * shared, 0.0)  # weighted
+    dist = np.maximum(pair_total - (shared + shared), 0.0)  # weighted
     return dist if code == _UNNORMALIZED else _ratio(dist, pair_total)
 
 
