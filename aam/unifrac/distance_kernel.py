@@ -102,8 +102,10 @@ def packed_rows(code, totals, shared, den, halves, lo, hi, out):  # pragma: no c
 @numba.njit(cache=True, nogil=True)
 def _halved_distance(code, pair_total, shared, den, half_sum, halved):  # pragma: no cover
     """``pair_distance``, the sum of two complement halves (float64) first cast to the dtype
-    of ``shared`` and added to it where ``halved``: as numpy's ``astype`` then ``+``.
-    (Scalars only: a compiled call taking arrays costs their reference counts per pair.)"""
+    of ``shared`` and added to it where ``halved``, as the one-process kernel adds its terms
+    (float32: a term and a kernel sum of the same node lengths round alike and cancel, so two
+    samples holding no branch length stay at distance 0). Scalars only: a compiled call
+    taking arrays costs their reference counts per pair."""
     if halved:
         shared = shared + cast_like(half_sum, shared)
     return pair_distance(code, pair_total, shared, den)

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from aam.runtime.threads import ThreadPool, run_each
 from aam.unifrac.abundance import NodeAbundance
 
-_CHUNK = 1 << 16  # elements of a row chunk's temporaries (they stay in cache)
+_CHUNK = 1 << 16  # elements of a block of rows: the grain of the row work threads share
 
 METRICS = ("unweighted", "weighted_normalized", "weighted_unnormalized", "generalized")
 DEFAULT_ALPHA = 0.5  # generalized UniFrac's alpha unless one is given
