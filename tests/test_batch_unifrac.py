@@ -552,3 +552,18 @@ def test_triangle_rows_cut_every_row_once_into_near_equal_shares(rows, extra, pa
     shares = [cost[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     if rows:
         assert max(shares) <= cost.sum() / parts + cost.max()
+
+
+@pytest.mark.parametrize("like", [np.float32(1), np.float64(1)])
+def test_cast_like_gives_the_dtype_of_its_second_argument_in_python_and_compiled(like):
+    """The halves' cast (``distance_kernel.cast_like``): plain Python and numba's overload
+    round a float64 to the same value of ``like``'s dtype."""
+    import numba
+
+    from aam.unifrac.distance_kernel import cast_like
+
+    compiled = numba.njit(lambda value, like: cast_like(value, like))
+    for value in (0.1, 1 / 3, 1e-40, 3.4e38):
+        ours, theirs = cast_like(value, like), compiled(value, like)
+        assert np.asarray(ours).dtype == np.asarray(like).dtype
+        assert ours == theirs == np.asarray(value).astype(np.asarray(like).dtype)
