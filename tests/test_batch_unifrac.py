@@ -15,6 +15,7 @@ float64), held to 8 float32 epsilons absolute.
 
 from __future__ import annotations
 
+import collections
 import functools
 import io
 import sys
@@ -28,6 +29,7 @@ import scipy.sparse as sp
 import skbio
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from aam.data.samples import SampleSet
 from aam.data.table import counts_of, load_counts
@@ -408,6 +410,45 @@ def test_the_cpu_costs_weigh_the_pairs_a_node_makes_the_kernel_visit(demo):
     assert half.any() and rare.any()
     assert cpu[half].min() > 10 * cpu[rare].max()  # pairs: (B/2)^2 against (B/50)^2
     assert gpu[half].min() < 10 * gpu[rare].max()
+
+
+class DispatchedOps(TorchDispatchMode):
+    """Counts the aten ops a block of torch code dispatches (each a kernel launch on a GPU,
+    views included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_a_ranks_share_on_the_gpu_engine_is_a_fixed_few_ops_and_two_device_reads(demo, metric):
+    """On a GPU a rank's node share takes about as long as launching its kernels: a share
+    call (the exchange and its own rows included; its indices built by a first call of each
+    batch size) dispatches the same ops whatever the batch size, the rank count and the rank
+    (none per node or sample; generalized adds one set per slab of its pair terms, one at
+    these sizes), under 60 of them, and reads the device twice (the spread's size; the
+    empty-sample check, at the end)."""
+    counts = demo[0]
+    unifrac = BatchUniFrac.for_table(*demo, metric, alpha=0.5)
+    seen = {}
+    for batch, world, rank in [(16, 2, 0), (16, 4, 3), (120, 4, 1), (120, 16, 9)]:
+        share = DeviceBatchUniFrac.on(unifrac.node_share(rank, world, device=True), "cpu")
+        reads = csr_rows(counts, np.arange(batch))
+        own = slice(rank * batch // world, (rank + 1) * batch // world)
+        share.distances(*reads, lambda partial: partial, own)  # builds the exchange's indices
+        with DispatchedOps() as dispatched:
+            share.distances(*reads, lambda partial: partial, own)
+        seen[batch, world, rank] = dispatched.ops
+    first = next(iter(seen.values()))
+    assert all(ops == first for ops in seen.values()), seen
+    # generalized: its pair terms are elementwise over (node, sample, sample) slabs
+    assert sum(first.values()) < (105 if metric == "generalized" else 60), first
+    assert first["aten._local_scalar_dense"] == 2, first
 
 
 @pytest.mark.parametrize("metric", ["unweighted", "generalized"])

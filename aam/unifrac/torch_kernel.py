@@ -59,18 +59,24 @@ def pair_sums_torch(
     )
 
 
+def generalized_solo(p: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Each (node, sample) term ``p ** alpha`` where ``p > 0``, else 0 (alpha 0: presence)."""
+    return torch.where(p > 0, p.pow(alpha), 0.0)
+
+
 def generalized_chunk(
     p: torch.Tensor,
     length: torch.Tensor,
     alpha: float,
     num: torch.Tensor,
     den: torch.Tensor,
+    solo: torch.Tensor | None = None,
 ) -> None:
     """Add one node chunk's generalized-UniFrac shared-node terms of every pair of samples to
-    ``num`` and ``den``."""
+    ``num`` and ``den`` (``solo``: ``generalized_solo(p, alpha)``, if the caller has it)."""
     chunk, n = p.shape
     step = max(1, SLAB_ELEMENTS // max(1, chunk * n))
-    solo = torch.where(p > 0, p.pow(alpha), torch.zeros_like(p))
+    solo = generalized_solo(p, alpha) if solo is None else solo
     for lo in range(0, n, step):
         hi = min(lo + step, n)
         pi, pj = p[:, lo:hi, None], p[:, None, :]
@@ -78,7 +84,7 @@ def generalized_chunk(
         total = pi + pj
         scaled = total.pow(alpha)
         solos = solo[:, lo:hi, None] + solo[:, None, :]
-        safe_total = torch.where(both, total, torch.ones_like(total))
+        safe_total = torch.where(both, total, 1.0)
         num_terms = torch.where(both, scaled * (pi - pj).abs() / safe_total - solos, 0.0)
         den_terms = torch.where(both, scaled - solos, 0.0)
         num[lo:hi] += (length[:, :, None] * num_terms).sum(dim=0)
