@@ -13,7 +13,6 @@ overhead of CPU torch, a proxy for the launch-bound time).
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import sys
 from pathlib import Path
@@ -35,22 +34,13 @@ def main() -> None:
 
     import biom
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     from aam.data.table import counts_of
+    from aam.profiling.dispatched import DispatchedOps
     from aam.unifrac.batch import BatchUniFrac
     from aam.unifrac.batch_device import DeviceBatchUniFrac
     from aam.unifrac.metrics import METRICS
     from aam.unifrac.tree import load_tree
-
-    class Dispatched(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ops: collections.Counter[str] = collections.Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops[str(func.overloadpacket)] += 1
-            return func(*args, **(kwargs or {}))
 
     gpu = torch.cuda.is_available()
     device, sync = ("cuda", torch.cuda.synchronize) if gpu else ("cpu", lambda: None)
@@ -67,7 +57,7 @@ def main() -> None:
             return s.distances(*reads, lambda partial: partial, own)
 
         call()
-        with Dispatched() as dispatched:
+        with DispatchedOps() as dispatched:
             call()
         seconds = timed(lambda: [call() for _ in range(args.calls)], args.repeats, sync)
         row = {

@@ -15,7 +15,6 @@ float64), held to 8 float32 epsilons absolute.
 
 from __future__ import annotations
 
-import collections
 import functools
 import io
 import sys
@@ -29,10 +28,10 @@ import scipy.sparse as sp
 import skbio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from aam.data.samples import SampleSet
 from aam.data.table import counts_of, load_counts
+from aam.profiling.dispatched import DispatchedOps
 from aam.runtime.threads import ThreadPool
 from aam.training.config import UniFracOptions
 from aam.training.distances import TreeDistances
@@ -410,19 +409,6 @@ def test_the_cpu_costs_weigh_the_pairs_a_node_makes_the_kernel_visit(demo):
     assert half.any() and rare.any()
     assert cpu[half].min() > 10 * cpu[rare].max()  # pairs: (B/2)^2 against (B/50)^2
     assert gpu[half].min() < 10 * gpu[rare].max()
-
-
-class DispatchedOps(TorchDispatchMode):
-    """Counts the aten ops a block of torch code dispatches (each a kernel launch on a GPU,
-    views included)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize("metric", METRICS)

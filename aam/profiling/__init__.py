@@ -3,7 +3,8 @@ torch.profiler), a batch-size x attention-backend sweep (peak memory, samples/s)
 report that joins them with Snakemake ``benchmark:`` TSVs.
 
 Modules: ``kernels`` (parsers, categories), ``probe`` (the measured training steps and the
-rocprof command lines), ``report`` (HTML). The commands are `aam profile` and
+rocprof command lines), ``report`` (HTML), ``dispatched`` (the aten ops a block of code
+dispatches: its kernel launches on a GPU). The commands are `aam profile` and
 `aam profiling-report` (``aam.commands.profile``, ``aam.commands.profiling_report``).
 """
 
