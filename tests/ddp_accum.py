@@ -1,14 +1,9 @@
-"""One epoch of DDP training with --grad-accum 2 under torchrun (gloo, CPU), twice: as the
-Trainer runs it (``no_sync`` before a step's last batch) and with every batch all-reduced.
-Rank 0 saves, per run, the all-reduces DDP made (a counting comm hook), the optimizer steps
-and the gradients the first optimizer step applies (both runs start from the same weights;
-AdamW then amplifies the gradients' rounding differences in near-zero gradients).
+"""One epoch of DDP training with --grad-accum 2 (run under torchrun by tests/ddp_runs.py),
+twice: as the Trainer runs it (``no_sync`` before a step's last batch) and with every batch
+all-reduced. Per run: the all-reduces DDP made (a counting comm hook), the optimizer steps and
+the gradients the first optimizer step applies (both runs start from the same weights; AdamW
+then amplifies the gradients' rounding differences in near-zero gradients)."""
 
-Run by tests/test_distributed.py as
-``python -m torch.distributed.run --standalone --nproc_per_node 2 tests/ddp_accum.py STUDY OUT``.
-"""
-
-import sys
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -20,7 +15,7 @@ import aam.training.trainer as trainer_module
 from aam.models import SequenceEncoder
 from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, init_distributed
+from aam.training.distributed import DistContext
 from aam.training.objective import Objective
 from aam.training.study import load_study
 from aam.training.trainer import Trainer
@@ -61,11 +56,9 @@ def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
     return {"all_reduces": len(calls), "steps": trainer.state.step, "grads": grads[0]}
 
 
-if __name__ == "__main__":
-    study_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
-    context = init_distributed("cpu")
-    runs = {"no_sync": train(study_dir, context, out.parent / "no_sync")}
+def both_runs(study_dir: Path, ctx: DistContext, out: Path) -> dict[str, dict]:
+    """The Trainer's run, then one with every batch all-reduced (outputs under ``out``)."""
+    runs = {"no_sync": train(study_dir, ctx, out / "no_sync")}
     trainer_module.gradient_sync = lambda model, at_step: nullcontext()  # every batch syncs
-    runs["every_batch"] = train(study_dir, context, out.parent / "every_batch")
-    if context.is_main:
-        torch.save(runs, out)
+    runs["every_batch"] = train(study_dir, ctx, out / "every_batch")
+    return runs

@@ -1,10 +1,6 @@
-"""One pretraining step under torchrun (gloo, CPU); rank 0 saves loss and gradients.
+"""One pretraining step on a global batch of 8, this rank's share of it (run under torchrun by
+tests/ddp_runs.py; in one process by tests/test_distributed.py)."""
 
-Run by tests/test_distributed.py as
-``python -m torch.distributed.run --standalone --nproc_per_node 2 tests/ddp_step.py STUDY OUT``.
-"""
-
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +10,7 @@ from tiny_model import tiny_model
 from aam.models import SequenceEncoder
 from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, init_distributed, rank_slice
+from aam.training.distributed import DistContext, rank_slice
 from aam.training.objective import Objective
 from aam.training.step import step_loss
 from aam.training.study import load_study
@@ -45,10 +41,3 @@ def step(study_dir: Path, ctx: DistContext) -> tuple[float, dict[str, torch.Tens
     loss.backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     return terms["unifrac_loss"], grads
-
-
-if __name__ == "__main__":
-    context = init_distributed("cpu")
-    unifrac_loss, gradients = step(Path(sys.argv[1]), context)
-    if context.is_main:
-        torch.save({"unifrac_loss": unifrac_loss, "grads": gradients}, sys.argv[2])

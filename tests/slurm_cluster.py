@@ -1,6 +1,6 @@
 """A real two-node SLURM cluster (munged, slurmctld, two slurmd) for end-to-end executor tests.
 
-Usage in a test module (tests/ is on sys.path, as for tests/ddp_step.py)::
+Usage in a test module (tests/ is on sys.path, as for tests/ddp_runs.py)::
 
     # ruff: noqa: F811  (the imported fixture is a test argument)
     from slurm_cluster import slurm_cluster  # noqa: F401  (the session fixture)

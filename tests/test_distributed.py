@@ -16,16 +16,19 @@ from ddp_step import step  # noqa: E402
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 
 
-def _torchrun(script: str, study: Path, out: Path) -> dict:
-    command = [*TORCHRUN, str(Path(__file__).parent / script), str(study), str(out)]
+@pytest.fixture(scope="module")
+def ddp_runs(small_study, tmp_path_factory) -> dict:
+    """Both tests' 2-rank runs, in one torchrun launch (tests/ddp_runs.py)."""
+    out = tmp_path_factory.mktemp("ddp") / "runs.pt"
+    command = [*TORCHRUN, str(Path(__file__).parent / "ddp_runs.py"), str(small_study), str(out)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     return torch.load(out, weights_only=True)
 
 
 @pytest.mark.slow
-def test_two_rank_step_matches_single_process_on_the_concatenated_batch(small_study, tmp_path):
-    ddp = _torchrun("ddp_step.py", small_study, tmp_path / "ddp.pt")
+def test_two_rank_step_matches_single_process_on_the_concatenated_batch(small_study, ddp_runs):
+    ddp = ddp_runs["step"]
     single_loss, single_grads = step(small_study, DistContext())
     assert abs(ddp["unifrac_loss"] - single_loss) < 1e-6
     assert ddp["grads"].keys() == single_grads.keys()
@@ -35,8 +38,8 @@ def test_two_rank_step_matches_single_process_on_the_concatenated_batch(small_st
 
 
 @pytest.mark.slow
-def test_grad_accum_all_reduces_once_per_step_to_the_same_weights(small_study, tmp_path):
-    runs = _torchrun("ddp_accum.py", small_study, tmp_path / "accum.pt")
+def test_grad_accum_all_reduces_once_per_step_to_the_same_weights(ddp_runs):
+    runs = ddp_runs["accum"]
     no_sync, every_batch = runs["no_sync"], runs["every_batch"]
     steps = no_sync["steps"]
     assert steps == every_batch["steps"] == 3  # 48 samples, batches of 8, 2 per step

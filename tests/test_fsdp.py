@@ -18,6 +18,10 @@ from aam.training.distributed import DistContext
 sys.path.insert(0, str(Path(__file__).parent))
 from fsdp_train import GLOBAL_BATCHES, STAGES, TRAIN, train  # noqa: E402
 
+# three torchrun runs of 2 ranks and a module fixture that trains (~2 min of CPU on 2 cores):
+# `make test-extended`, beside `make test` (its 8-minute budget)
+pytestmark = pytest.mark.extended
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 # Exact arithmetic gives two sets of weights no gradient: pooling's LayerNorm bias (pairwise
 # embedding distances do not change when every embedding moves by the same vector) and the key

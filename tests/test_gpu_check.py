@@ -190,7 +190,7 @@ def torch_only_python(root: Path) -> Path:
 
 
 @NO_GPU
-@pytest.mark.slow
+@pytest.mark.extended  # downloads and installs the wheelhouse: `make test-extended`
 def test_install_from_the_wheelhouse_without_an_index_then_a_dry_run(tmp_path):
     wheelhouse = tmp_path / "wheelhouse"
     version = ".".join(map(str, sys.version_info[:2]))

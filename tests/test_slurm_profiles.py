@@ -72,6 +72,7 @@ def _minutes(limit: str) -> int:
     return int(days or 0) * 1440 + h * 60 + m + (s > 0)
 
 
+@pytest.mark.extended  # a whole-DAG run per site: `make test-extended` (the 8-minute budget)
 @pytest.mark.parametrize("profile", ["cosmos", "lumi"])
 def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, slurm_runs, profile):
     run = slurm_runs[profile]

@@ -69,6 +69,7 @@ def _local_encoder(run: SiteRun, output: str, out: Path, launcher: list[str]) ->
     return torch.load(out / "encoder.pt", weights_only=False)["model"]
 
 
+@pytest.mark.extended  # the Cosmos site run's pretraining: `make test-extended`
 def test_pretraining_on_two_nodes_resumes_after_usr1_and_equals_one_process(
     slurm_cluster, slurm_runs, tmp_path
 ):
