@@ -43,14 +43,14 @@ test-fast: $(STAMP)
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m faults tests/faults
 
-# The extended runs (marker `extended`), each minutes of CPU that `make test`'s 8-minute budget
-# on 2 cores cannot hold: the shared test DAG, then one more run with every feature at once
-# (sweep, cross-validation, learning curves, classifier and ensemble, matrix shards, predict_on,
+# The extended runs (marker `extended`), the CPU that `make test`'s 8-minute budget on 2 cores
+# cannot hold: the shared test DAG, then one more run with every feature at once (sweep,
+# cross-validation, learning curves, classifier and ensemble, matrix shards, predict_on,
 # profiling report; tests/test_workflow_extended.py); the demo DAG through the Cosmos and LUMI
 # profiles on the SLURM test cluster (the Cosmos pretraining on two nodes, signalled, resumed);
-# `--fsdp`'s torchrun runs (tests/test_fsdp.py); the GPU node's offline install from a downloaded
-# wheelhouse. Two workers: the DAG runs and the SLURM runs (mostly the plugin's status polling)
-# side by side. Run by .ci/run beside `make test`.
+# `--fsdp`'s torchrun runs (tests/test_fsdp.py); 4 gloo ranks pretraining from the tree; the GPU
+# node's offline install from a downloaded wheelhouse. Two workers: the DAG runs and the SLURM
+# runs (mostly the plugin's status polling) side by side. Run by .ci/run beside `make test`.
 test-extended: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m extended
 

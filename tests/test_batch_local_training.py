@@ -135,7 +135,7 @@ def test_every_batch_unifrac_engine_trains_to_the_weights_of_the_matrix(
     assert "device_busy" not in ours["history"][0]  # a CPU run measures no device time
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 5 processes that import torch (~45 s of CPU): `make test-extended`
 def test_four_processes_on_the_tree_train_to_the_weights_of_one_on_the_matrix(
     small_study, demo_dir, from_matrix, tmp_path
 ):
