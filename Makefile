@@ -33,7 +33,7 @@ test: $(STAMP)
 
 # The edit loop: the suite without the tiers that start a SLURM cluster, run Snakemake or take
 # long (markers in pyproject.toml; `make test` runs them all).
-FAST_TIERS := not slurm and not workflow and not slow and not gpu and not faults
+FAST_TIERS := not slurm and not workflow and not slow and not gpu and not faults and not extended
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m '$(FAST_TIERS)' --durations=5
 
@@ -43,14 +43,9 @@ test-fast: $(STAMP)
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m faults tests/faults
 
-# The extended runs (marker `extended`), the CPU that `make test`'s 8-minute budget on 2 cores
-# cannot hold: the shared test DAG, then one more run with every feature at once (sweep,
-# cross-validation, learning curves, classifier and ensemble, matrix shards, predict_on,
-# profiling report; tests/test_workflow_extended.py); the demo DAG through the Cosmos and LUMI
-# profiles on the SLURM test cluster (the Cosmos pretraining on two nodes, signalled, resumed);
-# `--fsdp`'s torchrun runs (tests/test_fsdp.py); 4 gloo ranks pretraining from the tree; the GPU
-# node's offline install from a downloaded wheelhouse. Two workers: the DAG runs and the SLURM
-# runs (mostly the plugin's status polling) side by side. Run by .ci/run beside `make test`.
+# The extended runs (marker `extended`; what they are: tests/README.md, "Tiers"): the CPU that
+# `make test`'s 8-minute budget on 2 cores cannot hold. Two workers: the DAG runs and the SLURM
+# site runs (mostly the plugin's status polling) side by side. Run by .ci/run beside `make test`.
 test-extended: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m extended
 
