@@ -80,14 +80,18 @@ def ssu_problem(ssu: Path, env: dict[str, str], table: Path, out: Path) -> str |
     """Why ``ssu`` cannot be measured here, or None when it runs."""
     if not (ssu / "bin" / "ssu").is_file():
         return f"not found at {ssu}"
-    _, _, code = measure(ssu_command(ssu, table, "unweighted", "float32", out), env)
+    probe = ssu_command(ssu, table, "unweighted", "float32", out)
+    run = subprocess.run(probe, env=env, capture_output=True, text=True, check=False)
+    code = run.returncode
     if code == 0:
         return None
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     if code < 0 and -code == signal.SIGILL:
         cpu = "" if "avx512f" in flags else ": this CPU lacks AVX-512, which the build uses"
         return f"killed by SIGILL{cpu}"
-    return f"exit status {code}"
+    said = (run.stderr.strip().splitlines() or ["no message"])[-1]
+    hint = f" (its runtime packages: {ssu / 'README.md'})" if code == 127 else ""
+    return f"exit status {code}: {said}{hint}"
 
 
 def table_for(samples: int, workdir: Path) -> Path:

@@ -31,6 +31,9 @@ from aam.cli import main
 from aam.commands.plot_history import SERIES, history_figure
 from aam.training.trainer import epoch_line
 
+# One xdist worker: every worker that ran one of these tests would build the module fixtures.
+pytestmark = pytest.mark.xdist_group("test_cli_training")
+
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 TINY = (
     "--embedding-dim 16 --attention-heads 2 --layers 1 --max-bp 100 --token-limit 64 "

@@ -13,6 +13,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pytest
 from ddp_step import step  # noqa: E402
 
+# One xdist worker: every worker that ran one of these tests would build the module fixtures.
+pytestmark = pytest.mark.xdist_group("test_distributed")
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 
 

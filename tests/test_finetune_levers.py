@@ -26,6 +26,9 @@ from aam.training.checkpoint import load_checkpoint
 from aam.training.ema import WeightAverage
 from aam.workflow.config import expand_ensembles
 
+# One xdist worker: every worker that ran one of these tests would build the module fixtures.
+pytestmark = pytest.mark.xdist_group("test_finetune_levers")
+
 
 def test_the_average_warms_up_then_follows_the_decay_and_swaps_back():
     model = torch.nn.Linear(2, 1, bias=False)

@@ -18,6 +18,9 @@ from skbio.diversity import beta_diversity
 
 from aam.unifrac.engines import compute_unifrac
 
+# One xdist worker: every worker that ran one of these tests would build the module fixtures.
+pytestmark = pytest.mark.xdist_group("test_unifrac_exactness")
+
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
 SKBIO = {
     "unweighted": ("unweighted_unifrac", {}),

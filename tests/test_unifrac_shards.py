@@ -38,6 +38,9 @@ from aam.workflow.checks import check_unifrac_engine
 from aam.workflow.config import config_error_line
 from aam.workflow.dataset_checks import check_dataset
 
+# One xdist worker: every worker that ran one of these tests would build the module fixtures.
+pytestmark = pytest.mark.xdist_group("test_unifrac_shards")
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "demo"
 
