@@ -161,9 +161,11 @@ def test_a_pretrained_base_keeps_its_stacks_and_rejects_a_contradiction():
 
 def test_rule_flags_are_passed_by_the_rules():
     rules = (REPO / "workflow/rules/train.smk").read_text()
+    rules += (REPO / "aam/workflow/flags.py").read_text()  # FLAGS.pretrain, FLAGS.finetune
     for name in RULE_FLAGS - NOT_PASSED:
         flag = "--no-progress" if name == "progress" else "--" + name.replace("_", "-")
-        assert flag in rules or f'"{name}"' in rules, f"{name} is not set by train.smk"
+        given = flag in rules or f'"{name}"' in rules or f"{name}=" in rules  # input_flags
+        assert given, f"{name} is not set by train.smk nor by Flags"
 
 
 def _config(tmp_path, section: str, key: str, value) -> Path:

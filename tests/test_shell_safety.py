@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from aam.workflow.config import NEGATABLE, cli_flags, config_error_line
 
 # Placeholders a shell: directive may use unquoted: numbers, or flag strings that cli_flags built.
-PREQUOTED = {"threads", "params.options", "params.launcher"}
+PREQUOTED = {"threads", "params.options", "params.paths", "params.launcher"}
 HOSTILE = ["$(touch {marker})", "`touch {marker}`", "x; touch {marker}", "a'b\"c", "host age"]
 
 
@@ -55,7 +55,7 @@ OPTION_VALUES = st.one_of(
 @given(st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,10}", fullmatch=True), OPTION_VALUES))
 def test_cli_flags_round_trip_through_the_shell_lexer(options):
     expected = []
-    for key, value in options.items():
+    for key, value in sorted(options.items()):
         flag = "--" + key.replace("_", "-")
         if value is True:
             expected.append(flag)
@@ -82,7 +82,7 @@ def test_hostile_flag_values_do_not_execute_in_bash(tmp_path, template):
     line = "printf '%s\\n' " + cli_flags({"target_column": value, "columns": [value, "b"]})
     run = subprocess.run(["bash", "-c", line], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines() == ["--target-column", value, "--columns", value, "b"]
+    assert run.stdout.splitlines() == ["--columns", value, "b", "--target-column", value]
     assert not marker.exists()
 
 

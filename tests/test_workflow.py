@@ -220,7 +220,7 @@ def test_by_default_training_reads_the_tree_and_no_unifrac_job_runs(tmp_path, ch
     for rule in ("pretrain", "finetune", "profile"):
         assert tree in commands[rule] and "--unifrac " not in commands[rule], commands[rule]
     for rule in ("pretrain", "finetune"):
-        assert "--unifrac-metric unweighted --unifrac-alpha 0.5 " in commands[rule]
+        assert "--unifrac-alpha 0.5 --unifrac-metric unweighted " in commands[rule]
     assert not (tmp_path / "work").exists()
 
 
@@ -232,8 +232,8 @@ def test_the_matrix_when_asked_for_and_a_runs_own_unifrac_options(tmp_path, chec
     matrix = f"--output {tmp_path}/work/unifrac/demo.generalized.h5 --alpha 0.3 "
     assert "--metric generalized " in commands["unifrac"] and matrix in commands["unifrac"]
     # the config's metric and alpha, unless the run's own options say otherwise
-    assert "--unifrac-metric weighted_normalized --unifrac-alpha 0.3 " in commands["pretrain"]
-    assert "--unifrac-metric generalized --unifrac-alpha 0.3 " in commands["finetune"]
+    assert "--unifrac-alpha 0.3 --unifrac-metric weighted_normalized " in commands["pretrain"]
+    assert "--unifrac-alpha 0.3 --unifrac-metric generalized " in commands["finetune"]
     for rule in ("pretrain", "finetune"):
         assert "--unifrac " not in commands[rule] and " --tree " in commands[rule]
     assert not (tmp_path / "work").exists()

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 from biom.util import biom_open
+from config_edits import rerun_plans
 from dag_run import run_snakemake, scheduled
 
 from aam.analysis.overview import verdict
@@ -316,3 +317,24 @@ def test_predict_on_another_dataset_adds_only_its_jobs(copy, extended):
     assert shift["depth"]["above_training_max"] == 20  # 3000 reads; the demo's are 1000
     unknown = shift["categories"]["qiita_study_id"]
     assert unknown["unseen_values"] == {"99999": 5} and unknown["unknown"] == 5
+
+
+def test_every_key_of_every_feature_reruns_what_it_changes(extended, tmp_path):
+    """tests/test_config_reruns.py on the extended run: with every feature on, the keys of
+    folds, ensembles, learning curves, sweeps, shards, other datasets and the profiling target
+    too; a dry run schedules exactly the jobs an edit changes and what reads their outputs."""
+    root = tmp_path / "repo"
+    shutil.copytree(extended, root, symlinks=True)
+    reruns = rerun_plans(root, "config/test.yaml", EXTENDED_TARGETS, tmp_path)
+    assert reruns["base"] == []
+    edits = reruns["edits"]
+    refused = {key: edit["refused"] for key, edit in edits.items() if "refused" in edit}
+    assert not refused, refused
+    wrong = {
+        key: sorted(set(edit["scheduled"]) ^ set(edit["downstream"]))
+        for key, edit in edits.items()
+        if set(edit["scheduled"]) != set(edit["downstream"])
+    }
+    assert not wrong, wrong
+    for key in ("runs.tinycv.cv.folds", "runs.classes.ensemble.seeds", "profiling.steps"):
+        assert edits[key]["changed"], key  # keys of features the test config leaves off

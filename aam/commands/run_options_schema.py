@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,7 @@ def run_options_schema() -> dict[str, Any]:
         defs[name] = {
             **Domain(pattern=names).json_schema(str),
             "description": f"{flag}: {names[1]}",
+            "examples": [word.replace(":N", ":1") for word in re.split(r", | or ", names[1])],
         }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

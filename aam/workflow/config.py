@@ -39,15 +39,16 @@ NEGATABLE = frozenset(
 
 
 def cli_flags(options: Mapping[str, Any]) -> str:
-    """Shell-quoted CLI flags from a config mapping.
+    """Shell-quoted CLI flags from a config mapping, sorted by name.
 
-    ``{"batch_size": 8, "freeze_base": True, "sizes": [4, 8], "x": None}`` ->
+    ``{"sizes": [4, 8], "batch_size": 8, "freeze_base": True, "x": None}`` ->
     ``--batch-size 8 --freeze-base --sizes 4 8``. ``None`` drops the flag, so does ``False``
     but for the ``NEGATABLE`` options (``{"compile": False}`` -> ``--no-compile``); a list gives
-    one quoted word per item.
+    one quoted word per item. Sorted: the same options give the same string (a rule's params,
+    which Snakemake compares with the last run's) whatever the order of the config's keys.
     """
     words: list[str] = []
-    for key, value in options.items():
+    for key, value in sorted(options.items()):
         flag = "--" + key.replace("_", "-")
         if value is True:
             words.append(flag)

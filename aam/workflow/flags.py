@@ -1,18 +1,44 @@
-"""The `aam` flags each rule passes (its ``params: options``), from the plan and the job's
-wildcards, shell-quoted by ``cli_flags``.
+"""The `aam` flags each rule passes, shell-quoted by ``cli_flags``: the config's values
+(``params: options``) apart from the input files a flag names (``params: paths``).
 
-``Flags(plan)`` has one method per rule (or family of rules); a rule names it as its params
-function (``options=FLAGS.split``) and Snakemake calls it with the job's wildcards, and with its
-input where the flags name an input file (Snakemake then leaves the value out of its params
-rerun trigger: the input's own change reruns the job). The training rules spell out their flags
-in train.smk. Standard library only (the Snakefile imports this on a login node).
+A job reruns when a config value its command reads changes because that value is in a params
+entry Snakemake compares with its record of the job's last run. Snakemake leaves out of that
+comparison every params function that takes ``input``, ``output``, ``threads`` or
+``resources``, so the two kinds never share a function:
+
+* ``options=FLAGS.<rule>``: a method of ``Flags(plan)`` that takes the job's wildcards only and
+  returns the flags of the config's values (compared: a changed value reruns the job);
+* ``paths=input_flags(flag="input name", ...)``: the flags that name input files (not compared:
+  a changed set of input files reruns the job through Snakemake's input trigger).
+
+Standard library only (the Snakefile imports this on a login node).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aam.workflow.config import cli_flags
+
+
+def input_flags(**flags: str) -> Callable[[Any, Any], str]:
+    """Params function: ``--<flag> <path>`` for each ``flag="input name"`` whose input the job
+    has (an input function may give none: ``[]``); a list input gives one word per file.
+    File paths only: config values go in ``options`` (``Flags``), which Snakemake compares."""
+
+    def paths(wildcards: Any, input: Any) -> str:
+        named = {flag: getattr(input, name, None) for flag, name in flags.items()}
+        return cli_flags({flag: _words(value) for flag, value in named.items()})
+
+    return paths
+
+
+def _words(value: Any) -> Any:
+    """An input's value as ``cli_flags`` takes it: None if empty, a list of paths if several."""
+    if not value:
+        return None
+    return value if isinstance(value, str) else list(value)
 
 
 class Flags:
@@ -43,19 +69,27 @@ class Flags:
         rarefy = self._dataset(wildcards)["rarefy"]
         return cli_flags({"rarefy_depth": rarefy["depth"], "seed": rarefy["seed"]})
 
-    def split(self, wildcards: Any, input: Any) -> str:
+    def split(self, wildcards: Any) -> str:
         """`aam split` of a dataset's split: seeded (config ``split:``), or the dataset's own
-        (``split_column``, or ``split_file``: input ``given``)."""
+        (``split_column``; ``split_file`` is input ``given``)."""
         data = self._dataset(wildcards)
         return cli_flags(
             {
                 "target_column": data["target"],
                 "classifier": data["classifier"],
                 "from_column": data["split_column"],
-                "from_file": input.given or None,
                 **self.config["split"],
             }
         )
+
+    def unifrac(self, wildcards: Any) -> str:
+        """`aam unifrac` of a dataset's matrix (config ``unifrac:``; the metric is {metric})."""
+        unifrac = self.config["unifrac"]
+        return cli_flags({key: unifrac[key] for key in ("alpha", "engine", "device")})
+
+    def unifrac_shards(self, wildcards: Any) -> str:
+        """`aam unifrac-shard` and `aam unifrac-gather`: alpha and the number of shards."""
+        return cli_flags({"alpha": self.config["unifrac"]["alpha"], "shards": self.plan.shards})
 
     def cv_split(self, wildcards: Any) -> str:
         """`aam split` of fold {fold} of a seeded {folds}-fold partition."""
@@ -97,6 +131,47 @@ class Flags:
             }
         )
 
+    def _unifrac(self) -> dict[str, Any]:
+        """The runs' batch UniFrac (config ``unifrac:`` metric and alpha; a run's own
+        ``unifrac_metric``/``unifrac_alpha`` come after it and win)."""
+        unifrac = self.config["unifrac"]
+        return {"unifrac_metric": unifrac["metric"], "unifrac_alpha": unifrac["alpha"]}
+
+    def pretrain(self, wildcards: Any) -> str:
+        """`aam pretrain` of run {run}: its model and pretraining options (the split it reads,
+        if any, is input ``split``)."""
+        run = self.plan.runs[wildcards.run]
+        return cli_flags(
+            {
+                "device": self.config["device"],
+                "scratch": self.config["scratch"],
+                **self._unifrac(),
+                **run["model"],
+                **run["pretrain"],
+            }
+        )
+
+    def finetune(self, wildcards: Any) -> str:
+        """`aam finetune` of run {run}: its dataset's target and covariates, its model and
+        fine-tuning options (the encoder it starts from, if any, is input ``encoder``)."""
+        run, data = self.plan.runs[wildcards.run], self._run_dataset(wildcards)
+        return cli_flags(
+            {
+                "target_column": data["target"],
+                "categorical_columns": ",".join(data["categorical"]) or None,
+                "classifier": data["classifier"],
+                "device": self.config["device"],
+                "scratch": self.config["scratch"],
+                **self._unifrac(),
+                **run["model"],
+                **run["finetune"],
+            }
+        )
+
+    def validate(self, wildcards: Any) -> str:
+        """`aam validate compare`: on the config's device."""
+        return cli_flags({"device": self.config["device"]})
+
     def _figures(self) -> dict[str, Any]:
         """The flag of the format of a command's figures (config ``figure_format``)."""
         return {"figure_format": self.config["figure_format"]}
@@ -111,14 +186,12 @@ class Flags:
         """`aam taxonomy`: the confidence of a dataset's RDP ``taxonomy:``, if given."""
         return cli_flags({"confidence": self._dataset(wildcards)["taxonomy"].get("confidence")})
 
-    def pcoa(self, wildcards: Any, input: Any) -> str:
-        """`aam pcoa`: points coloured by the dataset's group_column, if it has one; the title
-        names the dataset and the metric."""
-        group = self._dataset(wildcards)["group_column"]
+    def pcoa(self, wildcards: Any) -> str:
+        """`aam pcoa`: points coloured by the dataset's group_column, if it has one (input
+        ``metadata``); the title names the dataset and the metric."""
         return cli_flags(
             {
-                "metadata": input.metadata if group else None,
-                "color_column": group,
+                "color_column": self._dataset(wildcards)["group_column"],
                 "dataset": wildcards.dataset,
                 "metric": wildcards.metric,
                 **self._figures(),
@@ -153,9 +226,9 @@ class Flags:
             }
         )
 
-    def importance(self, wildcards: Any, input: Any) -> str:
-        """`aam importance`: the forest's options are config ``baselines:``; the dataset's
-        taxonomy, where it has one (input ``taxonomy``)."""
+    def importance(self, wildcards: Any) -> str:
+        """`aam importance`: the forest's options are config ``baselines:`` (the dataset's
+        taxonomy, where it has one, is input ``taxonomy``)."""
         return cli_flags(
             {
                 "rarefy_depth": self._rarefied(wildcards),
@@ -163,18 +236,16 @@ class Flags:
                 **self.config["baselines"],
                 **self._figures(),
                 **self._labels(wildcards),
-                "taxonomy": input.taxonomy or None,
             }
         )
 
-    def learning_curve(self, wildcards: Any, input: Any) -> str:
-        """`aam learning-curve`: the fractions of the points (then 1, the run itself), the
-        from-scratch twin's metrics (input ``scratch``, ``Plan.scratch_curve``) if any."""
+    def learning_curve(self, wildcards: Any) -> str:
+        """`aam learning-curve`: the fractions of the points (then 1, the run itself); the
+        from-scratch twin's metrics (``Plan.scratch_curve``), if any, are input ``scratch``."""
         data = self._run_dataset(wildcards)
         return cli_flags(
             {
                 "fractions": [*self.plan.curves[wildcards.run]["points"].values(), 1],
-                "scratch_metrics": list(input.scratch) or None,
                 "target_column": data["target"],
                 "group_column": data["group_column"],
                 **self._labels(wildcards),
@@ -199,8 +270,7 @@ class Flags:
             }
         )
 
-    def overview_runs(self, wildcards: Any, input: Any) -> list[str]:
-        """`aam overview --run` values: ``run=dataset=metrics`` of every run and ensemble
-        (input ``metrics``, in the order of ``Plan.scored``)."""
-        runs = zip(self.plan.scored, input.metrics, strict=True)
-        return [f"{run}={dataset}={path}" for (run, dataset, _), path in runs]
+    def overview_runs(self, wildcards: Any) -> list[str]:
+        """`aam overview --run` values: ``run=dataset=metrics`` of every run and ensemble (in
+        the order of ``Plan.scored``; the metrics files are the rule's input ``metrics``)."""
+        return [f"{run}={dataset}={path}" for run, dataset, path in self.plan.scored]

@@ -185,6 +185,13 @@ class Plan:
         """Figure ``stem`` (no suffix) in the config's ``figure_format``: ``<stem>.png``."""
         return Path(figure_name(str(stem), self.config["figure_format"]))
 
+    def color_metadata(self, dataset: str) -> Path | list:
+        """The staged metadata that colours ``dataset``'s PCoA by its group_column, or none
+        (``[]``) without one."""
+        if self.datasets[dataset]["group_column"]:
+            return self.work / "data" / dataset / "metadata.tsv"
+        return []
+
     def taxonomy_file(self, dataset: str) -> Path | list:
         """The taxonomy.tsv of ``dataset``: staged (its ``taxonomy:`` names a TSV), classified
         by rule taxonomy (an RDP training set), or none (``[]``)."""

@@ -169,11 +169,15 @@ def report_entry(output: str | Path, work: Path) -> ReportEntry:
 
 def final_outputs(plan: Any) -> list[Path]:
     """The targets of rule `all` (``plan``: an ``aam.workflow.plan.Plan``): the data check of
-    every dataset (first), the predictions, metrics and training curves of every run, its
-    ASV importance and its predictions on other datasets, the ensembles' metrics, the summary
-    table and the report's
-    front page, the sweeps' leaderboard, the cross-validation tables and learning curves, the
-    UniFrac matrices with their PCoA (unifrac.matrix: true) and the golden-file check."""
+    every dataset (first), the predictions, metrics, figures and training curves of every run,
+    its ASV importance and its predictions on other datasets, the ensembles' metrics and
+    figures, the summary table and the report's front page, the sweeps' leaderboard, the
+    cross-validation tables and learning curves, the UniFrac matrices with their PCoA
+    (unifrac.matrix: true) and the golden-file check.
+
+    Every figure is a target: its name follows ``figure_format``, and Snakemake neither
+    reruns a job for an output no target asks for nor, while that output has no record,
+    compares the job's params or code with its last run's."""
     work, runs, metric = plan.work, list(plan.runs), plan.metric
     fmt = plan.config["figure_format"]
     on = [(run, other) for run, spec in plan.runs.items() for other in spec["predict_on"]]
@@ -181,13 +185,22 @@ def final_outputs(plan: Any) -> list[Path]:
         *(work / f"data/{name}/checked.sha256" for name in plan.checked_datasets),
         *(work / f"runs/{run}/predict/predictions.tsv" for run in runs),
         *(work / f"runs/{run}/predict/metrics.json" for run in runs),
+        *(work / f"runs/{run}/predict" / figure_name("predicted_vs_true", fmt) for run in runs),
         *(work / f"runs/{run}/finetune" / figure_name("history", fmt) for run in runs),
         *(
             work / f"runs/{run}/pretrain" / figure_name("history", fmt)
             for run in plan.pretraining_runs
         ),
         *(work / f"runs/{run}/importance/importance.tsv" for run in plan.importance_runs),
+        *(
+            work / f"runs/{run}/importance" / figure_name("importance", fmt)
+            for run in plan.importance_runs
+        ),
         *(plan.ensemble_metrics(run) for run in plan.ensembles),
+        *(
+            plan.ensemble_metrics(run).parent / figure_name("predicted_vs_true", fmt)
+            for run in plan.ensembles
+        ),
         *(
             work / f"runs/{run}/predict_on/{other}/{name}"
             for run, other in on

@@ -11,9 +11,8 @@ sys.path.insert(0, str(REPO))
 # No torch and no data file at parse time: every SLURM job parses this again, on any node.
 from aam.cli import COMMANDS  # noqa: E402
 from aam.training import orphan  # noqa: E402
-from aam.workflow.config import cli_flags  # noqa: E402
 from aam.workflow.fingerprint import code_fingerprint  # noqa: E402
-from aam.workflow.flags import Flags  # noqa: E402
+from aam.workflow.flags import Flags, input_flags  # noqa: E402
 from aam.workflow.plan import PlanError, plan  # noqa: E402
 from aam.workflow.rules import final_outputs, out_dir, report_entry  # noqa: E402
 from aam.workflow.rules import shared_directives  # noqa: E402
@@ -26,7 +25,7 @@ except PlanError as err:
 config.update(PLAN.config)
 
 WORK, IMAGE, RUNS, DATASETS = PLAN.work, PLAN.image, PLAN.runs, PLAN.datasets
-FLAGS = Flags(PLAN)  # each rule's `aam` flags: params options=FLAGS.<rule>
+FLAGS = Flags(PLAN)  # options=FLAGS.<rule>, paths=input_flags(...): aam/workflow/flags.py
 # Rules that run in the image wait for its build (`container:` makes no DAG edge).
 IMAGE_INPUT = ancient(PLAN.image_input) if PLAN.image_input else []
 CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda

@@ -107,7 +107,8 @@ rule importance:
     params:
         out_dir=out_dir,
         options=FLAGS.importance,
+        paths=input_flags(taxonomy="taxonomy"),
     shell:
         "python -m aam importance --model {input.model:q} --table {input.table:q}"
         " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
-        " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
+        " --output-dir {params.out_dir:q} {params.options} {params.paths} > {log:q} 2>&1"

@@ -18,7 +18,7 @@ SUMMARY_RUNS = [
         "dataset": dataset,
         "target": DATASETS[dataset]["target"],
         "target_unit": (unit := DATASETS[dataset]["target_unit"]),
-        "units": {metric: unit for metric in IN_TARGET_UNITS if unit},
+        "units": {metric: unit for metric in sorted(IN_TARGET_UNITS) if unit},
     }
     for run, dataset, _ in PLAN.scored
 ]
@@ -110,9 +110,11 @@ rule learning_curve:
         WORK / "logs/learning_curve/{run}.log",
     params:
         options=FLAGS.learning_curve,
+        paths=input_flags(scratch_metrics="scratch"),
     shell:
         "python -m aam learning-curve --splits {input.splits:q} --metrics {input.metrics:q}"
-        " --output {output.table:q} --plot {output.plot:q} {params.options} > {log:q} 2>&1"
+        " --output {output.table:q} --plot {output.plot:q} {params.options} {params.paths}"
+        " > {log:q} 2>&1"
 
 
 # The model's beside the baselines' (each fold's fitted on that fold's training samples).

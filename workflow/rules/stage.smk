@@ -98,9 +98,10 @@ rule split:
         WORK / "logs/split/{dataset}.log",
     params:
         options=FLAGS.split,
+        paths=input_flags(from_file="given"),
     shell:
         "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
-        " --output {output.split:q} {params.options} > {log:q} 2>&1"
+        " --output {output.split:q} {params.options} {params.paths} > {log:q} 2>&1"
 
 
 # Stratified by class for classifiers: the fold's samples `test`, a seeded validation fraction

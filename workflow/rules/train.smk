@@ -28,13 +28,6 @@ localrules:
     plot_history,
 
 
-# The runs' batch UniFrac: config unifrac's metric and alpha, before a run's own options.
-RUN_UNIFRAC = {
-    "unifrac_metric": config["unifrac"]["metric"],
-    "unifrac_alpha": config["unifrac"]["alpha"],
-}
-
-
 rule pretrain:
     """Self-supervised base: each batch's UniFrac + masked nucleotides; resumes."""
     input:
@@ -59,20 +52,12 @@ rule pretrain:
         launcher=lambda wc, resources: launch_prefix(
             layout_of("pretrain", resources), PER_NODE_CONTAINER
         ),
-        options=lambda wc, input: cli_flags(
-            {
-                "split": input.split or None,
-                "device": config["device"],
-                "scratch": config["scratch"],
-                **RUN_UNIFRAC,
-                **RUNS[wc.run]["model"],
-                **RUNS[wc.run]["pretrain"],
-            }
-        ),
+        options=FLAGS.pretrain,
+        paths=input_flags(split="split"),
     shell:
         "{params.launcher} -m aam --provenance {output.provenance:q} pretrain --table {input.table:q}"
         " --tree {input.tree:q} --threads {threads} --no-progress"
-        " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
+        " --output-dir {params.out_dir:q} {params.options} {params.paths} > {log:q} 2>&1"
 
 
 rule finetune:
@@ -93,24 +78,13 @@ rule finetune:
     threads: config["threads"]
     params:
         out_dir=out_dir,
-        options=lambda wc, input: cli_flags(
-            {
-                "pretrained_encoder": input.encoder or None,
-                "target_column": dataset_of(wc)["target"],
-                "categorical_columns": ",".join(dataset_of(wc)["categorical"]) or None,
-                "classifier": dataset_of(wc)["classifier"],
-                "device": config["device"],
-                "scratch": config["scratch"],
-                **RUN_UNIFRAC,
-                **RUNS[wc.run]["model"],
-                **RUNS[wc.run]["finetune"],
-            }
-        ),
+        options=FLAGS.finetune,
+        paths=input_flags(pretrained_encoder="encoder"),
     shell:
         "python -m aam --provenance {output.provenance:q} finetune --table {input.table:q}"
         " --metadata {input.metadata:q} --tree {input.tree:q} --split {input.split:q}"
         " --threads {threads} --no-progress"
-        " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
+        " --output-dir {params.out_dir:q} {params.options} {params.paths} > {log:q} 2>&1"
 
 
 rule plot_history:

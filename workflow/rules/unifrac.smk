@@ -1,9 +1,6 @@
 # The N x N UniFrac matrix of a dataset: an analysis output, a target of all only with
 # unifrac.matrix: true (training computes each batch's distances from the table and the tree).
 if PLAN.shards == 1:
-    MATRIX_OPTIONS = cli_flags(
-        {k: config["unifrac"][k] for k in ("alpha", "engine", "device")}
-    )
 
     rule unifrac:
         """A dataset's N x N UniFrac matrix (for analysis; training does not read it)."""
@@ -17,7 +14,7 @@ if PLAN.shards == 1:
             WORK / "logs/unifrac/{dataset}.{metric}.log",
         threads: config["threads"]
         params:
-            options=MATRIX_OPTIONS,
+            options=FLAGS.unifrac,
         shell:
             "python -m aam --provenance {output.provenance:q} unifrac --table {input.table:q} --tree {input.tree:q}"
             " --metric {wildcards.metric:q} --threads {threads} --output {output.matrix:q} {params.options}"
@@ -32,9 +29,6 @@ else:
         shard=range(1, PLAN.shards + 1),
         allow_missing=True,
     )
-    SHARD_OPTIONS = cli_flags(
-        {"alpha": config["unifrac"]["alpha"], "shards": PLAN.shards}
-    )
 
     rule unifrac_shard:
         """Row block {shard} of K of a UniFrac matrix (unifrac.shards: K)."""
@@ -48,7 +42,7 @@ else:
             WORK / f"logs/unifrac_shard/{SHARD_NAME}.log",
         threads: config["threads"]
         params:
-            options=SHARD_OPTIONS,
+            options=FLAGS.unifrac_shards,
         shell:
             "python -m aam --provenance {output.provenance:q} unifrac-shard --table {input.table:q} --tree {input.tree:q}"
             " --metric {wildcards.metric:q} --shard {wildcards.shard:q} --threads {threads}"
@@ -66,7 +60,7 @@ else:
         log:
             WORK / "logs/unifrac_gather/{dataset}.{metric}.log",
         params:
-            options=SHARD_OPTIONS,
+            options=FLAGS.unifrac_shards,
         shell:
             "python -m aam --provenance {output.provenance:q} unifrac-gather --table {input.table:q} --tree {input.tree:q}"
             " --metric {wildcards.metric:q} --output {output.matrix:q} --partials {input.partials:q}"
@@ -78,7 +72,7 @@ rule pcoa:
     """PCoA of a dataset's UniFrac matrix (by group_column), and the files QIIME 2 imports."""
     input:
         matrix=WORK / "unifrac/{dataset}.{metric}.h5",
-        metadata=WORK / "data/{dataset}/metadata.tsv",
+        metadata=lambda wc: PLAN.color_metadata(wc.dataset),
     output:
         plot=in_report(figure(WORK / "unifrac/{dataset}.{metric}.pcoa/pcoa")),
         ordination=WORK / "unifrac/{dataset}.{metric}.pcoa/ordination.txt",
@@ -89,6 +83,7 @@ rule pcoa:
     params:
         out_dir=out_dir,
         options=FLAGS.pcoa,
+        paths=input_flags(metadata="metadata"),
     shell:
         "python -m aam pcoa --matrix {input.matrix:q} --output-dir {params.out_dir:q}"
-        " {params.options} > {log:q} 2>&1"
+        " {params.options} {params.paths} > {log:q} 2>&1"

@@ -9,7 +9,7 @@ rule validate:
         WORK / "logs/validate/validate.log",
     params:
         golden_dir=lambda wc, input: Path(input.golden).parent,
-        options=cli_flags({"device": config["device"]}),
+        options=FLAGS.validate,
     shell:
         "python -m aam --provenance {output.provenance:q} validate compare"
         " --golden {params.golden_dir:q} --output {output.report:q} {params.options} > {log:q} 2>&1"
