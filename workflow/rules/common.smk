@@ -25,7 +25,8 @@ except PlanError as err:
 config.update(PLAN.config)
 
 WORK, IMAGE, RUNS, DATASETS = PLAN.work, PLAN.image, PLAN.runs, PLAN.datasets
-FLAGS = Flags(PLAN)  # options=FLAGS.<rule>, paths=input_flags(...): aam/workflow/flags.py
+# options=FLAGS.<rule> (config values), paths=input_flags(...) (files): aam/workflow/flags.py
+FLAGS = Flags(PLAN)
 # Rules that run in the image wait for its build (`container:` makes no DAG edge).
 IMAGE_INPUT = ancient(PLAN.image_input) if PLAN.image_input else []
 CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda
