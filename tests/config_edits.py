@@ -47,6 +47,12 @@ class Edit:
     def name(self) -> str:
         return ".".join(self.key)
 
+    @property
+    def schema_key(self) -> str:
+        """The key as the schema names it: a dataset's or run's name is ``*``."""
+        named = self.key[0] in ("datasets", "runs") and len(self.key) > 1
+        return ".".join(("*" if named and i == 1 else part) for i, part in enumerate(self.key))
+
 
 def schema() -> dict:
     """The config schema with every ``$ref`` inlined (run_options.schema.json's too)."""
@@ -136,6 +142,9 @@ def _candidates(node: dict, value: Any, names: list, files: list) -> list:
         found += _strings(current, names, files)
     if "array" in kinds:
         found += _arrays(node, current, names, files)
+    grid = node.get("additionalProperties")
+    if "object" in kinds and isinstance(grid, dict) and isinstance(current, dict):  # a sweep
+        found.append({name: values[:-1] or values for name, values in current.items()})
     if "object" in kinds and "properties" in node:
         required = node.get("required", [])
         first = [
@@ -167,7 +176,7 @@ def _strings(current: Any, names: list, files: list) -> list:
         found.append(FileCopy(current))
     if isinstance(current, str):
         found.append(current + "-edited")
-    return [*found, "edited", *names, *(FileCopy(f) for f in files[:1])]
+    return [*found, "edited", *(FileCopy(f) for f in files[:1]), *names]
 
 
 def _arrays(node: dict, current: Any, names: list, files: list) -> list:
@@ -187,16 +196,21 @@ def _named_files(config: Any, root: Path) -> list[str]:
     return [config] if isinstance(config, str) and (root / config).is_file() else []
 
 
-def rerun_plans(root: Path, config: str, targets: tuple[str, ...], tmp: Path) -> dict:
+def rerun_plans(
+    root: Path, config: str, targets: tuple[str, ...], tmp: Path, once: bool = False
+) -> dict:
     """``rerun_plan.py``'s answer for every key of the schema in a finished run at ``root`` (its
     config at ``root / config``): each edit's value, the jobs it changes, the dry run's plan.
+    ``once``: each key of the schema once (``Edit.schema_key``), in the last dataset or run
+    where it has a value that the workflow accepts and that changes a job (a config's later
+    runs are those of the features).
 
     Candidate files are created under ``root / "edited"`` (copies of files the config names);
     the planning process has the variable ``edited`` set, so a candidate ``required_env`` entry
     can name a set variable."""
     base = yaml.safe_load((root / config).read_text())
     files = sorted(set(_named_files(base, root)))
-    cases = []
+    groups: dict[str, list] = {}
     for number, edit in enumerate(edits(base, files)):
         values = []
         for value in edit.candidates:
@@ -206,7 +220,8 @@ def rerun_plans(root: Path, config: str, targets: tuple[str, ...], tmp: Path) ->
                 shutil.copyfile(root / value.source, root / copy)
                 value = str(copy)
             values.append(value)
-        cases.append([list(edit.key), values])
+        groups.setdefault(edit.schema_key if once else edit.name, []).insert(0, [edit.key, values])
+    cases = [[name, group] for name, group in groups.items()]
     path = tmp / "cases.json"
     path.write_text(json.dumps({"config": config, "base": base, "edits": cases}))
     script = Path(__file__).with_name("rerun_plan.py")

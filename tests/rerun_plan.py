@@ -3,10 +3,11 @@
 (ROOT), one Snakemake parse per candidate value, all in this one process (~0.2 s each, where a
 `snakemake -n` takes ~3.5 s). Prints one JSON object.
 
-CASES is a JSON file: ``{"config": path, "base": config, "edits": [[key, [values...]], ...]}``.
-Each edit's values are tried in turn, written over ``config`` (where the finished run's config
-was: the overview's params name it); the first one Snakemake parses and plans, and that changes
-a job, wins (else the first it plans: a key no job reads). For it:
+CASES is a JSON file: ``{"config": path, "base": config, "edits": [[name, alternatives], ...]}``,
+each alternative ``[key, [values...]]`` (a key of the schema in one dataset or run). The values
+are tried in turn, written over ``config`` (where the finished run's config was: the overview's
+params name it); the first one Snakemake parses and plans, and that changes a job, wins (else
+the first it plans: a key no job reads), then the next alternative's. For it (and ``key``):
 
 * ``changed``: the jobs that run something whose params, input files or output files differ
   from the unedited config's jobs (new jobs included): what the edit changes. Params computed
@@ -132,8 +133,15 @@ def main(root: Path, cases: dict, targets: set[str]) -> dict:
     _write(config, cases["base"])
     base = {**plan(root, config, targets), "targets": sorted(targets)}
     results = {"base": base["scheduled"], "edits": {}}
-    for key, values in cases["edits"]:
-        results["edits"][".".join(key)] = _edit(root, config, cases["base"], key, values, base)
+    for name, alternatives in cases["edits"]:
+        found = None
+        for key, values in alternatives:
+            result = {**_edit(root, config, cases["base"], key, values, base), "key": key}
+            if result.get("changed"):
+                found = result
+                break
+            found = result if found is None or "refused" in found else found
+        results["edits"][name] = found
     _write(config, cases["base"])
     return results
 
