@@ -104,12 +104,12 @@ def _set(config: dict, key: list, value) -> dict:
     return edited
 
 
-def _edit(root: Path, config: Path, original: dict, key: list, values: list, base: dict):
+def _edit(root: Path, config: Path, settings: dict, key: list, values: list, base: dict):
     """The first of ``values`` of ``key`` that Snakemake plans and that changes a job (else the
     first it plans: a key no job reads), at most ``TRIES`` of them."""
     errors, found = [], None
     for value in values[:TRIES]:
-        _write(config, _set(original, key, value))
+        _write(config, _set(settings, key, value))
         try:
             edited = plan(root, config, set(base["targets"]))
         except Exception as err:  # the plan (or Snakemake) refuses it: the next one
@@ -130,7 +130,7 @@ def _edit(root: Path, config: Path, original: dict, key: list, values: list, bas
 
 def main(root: Path, cases: dict, targets: set[str]) -> dict:
     config = root / cases["config"]
-    _write(config, cases["base"])
+    original = config.read_text()  # the finished run's (the overview shows its text)
     base = {**plan(root, config, targets), "targets": sorted(targets)}
     results = {"base": base["scheduled"], "edits": {}}
     for name, alternatives in cases["edits"]:
@@ -142,7 +142,7 @@ def main(root: Path, cases: dict, targets: set[str]) -> dict:
                 break
             found = result if found is None or "refused" in found else found
         results["edits"][name] = found
-    _write(config, cases["base"])
+    config.write_text(original)
     return results
 
 

@@ -11,6 +11,7 @@ its rules (duck-typed ``snakemake.rules.Rule``) and its values.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -35,6 +36,12 @@ def benchmark_of(log: str, work: Path) -> str:
     if not (log.startswith(logs + "/") and log.endswith(".log")):
         raise ValueError(f"log {log} is not <work>/logs/<rule>/<name>.log")
     return benchmarks + log[len(logs) : -len(".log")] + ".tsv"
+
+
+def digests(paths: Iterable[str | Path]) -> list[str]:
+    """The sha256 of each file: a params value that reruns a job reading these files whole
+    when their text changes, where they are not inputs (the overview's config files)."""
+    return [hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in paths]
 
 
 def out_dir(wildcards: Any, output: Any) -> Path:

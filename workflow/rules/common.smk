@@ -15,7 +15,7 @@ from aam.workflow.fingerprint import code_fingerprint  # noqa: E402
 from aam.workflow.flags import Flags, input_flags  # noqa: E402
 from aam.workflow.plan import PlanError, plan  # noqa: E402
 from aam.workflow.rules import final_outputs, out_dir, report_entry  # noqa: E402
-from aam.workflow.rules import shared_directives  # noqa: E402
+from aam.workflow.rules import digests, shared_directives  # noqa: E402
 
 # The schema check (Snakemake's validate fills in the defaults) and the rest: one error type.
 try:

@@ -46,8 +46,9 @@ rule profiling_report:
 
 
 # Every run's test metrics beside the baselines' with their intervals, AAM minus each baseline
-# (paired intervals) with a verdict, the output folders. The config files are shown with their
-# digest: not inputs (a copy would rerun it), relative paths (so is a moved one).
+# (paired intervals) with a verdict, the output folders. The config files are shown whole with
+# their digest: not inputs (a copy would rerun it), relative paths (so is a moved one), and
+# their digests a param (an edit of their text reruns the page, whatever it changes).
 rule overview:
     """The landing page (results, figures, provenance, files), made last: it lists what exists."""
     input:
@@ -60,6 +61,7 @@ rule overview:
     params:
         runs=FLAGS.overview_runs,
         config=[os.path.relpath(path) for path in workflow.configfiles],
+        config_sha256=digests(workflow.configfiles),
     shell:
         "python -m aam overview --run {params.runs:q} --config {params.config:q}"
         " --output {output:q} > {log:q} 2>&1"
