@@ -65,6 +65,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--fold", type=int, help="which fold (1..K) with --folds")
     parser.add_argument(
+        "--group-column",
+        help="metadata column of groups (a subject, a study) kept whole: no group has samples "
+        "on two sides of the split or of any fold (with --metadata)",
+    )
+    parser.add_argument(
+        "--test-group",
+        help="leave one group out: this --group-column value's samples are the test samples, "
+        "--val-fraction of the others (whole groups) validation (--test-fraction not used)",
+    )
+    parser.add_argument(
         "--train-fraction",
         type=float,
         help="with --from-file: keep a seeded fraction of its train and of its val samples "
@@ -95,6 +105,14 @@ def run(args: argparse.Namespace) -> None:
     check_output_file(args.output, TSV_SUFFIXES, "split")
     if (args.fold is None) != (args.folds is None):
         raise InputError("--folds and --fold go together: --folds K --fold k (k in 1..K)")
+    given = args.from_column or args.from_file
+    if given and (args.group_column or args.test_group):
+        raise InputError(
+            "--group-column/--test-group: a given split (--from-column/--from-file) is kept as "
+            "it is; drop one of them"
+        )
+    if args.test_group is not None and args.folds is not None:
+        raise InputError("--test-group with --folds: folds leave out their own groups; drop one")
     if args.train_fraction is not None and args.from_file is None:
         raise InputError("--train-fraction: needs --from-file, the split whose samples it keeps")
     study = load_study(
@@ -106,6 +124,7 @@ def run(args: argparse.Namespace) -> None:
         allow_missing=args.allow_missing_samples,
     )
     ids = study.samples.sample_ids
+    groups = _groups(args, ids)
     if args.folds is not None:
         classes = [study.classes[k] for k in study.targets] if study.classes else None
         split = make_fold_split(
@@ -115,6 +134,7 @@ def run(args: argparse.Namespace) -> None:
             val_fraction=args.val_fraction,
             seed=args.seed,
             classes=classes,
+            groups=groups,
         )
     elif args.from_column:
         if args.metadata is None:
@@ -130,7 +150,34 @@ def run(args: argparse.Namespace) -> None:
             split = nested_split(split, fraction=args.train_fraction, seed=args.seed)
     else:
         split = make_split(
-            ids, val_fraction=args.val_fraction, test_fraction=args.test_fraction, seed=args.seed
+            ids,
+            val_fraction=args.val_fraction,
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            groups=groups,
+            test_group=args.test_group,
         )
     write_split(args.output, split)
     log.info("%s: %s", args.output, split.value_counts().to_dict())
+
+
+def _groups(args: argparse.Namespace, ids: list[str]) -> list[str] | None:
+    """Each sample's --group-column value (None without one); one line for a missing column,
+    a sample without a group, or no --metadata."""
+    if args.group_column is None:
+        if args.test_group is not None:
+            raise InputError(f"--test-group {args.test_group}: needs --group-column")
+        return None
+    if args.metadata is None:
+        raise InputError(f"--group-column {args.group_column}: needs --metadata")
+    metadata = load_metadata(args.metadata)
+    if args.group_column not in metadata.columns:
+        raise InputError(f"{args.metadata}: no column {args.group_column!r} (--group-column)")
+    groups = metadata[args.group_column].reindex(ids)
+    missing = groups.index[groups.isna()]
+    if len(missing):
+        raise InputError(
+            f"{args.metadata}: column {args.group_column!r} (--group-column) is empty for "
+            f"{len(missing)} sample(s) (e.g. {missing[0]}); give every sample its group"
+        )
+    return [str(value).strip() for value in groups]

@@ -1,5 +1,9 @@
 """Seeded train / validation / test assignment of samples (one split, fold k of a K-fold
-partition, or a nested fraction of a split's training samples), recorded as a TSV."""
+partition, or a nested fraction of a split's training samples), recorded as a TSV.
+
+With ``groups`` (one label per sample: a subject, a study) every split keeps each group whole:
+no group has samples on two sides (train/val/test, and in every fold), so a test score
+measures predicting for new groups, not recognising a known one."""
 
 from __future__ import annotations
 
@@ -25,13 +29,28 @@ _LAYOUT = f"expected a header line sample_id<TAB>split, then one line per sample
 
 
 def make_split(
-    sample_ids: Sequence[str], *, val_fraction: float, test_fraction: float, seed: int
+    sample_ids: Sequence[str],
+    *,
+    val_fraction: float,
+    test_fraction: float,
+    seed: int,
+    groups: Sequence[str] | None = None,
+    test_group: str | None = None,
 ) -> pd.Series:
-    """Split name per sample ID, from a seeded permutation (index: sample_id, name: split)."""
+    """Split name per sample ID, from a seeded permutation (index: sample_id, name: split).
+
+    With ``groups`` (a label per sample) whole groups are assigned (``grouped_labels``): the
+    fractions are met as closely as whole groups allow. With ``test_group`` too (leave one
+    group out), that group's samples are the test samples and ``val_fraction`` of the others,
+    whole groups, are validation samples (``test_fraction`` is not used)."""
     for name, value in (("--val-fraction", val_fraction), ("--test-fraction", test_fraction)):
         if not 0.0 <= value < 1.0:
             raise InputError(f"{name} {value}: must be in [0, 1)")
     n = len(sample_ids)
+    if test_group is not None and groups is None:
+        raise InputError(f"--test-group {test_group}: needs --group-column, the groups' column")
+    if test_group is not None:
+        return _left_out(sample_ids, list(map(str, groups)), test_group, val_fraction, seed)
     n_test = int(round(test_fraction * n))
     n_val = int(round(val_fraction * n))
     if n - n_test - n_val < 2:
@@ -39,11 +58,63 @@ def make_split(
             f"{n} samples leave {n - n_test - n_val} for training after the validation and test "
             "fractions; lower --val-fraction/--test-fraction or add samples"
         )
-    order = np.random.default_rng(seed).permutation(n)
-    labels = np.empty(n, dtype=object)
-    labels[order[:n_test]] = "test"
-    labels[order[n_test : n_test + n_val]] = "val"
-    labels[order[n_test + n_val :]] = "train"
+    if groups is not None:
+        sizes = {"test": n_test, "val": n_val, "train": n - n_test - n_val}
+        labels = grouped_labels(list(map(str, groups)), sizes, seed)
+    else:
+        order = np.random.default_rng(seed).permutation(n)
+        labels = np.empty(n, dtype=object)
+        labels[order[:n_test]] = "test"
+        labels[order[n_test : n_test + n_val]] = "val"
+        labels[order[n_test + n_val :]] = "train"
+    return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
+
+
+def grouped_labels(groups: Sequence[str], sizes: Mapping[str, int], seed: int) -> np.ndarray:
+    """A part (a key of ``sizes``) per sample, each group's samples in one part: the groups in
+    a seeded order, each to the part whose distance from its size (relative to that size) it
+    shortens most, so the parts' sizes come close to ``sizes`` as whole groups allow.
+    InputError where a part asked for samples gets none, or training fewer than MIN_TRAIN."""
+    names, index = np.unique(np.asarray(groups, dtype=str), return_inverse=True)
+    counts = np.bincount(index, minlength=len(names))
+    wanted = {part: size for part, size in sizes.items() if size > 0}
+    filled = dict.fromkeys(wanted, 0)
+    chosen = np.empty(len(names), dtype=object)
+    for group in np.random.default_rng(seed).permutation(len(names)):
+        count = int(counts[group])
+
+        def gain(part: str, count: int = count) -> float:
+            left = wanted[part] - filled[part]
+            return (abs(left - count) - abs(left)) / wanted[part]
+
+        part = min(wanted, key=gain)
+        chosen[group] = part
+        filled[part] += count
+    empty = [part for part in wanted if filled[part] == 0]
+    if empty or filled.get("train", 0) < MIN_TRAIN:
+        short = " and ".join(empty or ["enough train"])
+        got = ", ".join(f"{part} {n}" for part, n in filled.items())
+        raise InputError(
+            f"{len(names)} group(s) of {len(groups)} samples cannot give {short} samples in "
+            f"whole groups ({got}); lower --val-fraction/--test-fraction, or group by a column "
+            "with more groups"
+        )
+    return chosen[index]
+
+
+def _left_out(
+    sample_ids: Sequence[str], groups: list[str], test_group: str, val_fraction: float, seed: int
+) -> pd.Series:
+    """Leave one group out: ``test_group``'s samples test, whole other groups val and train."""
+    test = np.asarray(groups) == test_group
+    if not test.any():
+        known = ", ".join(sorted(set(groups))[:5])
+        raise InputError(f"--test-group {test_group}: no sample of that group (groups: {known})")
+    labels = np.full(len(groups), "test", dtype=object)
+    rest = [g for g, t in zip(groups, test, strict=True) if not t]
+    n_val = int(round(val_fraction * len(rest)))
+    sizes = {"val": n_val, "train": len(rest) - n_val}
+    labels[~test] = grouped_labels(rest, sizes, seed)
     return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
 
 
@@ -77,15 +148,19 @@ def make_fold_split(
     val_fraction: float,
     seed: int,
     classes: Sequence[str] | None = None,
+    groups: Sequence[str] | None = None,
 ) -> pd.Series:
     """Fold ``fold`` (1..``folds``) of a seeded K-fold partition as a split: that fold's samples
     ``test``, a seeded ``val_fraction`` of the others ``val``, the rest ``train``. The test
     parts of folds 1..K partition ``sample_ids``; with ``classes`` (one label per sample) every
-    fold holds each class in proportion (stratified)."""
+    fold holds each class in proportion (stratified). With ``groups`` every group is whole in
+    each fold's test, val and train (folds as many as the groups: leave one group out)."""
     from sklearn.model_selection import KFold, StratifiedKFold
 
     counts = None if classes is None else pd.Series(list(classes)).value_counts().to_dict()
     check_folds(folds, len(sample_ids), counts, "--folds")
+    if groups is not None:
+        return _grouped_fold(sample_ids, folds, fold, val_fraction, seed, classes, groups)
     if not 1 <= fold <= folds:
         raise InputError(f"--fold {fold}: must be in 1..{folds} (--folds {folds})")
     if not 0.0 <= val_fraction < 1.0:
@@ -108,6 +183,45 @@ def make_fold_split(
     labels = np.full(n, "train", dtype=object)
     labels[val] = "val"
     labels[test] = "test"
+    return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
+
+
+def _grouped_fold(
+    sample_ids: Sequence[str],
+    folds: int,
+    fold: int,
+    val_fraction: float,
+    seed: int,
+    classes: Sequence[str] | None,
+    groups: Sequence[str],
+) -> pd.Series:
+    """``make_fold_split`` keeping each group whole (scikit-learn's GroupKFold, or
+    StratifiedGroupKFold for classes, shuffled by ``seed``; val: whole groups of the rest)."""
+    from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
+
+    groups = np.asarray(list(map(str, groups)))
+    n_groups = len(set(groups))
+    if folds > n_groups:
+        raise InputError(
+            f"--folds {folds}: only {n_groups} groups (--group-column) and each fold's test part "
+            f"is whole groups; use at most {n_groups} folds"
+        )
+    if not 1 <= fold <= folds:
+        raise InputError(f"--fold {fold}: must be in 1..{folds} (--folds {folds})")
+    if not 0.0 <= val_fraction < 1.0:
+        raise InputError(f"--val-fraction {val_fraction}: must be in [0, 1)")
+    n = len(sample_ids)
+    if classes is None:
+        splitter = GroupKFold(folds, shuffle=True, random_state=seed)
+        parts = splitter.split(np.zeros(n), groups=groups)
+    else:
+        splitter = StratifiedGroupKFold(folds, shuffle=True, random_state=seed)
+        parts = splitter.split(np.zeros(n), list(classes), groups=groups)
+    rest, test = list(parts)[fold - 1]
+    n_val = int(round(val_fraction * len(rest)))
+    sizes = {"val": n_val, "train": len(rest) - n_val}
+    labels = np.full(n, "test", dtype=object)
+    labels[rest] = grouped_labels(groups[rest], sizes, seed + fold)
     return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
 
 

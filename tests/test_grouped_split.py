@@ -1,0 +1,209 @@
+"""Grouped splits (issue 59, item 1): `aam split --group-column` keeps each group (a subject, a
+study) whole, in one split, in every fold and when one group is left out (`--test-group`);
+what whole groups cannot give is refused in one line."""
+
+import pandas as pd
+import pytest
+from checkout import REPO
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_cli_training import aam, error_line
+
+from aam.data.split import MIN_TRAIN, make_fold_split, make_split, read_split
+from aam.errors import InputError
+
+DEMO = REPO / "data/demo"
+
+# 1-30 groups of 1-25 samples each
+group_sizes = st.lists(st.integers(1, 25), min_size=1, max_size=30)
+
+
+def _samples(sizes: list[int]) -> tuple[list[str], list[str]]:
+    groups = [f"g{k}" for k, size in enumerate(sizes) for _ in range(size)]
+    return [f"s{i}" for i in range(len(groups))], groups
+
+
+def _assert_whole(split: pd.Series, groups: list[str]) -> None:
+    parts = pd.DataFrame({"group": groups, "part": split.to_numpy()}).groupby("group")["part"]
+    spread = parts.nunique()
+    assert (spread == 1).all(), spread[spread > 1]
+
+
+@given(
+    sizes=group_sizes,
+    val=st.sampled_from([0.0, 0.1, 0.2]),
+    test=st.sampled_from([0.1, 0.2, 0.3]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_no_group_is_on_two_sides_and_every_side_asked_for_has_samples(sizes, val, test, seed):
+    ids, groups = _samples(sizes)
+    try:
+        split = make_split(ids, val_fraction=val, test_fraction=test, seed=seed, groups=groups)
+    except InputError as err:  # too few or too large groups for three sides: one line
+        assert "\n" not in str(err) and "whole groups" in str(err) or "samples leave" in str(err)
+        return
+    assert list(split.index) == ids
+    _assert_whole(split, groups)
+    counts = split.value_counts()
+    assert counts.get("train", 0) >= MIN_TRAIN
+    assert counts.get("test", 0) > 0 or round(test * len(ids)) == 0
+    assert counts.get("val", 0) > 0 or round(val * len(ids)) == 0
+
+
+@given(sizes=st.lists(st.integers(1, 3), min_size=60, max_size=80), seed=st.integers(0, 1000))
+def test_many_small_groups_meet_the_fractions_closely(sizes, seed):
+    ids, groups = _samples(sizes)
+    split = make_split(ids, val_fraction=0.1, test_fraction=0.2, seed=seed, groups=groups)
+    counts = split.value_counts()
+    for part, fraction in (("test", 0.2), ("val", 0.1)):
+        assert abs(counts[part] - fraction * len(ids)) <= 3, counts  # a group is <= 3 samples
+
+
+@settings(deadline=None)  # the first example imports scikit-learn's model_selection
+@given(sizes=st.lists(st.integers(1, 12), min_size=3, max_size=20), seed=st.integers(0, 1000))
+def test_grouped_folds_keep_groups_whole_and_their_tests_partition_the_samples(sizes, seed):
+    ids, groups = _samples(sizes)
+    folds = min(3, len(sizes))
+    tested = []
+    for fold in range(1, folds + 1):
+        try:
+            split = make_fold_split(
+                ids, folds=folds, fold=fold, val_fraction=0.0, seed=seed, groups=groups
+            )
+        except InputError as err:
+            assert "whole groups" in str(err)  # a fold's rest too small to train on
+            return
+        _assert_whole(split, groups)
+        tested += list(split.index[split == "test"])
+    assert sorted(tested) == sorted(ids)
+
+
+def test_as_many_folds_as_groups_leave_each_group_out_in_turn():
+    ids, groups = _samples([4, 6, 5, 7])
+    left_out = []
+    for fold in range(1, 5):
+        split = make_fold_split(ids, folds=4, fold=fold, val_fraction=0.2, seed=3, groups=groups)
+        _assert_whole(split, groups)
+        left_out.append({g for g, s in zip(groups, split, strict=True) if s == "test"})
+    assert sorted(map(sorted, left_out)) == [["g0"], ["g1"], ["g2"], ["g3"]]
+    with pytest.raises(InputError, match="only 4 groups"):
+        make_fold_split(ids, folds=5, fold=1, val_fraction=0.1, seed=3, groups=groups)
+
+
+def test_grouped_class_folds_keep_groups_whole_and_hold_each_class():
+    ids, groups = _samples([3] * 12)
+    classes = ["a" if k % 2 else "b" for k in range(12) for _ in range(3)]
+    for fold in range(1, 4):
+        split = make_fold_split(
+            ids, folds=3, fold=fold, val_fraction=0.1, seed=5, classes=classes, groups=groups
+        )
+        _assert_whole(split, groups)
+        assert set(pd.Series(classes, index=ids)[split == "test"]) == {"a", "b"}
+
+
+def test_one_group_left_out_is_the_test_set():
+    ids, groups = _samples([5, 8, 6, 9, 4])
+    split = make_split(
+        ids, val_fraction=0.2, test_fraction=0.3, seed=1, groups=groups, test_group="g3"
+    )
+    assert set(split.index[split == "test"]) == {
+        i for i, g in zip(ids, groups, strict=True) if g == "g3"
+    }
+    _assert_whole(split, groups)
+    assert (split == "val").any() and (split == "train").sum() >= MIN_TRAIN
+    with pytest.raises(InputError, match="no sample of that group"):
+        make_split(ids, val_fraction=0.1, test_fraction=0.2, seed=1, groups=groups, test_group="g9")
+
+
+def test_two_groups_cannot_fill_three_sides():
+    ids, groups = _samples([10, 10])
+    with pytest.raises(InputError, match="cannot give .* in whole groups") as err:
+        make_split(ids, val_fraction=0.1, test_fraction=0.2, seed=1, groups=groups)
+    assert "\n" not in str(err.value)
+
+
+def test_the_demo_split_by_study_has_no_study_on_two_sides(tmp_path):
+    out = tmp_path / "split.tsv"
+    assert (
+        aam(
+            "split",
+            "--table",
+            DEMO / "table.biom",
+            "--metadata",
+            DEMO / "metadata.tsv",
+            "--target-column",
+            "age",
+            "--group-column",
+            "qiita_study_id",
+            "--output",
+            out,
+        )
+        == 0
+    )
+    split = read_split(out)
+    studies = pd.read_csv(DEMO / "metadata.tsv", sep="\t", dtype=str, index_col="sample_id")
+    _assert_whole(split, list(studies.loc[split.index, "qiita_study_id"]))
+    assert set(split) == {"train", "val", "test"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--group-column", "nope"], "no column 'nope' (--group-column)"),
+        (["--test-group", "550"], "--test-group 550: needs --group-column"),
+        (["--group-column", "qiita_study_id", "--from-column", "age"], "a given split"),
+        (
+            [
+                "--group-column",
+                "qiita_study_id",
+                "--test-group",
+                "550",
+                "--folds",
+                "3",
+                "--fold",
+                "1",
+            ],
+            "--test-group with --folds",
+        ),
+        (["--group-column", "qiita_study_id", "--test-group", "1"], "no sample of that group"),
+    ],
+)
+def test_bad_grouping_is_one_line(tmp_path, capsys, extra, message):
+    out = tmp_path / "split.tsv"
+    code = aam(
+        "split",
+        "--table",
+        DEMO / "table.biom",
+        "--metadata",
+        DEMO / "metadata.tsv",
+        "--target-column",
+        "age",
+        "--output",
+        out,
+        *extra,
+    )
+    assert code != 0 and not out.exists()
+    assert message in error_line(capsys, "split")
+
+
+def test_a_sample_without_a_group_is_one_line(tmp_path, capsys):
+    metadata = pd.read_csv(DEMO / "metadata.tsv", sep="\t", dtype=str)
+    metadata.loc[3, "qiita_study_id"] = ""
+    path = tmp_path / "metadata.tsv"
+    metadata.to_csv(path, sep="\t", index=False)
+    out = tmp_path / "split.tsv"
+    code = aam(
+        "split",
+        "--table",
+        DEMO / "table.biom",
+        "--metadata",
+        path,
+        "--target-column",
+        "age",
+        "--group-column",
+        "qiita_study_id",
+        "--output",
+        out,
+    )
+    assert code != 0 and not out.exists()
+    assert "is empty for 1 sample(s)" in error_line(capsys, "split")
