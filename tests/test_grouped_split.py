@@ -2,15 +2,21 @@
 study) whole, in one split, in every fold and when one group is left out (`--test-group`);
 what whole groups cannot give is refused in one line."""
 
+import shlex
+from pathlib import Path
+
 import pandas as pd
 import pytest
+import yaml
 from checkout import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from planning import check_data_error, plan_error, planned
 from test_cli_training import aam, error_line
 
 from aam.data.split import MIN_TRAIN, make_fold_split, make_split, read_split
 from aam.errors import InputError
+from aam.workflow.flags import Flags
 
 DEMO = REPO / "data/demo"
 
@@ -207,3 +213,56 @@ def test_a_sample_without_a_group_is_one_line(tmp_path, capsys):
     )
     assert code != 0 and not out.exists()
     assert "is empty for 1 sample(s)" in error_line(capsys, "split")
+
+
+# --- the workflow: datasets.<name>.split_group_column / split_test_group -----------------------
+
+
+def _config(tmp_path, runs: dict | None = None, **dataset) -> Path:
+    config = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    config["workdir"] = str(tmp_path / "work")
+    config["datasets"]["demo"].update(dataset)
+    config["runs"]["tiny"].update(runs or {})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class Wildcards:
+    dataset, folds, fold, seed = "demo", "3", "2", "42"
+
+
+def test_the_split_and_the_folds_of_a_grouped_dataset_keep_its_groups_whole(tmp_path):
+    flags = Flags(planned(_config(tmp_path, split_group_column="qiita_study_id")))
+    for words in (shlex.split(flags.split(Wildcards)), shlex.split(flags.cv_split(Wildcards))):
+        assert words[words.index("--group-column") + 1] == "qiita_study_id"
+    left_out = _config(tmp_path, split_group_column="qiita_study_id", split_test_group=10317)
+    words = shlex.split(Flags(planned(left_out)).split(Wildcards))
+    assert words[words.index("--test-group") + 1] == "10317"
+
+
+@pytest.mark.parametrize(
+    ("dataset", "runs", "message"),
+    [
+        ({"split_test_group": "550"}, None, "split_test_group: needs split_group_column"),
+        (
+            {"split_group_column": "qiita_study_id", "split_column": "age"},
+            None,
+            "split_column and split_group_column both set",
+        ),
+        (
+            {"split_group_column": "qiita_study_id", "split_test_group": "550"},
+            {"cv": {"folds": 3}},
+            "has its own split (split_test_group)",
+        ),
+    ],
+)
+def test_a_grouping_the_split_cannot_follow_stops_the_plan(tmp_path, dataset, runs, message):
+    assert message in plan_error(_config(tmp_path, runs, **dataset))
+
+
+def test_the_data_check_refuses_more_folds_than_groups_and_grouping_by_the_target(tmp_path):
+    config = _config(tmp_path, {"cv": {"folds": 10}}, split_group_column="qiita_study_id")
+    assert "10 folds but 9 groups" in check_data_error(config, "demo")
+    config = _config(tmp_path, split_group_column="age")
+    assert "split_group_column: 'age' is the target" in check_data_error(config, "demo")

@@ -54,6 +54,7 @@ def _extend(config: dict, root: Path) -> dict:
     tiny["predict_on"] = ["other"]
     tiny["learning_curve"] = {"fractions": [0.5], "pretrain": "shared"}  # a point: tiny_lc1
     config["unifrac"] = {"matrix": True, "shards": 2}
+    demo["split_group_column"] = "qiita_study_id"  # no study on two sides of a split or fold
     config["profiling"]["run"] = "tiny"  # not the first run of the config (safe_dump sorts)
     return config
 
@@ -317,6 +318,20 @@ def test_predict_on_another_dataset_adds_only_its_jobs(copy, extended):
     assert shift["depth"]["above_training_max"] == 20  # 3000 reads; the demo's are 1000
     unknown = shift["categories"]["qiita_study_id"]
     assert unknown["unseen_values"] == {"99999": 5} and unknown["unknown"] == 5
+
+
+def test_grouped_splits_keep_every_study_on_one_side_of_the_split_and_of_each_fold(extended):
+    work = extended / "results/test/data/demo"
+    studies = pd.read_csv(
+        extended / "data/demo/metadata.tsv", sep="\t", dtype=str, index_col="sample_id"
+    )["qiita_study_id"]
+    splits = [work / "split.tsv", *sorted(work.glob("cv/*/fold*.split.tsv"))]
+    assert len(splits) == 3  # the run's split and tinycv's 2 folds
+    for path in splits:
+        split = pd.read_csv(path, sep="\t", dtype=str, index_col="sample_id")["split"]
+        sides = studies.loc[split.index].groupby(split.to_numpy()).unique()
+        seen = [study for side in sides for study in side]
+        assert len(seen) == len(set(seen)), (path, sides.to_dict())
 
 
 def test_every_key_of_every_feature_reruns_what_it_changes(extended, tmp_path):

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-column", help="metadata column of the groups (e.g. the study)")
     parser.add_argument("--split-file", type=Path, help="sample_id<TAB>split TSV")
     parser.add_argument(
+        "--split-group-column", help="metadata column of the groups the split keeps whole"
+    )
+    parser.add_argument(
         "--folds", nargs="+", default=[], metavar="RUN=K", help="K folds of cross-validated RUN"
     )
     parser.add_argument(
@@ -57,6 +60,7 @@ def run(args: argparse.Namespace) -> None:
         predict_on=[_predicted(item) for item in args.predict_on],
         shards=args.shards,
         group_column=args.group_column,
+        split_group_column=args.split_group_column,
     )
     with atomic_output(args.output) as tmp:
         tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in (args.table, args.metadata)))

@@ -20,6 +20,17 @@ def check_dataset_paths(name: str, data: Config) -> None:
     """A dataset names one split source at most, and each of its files exists."""
     if data["split_column"] and data["split_file"]:
         raise InputError(f"datasets.{name}: split_column and split_file both set; keep one of them")
+    given = "split_column" if data["split_column"] else "split_file" if data["split_file"] else None
+    if given and data["split_group_column"]:
+        raise InputError(
+            f"datasets.{name}: {given} and split_group_column both set; a given split is kept as "
+            "it is: keep one of them"
+        )
+    if data["split_test_group"] is not None and not data["split_group_column"]:
+        raise InputError(
+            f"datasets.{name}.split_test_group: needs split_group_column, the column of the "
+            "groups; set it (e.g. the study or subject column)"
+        )
     for label in ("table", "metadata", "tree", "split_file"):
         path = data[label]
         if path is not None and not Path(path).is_file():
@@ -83,10 +94,11 @@ def check_run_metric(run: str, spec: Config, classifier: bool) -> None:
 
 
 def check_cv_split(run: str, dataset: str, data: Config) -> None:
-    """A cross-validated run's dataset (config ``data``) has no split of its own (the folds'
-    fit to the labelled samples: ``dataset_checks``)."""
-    if data["split_column"] or data["split_file"]:
-        given = "split_column" if data["split_column"] else "split_file"
+    """A cross-validated run's dataset (config ``data``) has no split of its own nor a group
+    left out (the folds' fit to the labelled samples: ``dataset_checks``)."""
+    own = [k for k in ("split_column", "split_file", "split_test_group") if data[k] is not None]
+    if own:
+        given = own[0]
         raise InputError(
             f"config runs.{run}.cv: dataset {dataset} has its own split ({given}); "
             f"cross-validation makes its own folds: give the run a dataset entry without {given}"

@@ -31,6 +31,7 @@ def check_dataset(
     predict_on: Sequence[tuple[str, str, Path]] = (),
     shards: int = 1,
     group_column: str | None = None,
+    split_group_column: str | None = None,
 ) -> pd.Series:
     """Dataset ``name`` fits its config: the target, covariate and group columns exist, the
     counts fit training's float32, table and metadata share samples, a regression target (not
@@ -38,21 +39,25 @@ def check_dataset(
     (a metadata column or a file) labels every sample with a target and leaves enough of them
     for training; each cross-validated run's ``folds`` (run -> folds) can partition the samples
     with a target; the metadata of each dataset a run of this one predicts (``predict_on``: run,
-    dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard.
-    Returns the target value of each shared sample that has one (index: sample ID)."""
-    if group_column is not None and group_column == target:
-        raise InputError(
-            f"datasets.{name}.group_column: {group_column!r} is the target; its group means "
-            "would be the answer: name another column (e.g. the study) or null"
-        )
+    dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard;
+    every sample with a target has a group in ``split_group_column``, whose groups are enough
+    for each run's folds. Returns the target value of each shared sample that has one (index:
+    sample ID)."""
+    for key, column in (("group_column", group_column), ("split_group_column", split_group_column)):
+        if column is not None and column == target:
+            raise InputError(
+                f"datasets.{name}.{key}: {column!r} is the target; grouping by it would split "
+                "by the answer: name another column (e.g. the study or subject) or null"
+            )
     columns = load_metadata(metadata)
-    named = [target, *categorical, *(c for c in (split_column, group_column) if c)]
+    grouping = (split_column, group_column, split_group_column)
+    named = [target, *categorical, *(c for c in grouping if c)]
     missing = [c for c in named if c not in columns.columns]
     if missing:
         raise InputError(
             f"datasets.{name}: {metadata} has no column(s) {missing} "
             f"(columns: {', '.join(map(str, columns.columns))}); "
-            "fix target/categorical/split_column/group_column"
+            "fix target/categorical/split_column/group_column/split_group_column"
         )
     for run, other, path in predict_on:
         absent = [c for c in categorical if c not in load_metadata(path).columns]
@@ -87,7 +92,32 @@ def check_dataset(
         source = f"datasets.{name}.split_file: {split_file}"
         given_split(read_split(split_file), list(targets.index), source)
     classes = targets.astype(str).value_counts().to_dict() if classifier else None
+    groups = _groups(name, metadata, columns, split_group_column, targets.index)
     for run, k in (folds or {}).items():
         where = f"config runs.{run}.cv.folds (dataset {name}, samples with a target)"
         check_folds(k, len(targets), classes, where)
+        if groups is not None and k > groups.nunique():
+            raise InputError(
+                f"{where}: {k} folds but {groups.nunique()} groups in split_group_column "
+                f"{split_group_column!r} (a fold's test part is whole groups); use at most "
+                f"{groups.nunique()} folds"
+            )
     return targets
+
+
+def _groups(
+    name: str, metadata: Path, columns: pd.DataFrame, column: str | None, samples: pd.Index
+) -> pd.Series | None:
+    """The ``split_group_column`` value of each sample with a target (None without one); one
+    line where a sample has none."""
+    if column is None:
+        return None
+    groups = columns[column].reindex(samples)
+    missing = groups.index[groups.isna()]
+    if len(missing):
+        raise InputError(
+            f"datasets.{name}.split_group_column: {metadata} column {column!r} is empty for "
+            f"{len(missing)} sample(s) with a target (e.g. {missing[0]}); give every sample its "
+            "group"
+        )
+    return groups.astype(str)

@@ -78,6 +78,8 @@ class Flags:
                 "target_column": data["target"],
                 "classifier": data["classifier"],
                 "from_column": data["split_column"],
+                "group_column": data["split_group_column"],
+                "test_group": data["split_test_group"],
                 **self.config["split"],
             }
         )
@@ -100,6 +102,7 @@ class Flags:
                 "classifier": data["classifier"],
                 "folds": wildcards.folds,
                 "fold": wildcards.fold,
+                "group_column": data["split_group_column"],
                 "seed": wildcards.seed,
                 "val_fraction": self.config["split"]["val_fraction"],
             }

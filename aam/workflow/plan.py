@@ -350,6 +350,7 @@ def _data_checks(
             "categorical_columns": ",".join(data["categorical"]) or None,
             "split_column": data["split_column"],
             "split_file": data["split_file"],
+            "split_group_column": data["split_group_column"],
             "group_column": data["group_column"],
             "folds": [f"{run}={p['folds']}" for run, p in cv.items() if p["dataset"] == name]
             or None,
