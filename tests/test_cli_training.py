@@ -231,6 +231,31 @@ def test_pretrain_resume_with_another_config_is_refused(demo, pretrained, capsys
     rc = pretrain(demo, pretrained, "--epochs", "2", "--lr", "0.01")
     line = error_line(capsys, "pretrain")
     assert rc == 2 and "different config" in line and "lr" in line
+    assert "--stale-checkpoints restart" in line
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_other_code_is_stale_and_restart_trains_afresh(
+    demo, pretrained, capsys, caplog
+):
+    """A finished run's latest.pt is resumed only by the same config, samples and code: the
+    workflow reruns a training job because one of them changed (--stale-checkpoints restart),
+    and must not get the old run's weights back."""
+    run = pretrained.parent / "pretrain-stale"
+    shutil.copytree(pretrained, run)
+    latest = run / "checkpoints/latest.pt"
+    saved = torch.load(latest, weights_only=True)
+    assert len(saved["config"]["code"]) == 16  # the command's code fingerprint
+    saved["config"]["code"] = "0" * 16  # as if aam's training code had changed since
+    torch.save(saved, latest)
+    assert pretrain(demo, run, "--epochs", "2") == 2
+    line = error_line(capsys, "pretrain")
+    assert "code: saved '0000000000000000'" in line and "--stale-checkpoints restart" in line
+    caplog.set_level(logging.WARNING)
+    assert pretrain(demo, run, "--epochs", "2", "--stale-checkpoints", "restart") == 0
+    assert any("starting afresh" in r.getMessage() for r in caplog.records)
+    assert list(read_history(run / "history.tsv")["epoch"]) == [1, 2]  # both epochs retrained
+    assert torch.load(latest, weights_only=True)["config"]["code"] != "0" * 16
 
 
 @pytest.mark.slow

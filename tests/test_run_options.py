@@ -137,7 +137,7 @@ def test_adding_a_field_adds_the_flag_and_the_schema_key(monkeypatch):
     parser = run_options.GroupRecorder()
     common.add_common_arguments(parser, "pretrain")
     args = parser.parse_args(["--table", "t", "--output-dir", "o", "--ema-decay", "0.9"])
-    assert common.training_options(args).train == Extended(ema_decay=0.9)
+    assert common.training_options(args, "finetune").train == Extended(ema_decay=0.9)
     monkeypatch.setattr(run_options, "command_parser", lambda c: parser)
     schema = run_options.run_options_schema()["$defs"]["pretrain"]
     assert schema["properties"]["ema_decay"]["type"] == "number"

@@ -17,12 +17,14 @@ from aam.training.config import (
     TrainingOptions,
     UniFracOptions,
 )
+from aam.workflow.fingerprint import code_fingerprint
 
 MODEL_GROUP = "model (ModelConfig)"  # its options are the workflow config's runs.*.model
 
 
-def training_options(args: argparse.Namespace) -> TrainingOptions:
-    """The typed options of a training command's parsed flags."""
+def training_options(args: argparse.Namespace, command: str) -> TrainingOptions:
+    """The typed options of training ``command``'s parsed flags, with the fingerprint of the
+    code it runs (a checkpoint of other code is stale)."""
     return TrainingOptions(
         paths=RunPaths(*(getattr(args, f.name) for f in fields(RunPaths))),
         study=from_args(StudyOptions, args),
@@ -30,6 +32,7 @@ def training_options(args: argparse.Namespace) -> TrainingOptions:
         model=model_options(args),
         train=from_args(TrainConfig, args),
         runtime=from_args(RuntimeConfig, args),
+        code=code_fingerprint(f"aam.commands.{command}"),
     )
 
 

@@ -40,4 +40,4 @@ def run(args: argparse.Namespace) -> None:
         categorical=[c for c in args.categorical_columns.split(",") if c],
         encoder=args.pretrained_encoder,
     )
-    finetune(training_options(args), target, memory_curve)
+    finetune(training_options(args, "finetune"), target, memory_curve)

@@ -17,4 +17,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Pretrain a SequenceEncoder and write OUTPUT_DIR/encoder.pt (+ history, split): the run
     is ``aam.training.run.pretrain`` (one writer per output directory)."""
-    pretrain(training_options(args), memory_curve)
+    pretrain(training_options(args, "pretrain"), memory_curve)

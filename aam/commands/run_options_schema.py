@@ -44,6 +44,7 @@ RULE_FLAGS = frozenset(
         "scratch",
         "device",
         "progress",
+        "stale_checkpoints",
         "val_fraction",
         "test_fraction",
     }

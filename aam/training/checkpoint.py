@@ -178,27 +178,31 @@ def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def check_config_matches(
-    saved: dict[str, Any], current: dict[str, Any], path: Path, shown: int = 5
-) -> None:
-    """Raise InputError listing keys (nested as ``a.b``) whose saved and current values differ."""
+def config_differences(saved: dict[str, Any], current: dict[str, Any], shown: int = 5) -> str:
+    """The keys (nested as ``a.b``) whose saved and current values differ, with both values
+    (the first ``shown``); empty when none does."""
     old, new = _flatten(saved), _flatten(current)
     differing = [
         key
         for key in sorted(old.keys() | new.keys())
         if old.get(key, _MISSING) != new.get(key, _MISSING)
     ]
-    if not differing:
-        return
     details = "; ".join(
         f"{key}: saved {old.get(key, _MISSING)!r}, current {new.get(key, _MISSING)!r}"
         for key in differing[:shown]
     )
-    more = f" (+{len(differing) - shown} more)" if len(differing) > shown else ""
-    raise InputError(
-        f"checkpoint {path} was made with a different config: {details}{more}; "
-        "use the config it was trained with, or a checkpoint trained with this config"
-    )
+    return details + (f" (+{len(differing) - shown} more)" if len(differing) > shown else "")
+
+
+def check_config_matches(saved: dict[str, Any], current: dict[str, Any], path: Path) -> None:
+    """Raise InputError listing keys (nested as ``a.b``) whose saved and current values differ."""
+    details = config_differences(saved, current)
+    if details:
+        raise InputError(
+            f"checkpoint {path} was made with a different config: {details}; use the config it "
+            "was trained with, a checkpoint trained with this config, or --stale-checkpoints "
+            "restart to train afresh"
+        )
 
 
 class Checkpointer:
@@ -211,6 +215,8 @@ class Checkpointer:
     average ``ema`` when there is one: what validation scored). Weights that are
     NaN or infinite are never saved (NonFiniteError, ``fix`` says how to cure it). Under DDP
     rank 0 writes; under FSDP every rank gathers the state (collectives) and rank 0 writes.
+    A ``latest.pt`` of another config (samples and code included) is refused in one line, or
+    with ``stale="restart"`` deleted, with ``best.pt``, and the run starts afresh.
     """
 
     def __init__(
@@ -228,14 +234,22 @@ class Checkpointer:
         best_metric: str,
         fix: str,
         ema: WeightAverage | None = None,
+        stale: str = "refuse",
     ) -> None:
         self.latest, self.best = checkpoint_paths(directory)
         self.model, self.optimizer, self.scheduler, self.state = model, optimizer, scheduler, state
         self.config, self.ctx, self.device = config, ctx, device
         self.every_minutes, self.best_metric, self.fix = every_minutes, best_metric, fix
         self.sharded = is_sharded(model)  # FSDP: saves need every rank
-        self.ema = ema
+        self.ema, self.stale = ema, stale
         self.last_save = time.monotonic()
+
+    def _discard(self, why: str) -> None:
+        """Delete this run's checkpoints (another config's): the run starts afresh."""
+        log.warning("starting afresh (--stale-checkpoints restart): %s", why)
+        if self.ctx.is_main:
+            for path in (self.latest, previous_path(self.latest), self.best):
+                path.unlink(missing_ok=True)
 
     def kept_weights(self):
         """A context in which the model holds the weights the run keeps (the moving average
@@ -251,6 +265,10 @@ class Checkpointer:
         saved, used = resume_checkpoint(self.latest, where, tidy=self.ctx.is_main)
         self.last_save = time.monotonic()
         if saved is None:
+            return
+        differences = config_differences(saved["config"], self.config)
+        if differences and self.stale == "restart":
+            self._discard(f"{used} was made with a different config: {differences}")
             return
         check_config_matches(saved["config"], self.config, used)
         load_model_state(self.model, saved["model"])

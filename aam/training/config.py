@@ -207,6 +207,14 @@ class RuntimeConfig:
     progress: bool | None = option(
         None, "progress bars (default: when stderr is a terminal)", commands=TRAINING
     )
+    stale_checkpoints: str = option(
+        "refuse",
+        "a checkpoint of another config, other samples or other code in --output-dir: refuse "
+        "(one line) or restart (delete it and train afresh: the workflow's jobs, which rerun "
+        "because their config, data or code changed)",
+        choices=("refuse", "restart"),
+        commands=TRAINING,
+    )
 
     def __post_init__(self) -> None:
         check_options(self)
@@ -329,3 +337,4 @@ class TrainingOptions:
     model: ModelOptions
     train: TrainConfig
     runtime: RuntimeConfig
+    code: str | None = None  # fingerprint of the command's code: a checkpoint must share it

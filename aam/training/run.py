@@ -359,6 +359,7 @@ def run_training(
         device,
         resume_config,
         progress=show_progress(opts.runtime),
+        stale_checkpoints=opts.runtime.stale_checkpoints,
     )
     try:
         result = trainer.fit()
@@ -384,8 +385,10 @@ def training_inputs(paths: RunPaths, **more: Path | None) -> dict[str, Path | No
 
 def resume_config(opts: TrainingOptions, study: Study, model: dict[str, Any]) -> dict[str, Any]:
     """What a checkpoint must share with this run to be resumed: architecture, optimisation,
-    samples, and how their reads and distances are made."""
+    samples, how their reads and distances are made, and the command's code (where known)."""
     config = {"model": model, "train": opts.train.resume_dict(), "samples": study.fingerprint()}
+    if opts.code is not None:
+        config["code"] = opts.code
     if opts.paths.tree is not None:
         config["unifrac"] = opts.distances.to_dict()
     if opts.study.rarefy_each_epoch:

@@ -107,6 +107,7 @@ class Trainer:
         device: torch.device,
         resume_config: dict[str, Any],
         progress: bool = False,
+        stale_checkpoints: str = "refuse",
     ) -> None:
         self.model, self.objective, self.cfg, self.ctx = model, objective, cfg, ctx
         self.batches, self.device, self.progress = batches, device, progress
@@ -170,6 +171,7 @@ class Trainer:
             best_metric=cfg.best_metric,
             fix=self.step.fix,
             ema=self.ema,
+            stale=stale_checkpoints,
         )
         self.stepped = False  # whether this process has trained on a batch yet
         self.busy = DeviceBusy(device)

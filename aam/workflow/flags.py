@@ -148,6 +148,7 @@ class Flags:
             {
                 "device": self.config["device"],
                 "scratch": self.config["scratch"],
+                "stale_checkpoints": "restart",  # a rerun job's config, data or code changed
                 **self._unifrac(),
                 **run["model"],
                 **run["pretrain"],
@@ -165,6 +166,7 @@ class Flags:
                 "classifier": data["classifier"],
                 "device": self.config["device"],
                 "scratch": self.config["scratch"],
+                "stale_checkpoints": "restart",  # a rerun job's config, data or code changed
                 **self._unifrac(),
                 **run["model"],
                 **run["finetune"],
