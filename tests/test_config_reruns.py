@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("workflow")]
 NO_OTHER_VALUE = {
     "runs.tiny.dataset": "the test config has one dataset",
     "runs.tiny.predict_on": "the test config has no dataset other than the run's own",
-    "datasets.demo.split_test_group": "needs a split_group_column (the extended config's)",
+    "datasets.demo.split_test_group": "needs a split_group_column (test_grouped_split.py)",
 }
 
 
