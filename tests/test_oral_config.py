@@ -3,7 +3,8 @@ docs/results.md describes (one pretraining shared by the microbiome-only and the
 config/oral-full.yaml, the same study unrarefied: rarefied once in the pipeline, and a run that
 draws afresh each epoch from the raw counts; config/oral-full-curve.yaml, its learning curve;
 config/oral-full-levers.yaml, the levers of a stable fine-tune and the pretraining ablation;
-config/oral-full-scratch-curve.yaml, the from-scratch series of the learning curve."""
+config/oral-full-scratch-curve.yaml, the from-scratch series of the learning curve;
+config/oral-grouped.yaml, config/oral.yaml split by study."""
 
 import re
 from pathlib import Path
@@ -13,6 +14,8 @@ import yaml
 from checkout import REPO, dry_run, job_counts
 from planning import planned
 from snakemake.utils import update_config
+
+from aam.workflow.flags import Flags
 
 
 @pytest.mark.workflow
@@ -141,3 +144,24 @@ def test_the_scratch_curve_overlay_is_once_s_curve_from_scratch(tmp_path):
         assert scratch.split_part(point) == once.split_part(twin)
         assert scratch.runs[point]["finetune"] == once.runs[twin]["finetune"]
         assert scratch.runs[point]["model"] == once.runs[twin]["model"]
+
+
+@pytest.mark.workflow
+def test_the_grouped_overlay_splits_both_datasets_by_study(tmp_path):
+    """config/oral-grouped.yaml over config/oral.yaml: the seeded split of each dataset keeps
+    every study on one side (aam split --group-column qiita_study_id)."""
+    config = yaml.safe_load((REPO / "config/oral.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "config/oral-grouped.yaml").read_text()))
+    config["workdir"] = str(tmp_path / "work")
+    path = tmp_path / "grouped.yaml"
+    path.write_text(yaml.safe_dump(config))
+    scheme = planned(path)
+    flags = Flags(scheme)
+
+    class Wildcards:
+        dataset = ""
+
+    for name in ("oral", "oral_study"):
+        Wildcards.dataset = name
+        assert "--group-column qiita_study_id" in flags.split(Wildcards)
+        assert scheme.data_checks[name].count("--split-group-column qiita_study_id") == 1
