@@ -5,6 +5,7 @@ import html
 import json
 import re
 
+import pandas as pd
 import pytest
 from test_cli_training import aam, assert_failed
 
@@ -16,6 +17,7 @@ from aam.analysis.overview import (
     overview_html,
     verdict,
 )
+from aam.analysis.split_groups import split_groups
 from aam.analysis.workdir_index import training_cost
 from aam.errors import InputError
 
@@ -288,3 +290,33 @@ def test_the_landing_page_shows_figures_provenance_config_and_every_file_linked(
     assert f"<code>logs/</code> (1 files) {html.escape(OUTPUT_FOLDERS['logs'])}" in page
     assert "<code>cv/</code>" not in page
     assert "<code>learning_curve/</code>" not in page
+
+
+def test_the_page_warns_when_a_test_group_has_training_samples_and_says_when_none_has():
+    """metrics.json ``split_groups`` (`aam predict` with --split and --group-column): a random
+    split of a few people's time series puts a person on both sides (issue 59)."""
+    tested = pd.Series(["a", "a", "b", "c", "unknown"], name="qiita_study_id")
+    seen = split_groups(tested, pd.Series(["a", "d", "c"], name="qiita_study_id"))
+    assert seen == {
+        "column": "qiita_study_id",
+        "test_groups": 3,
+        "in_training": ["a", "c"],
+        "test_samples": 4,
+        "test_samples_in_trained_groups": 3,
+    }
+    page = overview_html(
+        Page(runs=[(RunMetrics("r", "d", regression([0, -1, 1]) | {"split_groups": seen}), [])])
+    )
+    assert (
+        "<p class=warn>Split: 2 of the 3 qiita_study_id groups of the test samples also "
+        "have training samples (3 of 4 test samples)" in page
+    )
+    new = split_groups(tested, pd.Series(["d", "e"], name="qiita_study_id"))
+    page = overview_html(
+        Page(runs=[(RunMetrics("r", "d", regression([0, -1, 1]) | {"split_groups": new}), [])])
+    )
+    assert "class=warn" not in page
+    assert "none of the 3 qiita_study_id groups of the test samples has training samples" in page
+    assert "Split:" not in overview_html(
+        Page(runs=[(RunMetrics("r", "d", regression([0, -1, 1])), [])])
+    )

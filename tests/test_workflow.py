@@ -48,6 +48,9 @@ def test_outputs_of_the_whole_dag(completed):
     metrics = (run / "predict/metrics.json").read_text()
     assert '"mae"' in metrics and '"mean_baseline"' in metrics
     assert '"random_forest_baseline"' in metrics and '"intervals"' in metrics
+    # the random split puts studies on both sides: metrics.json and the landing page say so
+    assert json.loads(metrics)["split_groups"]["in_training"]
+    assert "<p class=warn>Split: " in (completed / "results/test/overview.html").read_text()
     assert (run / "predict/predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"
     assert (run / "finetune/history.png").read_bytes()[:4] == b"\x89PNG"
     summary = pd.read_csv(completed / "results/test/summary.tsv", sep="\t")

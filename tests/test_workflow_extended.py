@@ -320,6 +320,12 @@ def test_predict_on_another_dataset_adds_only_its_jobs(copy, extended):
     assert unknown["unseen_values"] == {"99999": 5} and unknown["unknown"] == 5
 
 
+def run_section_of(root: Path, run: str) -> str:
+    """Run ``run``'s section of the landing page (up to the next run's)."""
+    page = (root / "results/test/overview.html").read_text()
+    return page.split(f"<h2>run {run} ")[1].split("<h2>")[0]
+
+
 def test_grouped_splits_keep_every_study_on_one_side_of_the_split_and_of_each_fold(extended):
     work = extended / "results/test/data/demo"
     studies = pd.read_csv(
@@ -332,6 +338,9 @@ def test_grouped_splits_keep_every_study_on_one_side_of_the_split_and_of_each_fo
         sides = studies.loc[split.index].groupby(split.to_numpy()).unique()
         seen = [study for side in sides for study in side]
         assert len(seen) == len(set(seen)), (path, sides.to_dict())
+    metrics = json.loads((extended / "results/test/runs/tiny/predict/metrics.json").read_text())
+    assert metrics["split_groups"]["in_training"] == []  # the page: scores on new studies
+    assert "class=warn" not in run_section_of(extended, "tiny")
 
 
 def test_every_key_of_every_feature_reruns_what_it_changes(extended, tmp_path):

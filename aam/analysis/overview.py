@@ -205,9 +205,31 @@ def run_section(result: RunMetrics) -> str:
     )
     return (
         f"{title}<p class=verdict>{html.escape(verdict(metrics, group=group))}</p>"
+        f"{split_note(metrics)}"
         f"<table><tr><th>model</th><th class=l>inputs</th>{header}</tr>{''.join(rows)}</table>"
         f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}"
         f"<p class=note>{html.escape(cost_text(result))}</p>"
+    )
+
+
+def split_note(metrics: Mapping) -> str:
+    """Whether the test samples' groups were seen in training (metrics.json ``split_groups``):
+    a warning where a group is on both sides of the split, or nothing without groups."""
+    split = metrics.get("split_groups")
+    if not split:
+        return ""
+    column, shared = html.escape(str(split["column"])), split["in_training"]
+    if not shared:
+        return (
+            f"<p class=note>Split: none of the {split['test_groups']} {column} groups of the "
+            "test samples has training samples: the scores are on new groups.</p>"
+        )
+    samples = f"{split['test_samples_in_trained_groups']} of {split['test_samples']}"
+    return (
+        f"<p class=warn>Split: {len(shared)} of the {split['test_groups']} {column} groups of "
+        f"the test samples also have training samples ({samples} test samples): the scores "
+        "partly measure recognising those groups. datasets.&lt;name&gt;.split_group_column: "
+        f"{column} keeps every group on one side.</p>"
     )
 
 
@@ -244,6 +266,7 @@ STYLE = (
     "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
     "tr th:first-child{text-align:left}tr.diff{background:#f3f6fb}"
     ".ci{color:#666;font-size:.9em}.verdict{font-weight:bold}.note{color:#555;font-size:.9em}"
+    ".warn{color:#a33;font-size:.9em}"
     "small{font-weight:normal;color:#555}td.l,th.l{text-align:left}"
     "figure{display:inline-block;width:47%;margin:.5em;vertical-align:top}"
     "figure img{width:100%;border:1px solid #ddd}figcaption{font-size:.9em;color:#444}"

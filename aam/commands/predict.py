@@ -22,6 +22,7 @@ from aam.analysis.predictions import (
     read_model_inputs,
     read_model_predictions,
 )
+from aam.analysis.split_groups import split_groups
 from aam.data.metadata import load_metadata, numeric_column
 from aam.data.novelty import NOVELTY_WARNING, novelty
 from aam.data.samples import SampleSet
@@ -196,6 +197,11 @@ def run(args: argparse.Namespace) -> None:
         }
         if len(args.model) > 1:
             metrics["ensemble"] = [str(path) for path in args.model]
+        if groups is not None and args.split:
+            train = [study.samples.sample_ids[p] for p in study.subset("train")]
+            metrics["split_groups"] = split_groups(
+                groups, _groups(args.metadata, args.group_column, train)
+            )
     if truth is not None:
         table["true"] = truth
     with atomic_output(out_dir / "predictions.tsv") as tmp:
