@@ -22,6 +22,13 @@ from aam.training.checkpoint import (
     resume_checkpoint,
     save_checkpoint,
 )
+from aam.training.config import (
+    CLASSIFIER_METRICS,
+    PRETRAIN_METRICS,
+    REGRESSION_METRICS,
+    TrainConfig,
+    best_metric_of,
+)
 from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
 from aam.training.state import TrainState
@@ -274,3 +281,13 @@ def test_preemption_flag_is_noop_outside_main_thread():
     thread.start()
     thread.join()
     assert handlers == [before]
+
+
+def test_auto_picks_the_best_epoch_by_the_targets_metric_in_fine_tuning():
+    """--best-metric auto (the default): the test's headline metric of a fine-tuned target,
+    the loss in pretraining; a metric named is kept."""
+    assert best_metric_of("auto", REGRESSION_METRICS) == "val_mae"
+    assert best_metric_of("auto", CLASSIFIER_METRICS) == "val_accuracy"
+    assert best_metric_of("auto", PRETRAIN_METRICS) == "val_loss"
+    assert best_metric_of("val_rmse", REGRESSION_METRICS) == "val_rmse"
+    assert TrainConfig().best_metric == "auto"

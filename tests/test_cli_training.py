@@ -272,6 +272,7 @@ def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
     )
     summary = json.loads((trained / "summary.json").read_text())
     assert summary["best_epoch"] == 1 and "val_mae" in summary["mean_baseline"]
+    assert summary["best_metric"] == "val_mae"  # --best-metric auto: the target's MAE
 
     out = tmp_path / "predict"
     assert predict(trained / "model.pt", demo, out, "--metadata", demo["metadata"]) == 0

@@ -149,7 +149,7 @@ def nan_validation(epochs: set[int], monkeypatch) -> None:
 def test_non_finite_validation_is_never_best(micro, tmp_path, monkeypatch):
     nan_validation({2}, monkeypatch)
     out = tmp_path / "out"
-    assert train(*micro, out, "--epochs", "2") == 0
+    assert train(*micro, out, "--epochs", "2", "--best-metric", "val_loss") == 0
     assert strict_json(out / "summary.json")["best_epoch"] == 1
     assert torch.load(out / "checkpoints" / "best.pt", weights_only=True)["row"]["epoch"] == 1
 
@@ -158,7 +158,9 @@ def test_non_finite_validation_is_never_best(micro, tmp_path, monkeypatch):
 def test_validation_non_finite_in_every_epoch_exits_3(micro, tmp_path, capsys, monkeypatch):
     nan_validation({1, 2}, monkeypatch)
     out = tmp_path / "out"
-    line = diverged(train(*micro, out, "--epochs", "2"), capsys, "finetune")
+    line = diverged(
+        train(*micro, out, "--epochs", "2", "--best-metric", "val_loss"), capsys, "finetune"
+    )
     assert "validation val_loss was non-finite in every epoch" in line, line
     assert not (out / "model.pt").exists() and not (out / "checkpoints" / "best.pt").exists()
 
@@ -264,7 +266,12 @@ def test_every_json_writer_writes_strict_json(tmp_path, monkeypatch, capsys):
     assert strict_json(tmp_path / "profile" / "memory.json") == {"peak": None}
     assert strict_json(tmp_path / "profile" / "throughput.json")["rows"][0]["samples_per_s"] is None
     summary = strict_json(tmp_path / "run" / "summary.json")
-    assert summary == {"best_epoch": 1, "val_r2": None, "mean_baseline": {"val_r2": None}}
+    assert summary == {
+        "best_epoch": 1,
+        "best_metric": None,  # the result written has no validation: the last epoch
+        "val_r2": None,
+        "mean_baseline": {"val_r2": None},
+    }
     assert strict_json(tmp_path / "doctor.json")["backends"][0]["masked"] is None
 
 

@@ -296,7 +296,7 @@ def test_unifrac_shard_takes_one_metric(tmp_path, capsys):
 def test_best_metric_keeps_the_optional_prefix():
     assert TrainConfig(best_metric="loss").best_metric == "loss"
     assert set(BEST_METRICS["pretrain"]) < set(BEST_METRICS["finetune"])
-    with pytest.raises(OptionError, match="must be one of val_loss"):
+    with pytest.raises(OptionError, match="must be one of auto, val_loss"):
         TrainConfig(best_metric="val_los")
 
 

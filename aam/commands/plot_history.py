@@ -77,7 +77,7 @@ def history_figure(
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    chosen = summary.get("best_epoch")
+    chosen, chooser = summary.get("best_epoch"), summary.get("best_metric")
     baseline = (summary.get("mean_baseline") or {}).get("val_mae")
     fig = Figure(figsize=(3.8 * len(panels), 3.4), layout="tight")
     axes = fig.subplots(1, len(panels), squeeze=False)
@@ -86,7 +86,8 @@ def history_figure(
             if f"{split}_{key}" in history:
                 ax.plot(history["epoch"], history[f"{split}_{key}"], marker="o", label=split)
         if chosen:
-            ax.axvline(chosen, color="grey", linestyle=":", label=f"chosen: epoch {chosen}")
+            by = f" (best {chooser})" if chooser else " (the last)"
+            ax.axvline(chosen, color="grey", linestyle=":", label=f"chosen: epoch {chosen}{by}")
         if key == "mae" and baseline is not None:
             ax.axhline(baseline, color="red", linestyle="--", label="training mean (val)")
         ax.set_title(name)

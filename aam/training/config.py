@@ -45,9 +45,23 @@ PRETRAIN_METRICS = metric_names("loss", "nucleotides", "unifrac")
 REGRESSION_METRICS = PRETRAIN_METRICS + metric_names("target", "regression")
 CLASSIFIER_METRICS = PRETRAIN_METRICS + metric_names("target", "classifier")
 BEST_METRICS = {
-    "pretrain": PRETRAIN_METRICS,
-    "finetune": tuple(dict.fromkeys(REGRESSION_METRICS + CLASSIFIER_METRICS)),
+    "pretrain": ("auto", *PRETRAIN_METRICS),
+    "finetune": ("auto", *dict.fromkeys(REGRESSION_METRICS + CLASSIFIER_METRICS)),
 }
+# --best-metric auto: pretraining's loss; fine-tuning's target metric, what the test reports
+AUTO_BEST = {"pretrain": "val_loss", "regression": "val_mae", "classifier": "val_accuracy"}
+
+
+def best_metric_of(name: str, measured: tuple[str, ...]) -> str:
+    """``name``, or for ``auto`` the metric that picks the best epoch of a run whose
+    validation reports ``measured`` (``AUTO_BEST``: a classifier's, a regression's, else
+    pretraining's)."""
+    if name != "auto":
+        return name
+    for kind in ("classifier", "regression"):
+        if AUTO_BEST[kind] in measured:
+            return AUTO_BEST[kind]
+    return AUTO_BEST["pretrain"]
 
 
 # Metrics (without their train_/val_ prefix) where lower is better; for the others higher is.
@@ -57,7 +71,7 @@ LOWER_IS_BETTER = frozenset({"loss", "mae", "rmse", "unifrac_loss", "nuc_loss", 
 def check_best_metric(name: str, measured: tuple[str, ...], where: str) -> None:
     """OptionError unless --best-metric ``name`` (``val_`` optional) is one of ``measured``,
     the validation metrics of a run (``where`` says which)."""
-    if (name if name.startswith("val_") else f"val_{name}") not in measured:
+    if name != "auto" and (name if name.startswith("val_") else f"val_{name}") not in measured:
         reason = f"not measured {where}; choose from {', '.join(measured)}"
         raise OptionError("best_metric", name, reason)
 
@@ -99,8 +113,10 @@ class TrainConfig:
         0, "early stop after this many epochs without improvement (0: off)", minimum=0
     )
     best_metric: str = option(
-        "val_loss",
-        "validation metric that picks the best epoch (the val_ prefix is optional)",
+        "auto",
+        "validation metric that picks the best epoch (the val_ prefix is optional); auto: "
+        "the loss in pretraining, the target's MAE (regression) or accuracy (classes) in "
+        "fine-tuning",
         choices=BEST_METRICS,
         prefix="val_",
     )

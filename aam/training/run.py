@@ -411,6 +411,7 @@ def write_outputs(
     path = out_dir / name
     with atomic_output(path, what="model") as tmp, open(tmp, "wb") as handle:
         torch.save(payload, handle)  # to a handle: a full disk keeps its errno
-    best = {"best_epoch": result.best_epoch, **result.best_metrics}
+    best = {"best_epoch": result.best_epoch, "best_metric": result.best_metric}
+    best |= result.best_metrics
     write_json(out_dir / "summary.json", {**best, **(summary or {})})
     return path

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from aam.errors import InputError, NonFiniteError
 from aam.training.batches import TrainBatches
 from aam.training.busy import DeviceBusy
 from aam.training.checkpoint import Checkpointer
-from aam.training.config import TrainConfig, check_best_metric, metric_names
+from aam.training.config import TrainConfig, best_metric_of, check_best_metric, metric_names
 from aam.training.device import peak_memory_mb
 from aam.training.distributed import DistContext, gradient_sync
 from aam.training.ema import WeightAverage
@@ -74,6 +74,7 @@ class TrainResult:
     history: list[dict[str, Any]]
     best_epoch: int
     best_metrics: dict[str, float] = field(default_factory=dict)
+    best_metric: str | None = None  # what picked best_epoch (None: no validation, the last)
 
 
 def validation_metrics(objective: Objective) -> tuple[str, ...]:
@@ -109,6 +110,9 @@ class Trainer:
         progress: bool = False,
         stale_checkpoints: str = "refuse",
     ) -> None:
+        cfg = replace(
+            cfg, best_metric=best_metric_of(cfg.best_metric, validation_metrics(objective))
+        )
         self.model, self.objective, self.cfg, self.ctx = model, objective, cfg, ctx
         self.batches, self.device, self.progress = batches, device, progress
         self.sharded = is_sharded(model)  # FSDP: validation needs every rank
@@ -323,4 +327,6 @@ class Trainer:
                 weights = {k: v.detach().cpu().clone() for k, v in model_state(self.model).items()}
             return TrainResult(weights, state.history, best_epoch=len(state.history))
         metrics = {k: v for k, v in best["row"].items() if k.startswith("val_")}
-        return TrainResult(best["model"], state.history, state.best_epoch, metrics)
+        return TrainResult(
+            best["model"], state.history, state.best_epoch, metrics, self.cfg.best_metric
+        )
