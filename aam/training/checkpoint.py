@@ -216,7 +216,8 @@ class Checkpointer:
     NaN or infinite are never saved (NonFiniteError, ``fix`` says how to cure it). Under DDP
     rank 0 writes; under FSDP every rank gathers the state (collectives) and rank 0 writes.
     A ``latest.pt`` of another config (samples and code included) is refused in one line, or
-    with ``stale="restart"`` deleted, with ``best.pt``, and the run starts afresh.
+    with ``stale="restart"`` deleted, with ``best.pt``, and the run starts afresh (one made
+    before the code counted, with no ``code``, is resumed when refusing, restarted else).
     """
 
     def __init__(
@@ -266,11 +267,14 @@ class Checkpointer:
         self.last_save = time.monotonic()
         if saved is None:
             return
-        differences = config_differences(saved["config"], self.config)
+        current = self.config
+        if "code" not in saved["config"] and self.stale == "refuse":  # made before code counted
+            current = {k: v for k, v in current.items() if k != "code"}
+        differences = config_differences(saved["config"], current)
         if differences and self.stale == "restart":
             self._discard(f"{used} was made with a different config: {differences}")
             return
-        check_config_matches(saved["config"], self.config, used)
+        check_config_matches(saved["config"], current, used)
         load_model_state(self.model, saved["model"])
         load_optimizer_state(self.model, self.optimizer, saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
