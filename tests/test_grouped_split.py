@@ -128,24 +128,15 @@ def test_two_groups_cannot_fill_three_sides():
     assert "\n" not in str(err.value)
 
 
+def split_demo(out: Path, *extra: str) -> int:
+    """`aam split` of the demo's samples with a target (age) into ``out``."""
+    demo = ["--table", DEMO / "table.biom", "--metadata", DEMO / "metadata.tsv"]
+    return aam("split", *demo, "--target-column", "age", "--output", out, *extra)
+
+
 def test_the_demo_split_by_study_has_no_study_on_two_sides(tmp_path):
     out = tmp_path / "split.tsv"
-    assert (
-        aam(
-            "split",
-            "--table",
-            DEMO / "table.biom",
-            "--metadata",
-            DEMO / "metadata.tsv",
-            "--target-column",
-            "age",
-            "--group-column",
-            "qiita_study_id",
-            "--output",
-            out,
-        )
-        == 0
-    )
+    assert split_demo(out, "--group-column", "qiita_study_id") == 0
     split = read_split(out)
     studies = pd.read_csv(DEMO / "metadata.tsv", sep="\t", dtype=str, index_col="sample_id")
     _assert_whole(split, list(studies.loc[split.index, "qiita_study_id"]))
@@ -176,18 +167,7 @@ def test_the_demo_split_by_study_has_no_study_on_two_sides(tmp_path):
 )
 def test_bad_grouping_is_one_line(tmp_path, capsys, extra, message):
     out = tmp_path / "split.tsv"
-    code = aam(
-        "split",
-        "--table",
-        DEMO / "table.biom",
-        "--metadata",
-        DEMO / "metadata.tsv",
-        "--target-column",
-        "age",
-        "--output",
-        out,
-        *extra,
-    )
+    code = split_demo(out, *extra)
     assert code != 0 and not out.exists()
     assert message in error_line(capsys, "split")
 

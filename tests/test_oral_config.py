@@ -77,15 +77,21 @@ def test_the_unrarefied_oral_config_rarefies_once_but_for_per_epoch_training(
     assert "--rarefy-depth 1000" in predict  # evaluation reads one fixed draw
 
 
+def planned_overlay(base: str, overlay: str, tmp_path: Path):
+    """The plan of config/``overlay`` merged over config/``base``, as Snakemake merges
+    `--configfile A B` (nested keys updated in order), writing under ``tmp_path``."""
+    config = yaml.safe_load((REPO / "config" / base).read_text())
+    update_config(config, yaml.safe_load((REPO / "config" / overlay).read_text()))
+    config["workdir"] = str(tmp_path / "work")
+    path = tmp_path / "overlay.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return planned(path)
+
+
 def test_the_learning_curve_overlay_adds_three_strict_points_to_the_once_run(tmp_path):
     """config/oral-full-curve.yaml merged over config/oral-full.yaml, as Snakemake merges
     `--configfile A B` (nested keys updated in order)."""
-    config = yaml.safe_load((REPO / "config/oral-full.yaml").read_text())
-    update_config(config, yaml.safe_load((REPO / "config/oral-full-curve.yaml").read_text()))
-    config["workdir"] = str(tmp_path / "work")
-    path = tmp_path / "curve.yaml"
-    path.write_text(yaml.safe_dump(config))
-    scheme = planned(path)
+    scheme = planned_overlay("oral-full.yaml", "oral-full-curve.yaml", tmp_path)
     assert scheme.curves["once"]["points"] == {"once_lc1": 0.1, "once_lc2": 0.25, "once_lc3": 0.5}
     assert scheme.curves["once"]["pretrain"] == "per_point" and "each_epoch" not in scheme.curves
     for point in ("once_lc1", "once_lc2", "once_lc3"):
@@ -97,12 +103,7 @@ def test_the_learning_curve_overlay_adds_three_strict_points_to_the_once_run(tmp
 def test_the_levers_overlay_adds_scratch_ema_and_an_ensemble_of_once(tmp_path):
     """config/oral-full-levers.yaml over config/oral-full.yaml: run `scratch` (no pretraining,
     once's model and fine-tuning), an EMA sweep from once's encoder, once with two more seeds."""
-    config = yaml.safe_load((REPO / "config/oral-full.yaml").read_text())
-    update_config(config, yaml.safe_load((REPO / "config/oral-full-levers.yaml").read_text()))
-    config["workdir"] = str(tmp_path / "work")
-    path = tmp_path / "levers.yaml"
-    path.write_text(yaml.safe_dump(config))
-    scheme = planned(path)
+    scheme = planned_overlay("oral-full.yaml", "oral-full-levers.yaml", tmp_path)
     once = scheme.runs["once"]
     assert scheme.runs["scratch"]["model"] == once["model"]
     assert scheme.runs["scratch"]["finetune"] == once["finetune"]
@@ -150,12 +151,7 @@ def test_the_scratch_curve_overlay_is_once_s_curve_from_scratch(tmp_path):
 def test_the_grouped_overlay_splits_both_datasets_by_study(tmp_path):
     """config/oral-grouped.yaml over config/oral.yaml: the seeded split of each dataset keeps
     every study on one side (aam split --group-column qiita_study_id)."""
-    config = yaml.safe_load((REPO / "config/oral.yaml").read_text())
-    update_config(config, yaml.safe_load((REPO / "config/oral-grouped.yaml").read_text()))
-    config["workdir"] = str(tmp_path / "work")
-    path = tmp_path / "grouped.yaml"
-    path.write_text(yaml.safe_dump(config))
-    scheme = planned(path)
+    scheme = planned_overlay("oral.yaml", "oral-grouped.yaml", tmp_path)
     flags = Flags(scheme)
 
     class Wildcards:

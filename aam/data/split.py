@@ -159,12 +159,12 @@ def make_fold_split(
 
     counts = None if classes is None else pd.Series(list(classes)).value_counts().to_dict()
     check_folds(folds, len(sample_ids), counts, "--folds")
-    if groups is not None:
-        return _grouped_fold(sample_ids, folds, fold, val_fraction, seed, classes, groups)
     if not 1 <= fold <= folds:
         raise InputError(f"--fold {fold}: must be in 1..{folds} (--folds {folds})")
     if not 0.0 <= val_fraction < 1.0:
         raise InputError(f"--val-fraction {val_fraction}: must be in [0, 1)")
+    if groups is not None:
+        return _grouped_fold(sample_ids, folds, fold, val_fraction, seed, classes, groups)
     n = len(sample_ids)
     if classes is None:
         parts = KFold(folds, shuffle=True, random_state=seed).split(np.zeros(n))
@@ -206,10 +206,6 @@ def _grouped_fold(
             f"--folds {folds}: only {n_groups} groups (--group-column) and each fold's test part "
             f"is whole groups; use at most {n_groups} folds"
         )
-    if not 1 <= fold <= folds:
-        raise InputError(f"--fold {fold}: must be in 1..{folds} (--folds {folds})")
-    if not 0.0 <= val_fraction < 1.0:
-        raise InputError(f"--val-fraction {val_fraction}: must be in [0, 1)")
     n = len(sample_ids)
     if classes is None:
         splitter = GroupKFold(folds, shuffle=True, random_state=seed)
