@@ -955,3 +955,23 @@ def test_importance_ranks_every_training_asv_by_aam_and_the_forest(
         == 0
     )
     pd.testing.assert_frame_equal(pd.read_csv(again / "importance.tsv", sep="\t"), table)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_made_before_the_code_counted_resumes_by_hand_and_restarts_in_the_workflow(
+    demo, pretrained, caplog
+):
+    run = pretrained.parent / "pretrain-codeless"
+    shutil.copytree(pretrained, run)
+    latest = run / "checkpoints/latest.pt"
+    saved = torch.load(latest, weights_only=True)
+    del saved["config"]["code"]
+    torch.save(saved, latest)
+    caplog.set_level(logging.INFO)
+    assert pretrain(demo, run, "--epochs", "2") == 0  # by hand: resumed, nothing retrained
+    assert any(r.getMessage().startswith("resumed from") for r in caplog.records)
+    assert "code" not in torch.load(latest, weights_only=True)["config"]  # not re-saved
+    caplog.clear()
+    assert pretrain(demo, run, "--epochs", "2", "--stale-checkpoints", "restart") == 0
+    assert any("starting afresh" in r.getMessage() for r in caplog.records)
+    assert "code" in torch.load(latest, weights_only=True)["config"]
