@@ -38,10 +38,8 @@ rule profiling_report:
         in_report(WORK / "profiling/report.html"),
     log:
         WORK / "logs/profiling_report/report.log",
-    params:
-        profile_dir=lambda wc, input: Path(input.profile).parent,
     shell:
-        "python -m aam profiling-report --profile-dir {params.profile_dir:q}"
+        'python -m aam profiling-report --profile-dir "$(dirname {input.profile:q})"'
         " --benchmarks {input.benchmarks:q} --output {output:q} > {log:q} 2>&1"
 
 

@@ -8,8 +8,8 @@ rule validate:
     log:
         WORK / "logs/validate/validate.log",
     params:
-        golden_dir=lambda wc, input: Path(input.golden).parent,
         options=FLAGS.validate,
     shell:
         "python -m aam --provenance {output.provenance:q} validate compare"
-        " --golden {params.golden_dir:q} --output {output.report:q} {params.options} > {log:q} 2>&1"
+        ' --golden "$(dirname {input.golden:q})" --output {output.report:q} {params.options}'
+        " > {log:q} 2>&1"
