@@ -235,6 +235,24 @@ def test_pretrain_resume_with_another_config_is_refused(demo, pretrained, capsys
 
 
 @pytest.mark.slow
+def test_a_checkpoint_of_another_schedule_length_is_stale(demo, pretrained, capsys, caplog):
+    """More epochs make another learning-rate schedule: resuming a finished 2-epoch run for a
+    third epoch would end with weights no fresh 3-epoch run has (the workflow reran the job
+    after `epochs` changed and kept the stale weights)."""
+    run = pretrained.parent / "pretrain-longer"
+    shutil.copytree(pretrained, run)
+    assert pretrain(demo, run, "--epochs", "3") == 2
+    line = error_line(capsys, "pretrain")
+    assert "train.epochs: saved 2, current 3" in line and "--stale-checkpoints restart" in line
+    caplog.set_level(logging.INFO)
+    assert pretrain(demo, run, "--epochs", "3", "--stale-checkpoints", "restart") == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("starting afresh" in m for m in messages)
+    assert not any(m.startswith("resumed from") for m in messages), messages
+    assert list(read_history(run / "history.tsv")["epoch"]) == [1, 2, 3]
+
+
+@pytest.mark.slow
 def test_a_checkpoint_of_other_code_is_stale_and_restart_trains_afresh(
     demo, pretrained, capsys, caplog
 ):

@@ -81,7 +81,7 @@ class TrainConfig:
     """Optimisation, loss weights and run options shared by pretraining and fine-tuning
     (saved in every checkpoint)."""
 
-    epochs: int = option(10, "passes over the training samples", minimum=1)
+    epochs: int = option(10, "passes over the training samples", minimum=1, resume="when set")
     batch_size: int | str = option(
         8,
         "global batch (split over processes under torchrun), or auto: on a GPU the largest "
@@ -107,10 +107,15 @@ class TrainConfig:
         exclusive_maximum=1,
         resume=True,
     )
-    max_grad_norm: float = option(1.0, "gradient clipping norm (0: off)", minimum=0)
+    max_grad_norm: float = option(
+        1.0, "gradient clipping norm (0: off)", minimum=0, resume="when set"
+    )
     grad_accum: int = option(1, "batches per optimizer step", minimum=1, resume=True)
     patience: int = option(
-        0, "early stop after this many epochs without improvement (0: off)", minimum=0
+        0,
+        "early stop after this many epochs without improvement (0: off)",
+        minimum=0,
+        resume="when set",
     )
     best_metric: str = option(
         "auto",
@@ -119,6 +124,7 @@ class TrainConfig:
         "fine-tuning",
         choices=BEST_METRICS,
         prefix="val_",
+        resume="when set",
     )
     seed: int = option(
         42,
@@ -178,7 +184,10 @@ class TrainConfig:
         resume="when set",
     )
     precision: str = option(
-        "auto", "auto: bf16 autocast on GPUs that support it, fp32 on CPU", choices=PRECISIONS
+        "auto",
+        "auto: bf16 autocast on GPUs that support it, fp32 on CPU",
+        choices=PRECISIONS,
+        resume="when set",
     )
     checkpoint_every_minutes: float = option(
         30.0, "save latest.pt this often (0: only at epoch ends and on signals)", minimum=0
@@ -191,9 +200,10 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def resume_dict(self) -> dict[str, Any]:
-        """The fields a resumed run must share (declared ``resume``); those declared ``"when
-        set"`` (``batch_tokens``, ``ema_decay``) only when not their default, so checkpoints from
-        before those options still resume."""
+        """The fields a resumed run must share (declared ``resume``): every one that changes
+        the weights a run ends with or the epoch it keeps (the schedule's length included), so a
+        resumed run ends as a fresh one would. Those declared ``"when set"`` count only when not
+        their default, so checkpoints from before they counted still resume."""
         return {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
