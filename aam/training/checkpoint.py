@@ -194,6 +194,24 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any], shown: in
     return details + (f" (+{len(differing) - shown} more)" if len(differing) > shown else "")
 
 
+# What a checkpoint holds only since it counted: the command's code, and the train options that
+# change the weights a run ends with once the schedule's length counted.
+_COUNTED_LATER = {
+    "code": (),
+    "train": ("epochs", "max_grad_norm", "patience", "best_metric", "precision"),
+}
+
+
+def _recorded(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``current`` without the keys counted later that ``saved`` lacks (made before they
+    counted: such a checkpoint cannot be checked against them)."""
+    kept = {k: v for k, v in current.items() if k in saved or k not in _COUNTED_LATER}
+    if isinstance(kept.get("train"), dict) and isinstance(saved.get("train"), dict):
+        late = set(_COUNTED_LATER["train"]) - saved["train"].keys()
+        kept["train"] = {k: v for k, v in kept["train"].items() if k not in late}
+    return kept
+
+
 def check_config_matches(saved: dict[str, Any], current: dict[str, Any], path: Path) -> None:
     """Raise InputError listing keys (nested as ``a.b``) whose saved and current values differ."""
     details = config_differences(saved, current)
@@ -217,7 +235,8 @@ class Checkpointer:
     rank 0 writes; under FSDP every rank gathers the state (collectives) and rank 0 writes.
     A ``latest.pt`` of another config (samples and code included) is refused in one line, or
     with ``stale="restart"`` deleted, with ``best.pt``, and the run starts afresh (one made
-    before the code counted, with no ``code``, is resumed when refusing, restarted else).
+    before the code or the epoch count counted, without them, is resumed when refusing,
+    restarted else).
     """
 
     def __init__(
@@ -268,8 +287,8 @@ class Checkpointer:
         if saved is None:
             return
         current = self.config
-        if "code" not in saved["config"] and self.stale == "refuse":  # made before code counted
-            current = {k: v for k, v in current.items() if k != "code"}
+        if self.stale == "refuse":  # by hand, what a checkpoint made before it counted lacks
+            current = _recorded(saved["config"], current)
         differences = config_differences(saved["config"], current)
         if differences and self.stale == "restart":
             self._discard(f"{used} was made with a different config: {differences}")
