@@ -382,6 +382,28 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
 
 
 @pytest.mark.slow
+def test_predict_says_whether_the_test_groups_of_the_split_were_trained_on(
+    demo, trained, tmp_path, capsys
+):
+    """--split-group-column (the workflow's split_group_column): split_groups in metrics.json,
+    which the landing page reads, without per-group metrics (--group-column's)."""
+    out = tmp_path / "predict"
+    extra = ["--metadata", demo["metadata"], "--split-group-column", "qiita_study_id"]
+    assert predict(trained / "model.pt", demo, out, *extra) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    split, metadata = read_split(demo["split"]), pd.read_csv(demo["metadata"], sep="\t", dtype=str)
+    study = metadata.set_index("sample_id")["qiita_study_id"]
+    tested, trained_on = (set(study[split.index[split == side]]) for side in ("test", "train"))
+    assert metrics["split_groups"]["column"] == "qiita_study_id"
+    assert metrics["split_groups"]["in_training"] == sorted(tested & trained_on)
+    assert metrics["split_groups"]["test_groups"] == len(tested)
+    assert "by_group" not in metrics
+    extra[-1] = "site"
+    rc = predict(trained / "model.pt", demo, tmp_path / "bad", *extra)
+    assert_failed(rc, capsys, "predict", tmp_path / "bad", "no column 'site' for --split-group")
+
+
+@pytest.mark.slow
 def test_predict_rebuilds_the_model_from_the_checkpoint_alone(demo, trained, tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()

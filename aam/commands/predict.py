@@ -84,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(metrics.json by_group) and the scatter coloured by group; needs --metadata",
     )
     parser.add_argument(
+        "--split-group-column",
+        help="metadata column of the groups (subjects, studies) the split kept whole or may "
+        "have put on both sides: metrics.json split_groups says whether the test samples' "
+        "groups have training samples; needs --metadata and --split (default: --group-column)",
+    )
+    parser.add_argument(
         "--target-column",
         help="metadata column holding the truth (default: the model's target column)",
     )
@@ -164,6 +170,9 @@ def run(args: argparse.Namespace) -> None:
     asked = args.target_column is not None
     truth = _truth(args.metadata, target, ids, asked) if args.metadata is not None else None
     groups = _groups(args.metadata, args.group_column, ids) if args.group_column else None
+    flag = "--split-group-column" if args.split_group_column else "--group-column"
+    split_column = (args.split_group_column or args.group_column) if args.split else None
+    tested = _groups(args.metadata, split_column, ids, flag) if split_column else None
     each = []
     for path, (member, member_state) in zip(args.model, members, strict=True):
         scaled = member_state["target"]
@@ -197,11 +206,10 @@ def run(args: argparse.Namespace) -> None:
         }
         if len(args.model) > 1:
             metrics["ensemble"] = [str(path) for path in args.model]
-        if groups is not None and args.split:
+        if tested is not None:
             train = [study.samples.sample_ids[p] for p in study.subset("train")]
-            metrics["split_groups"] = split_groups(
-                groups, _groups(args.metadata, args.group_column, train)
-            )
+            trained = _groups(args.metadata, split_column, train, flag)
+            metrics["split_groups"] = split_groups(tested, trained)
     if truth is not None:
         table["true"] = truth
     with atomic_output(out_dir / "predictions.tsv") as tmp:
@@ -354,14 +362,17 @@ def _truth(metadata_path: Path, target: dict, ids: list[str], asked: bool) -> pd
     return values.reset_index(drop=True)
 
 
-def _groups(metadata_path: Path | None, column: str, ids: list[str]) -> pd.Series:
-    """The ``column`` value of each of ``ids`` as text (a missing one: "unknown")."""
+def _groups(
+    metadata_path: Path | None, column: str, ids: list[str], flag: str = "--group-column"
+) -> pd.Series:
+    """The ``column`` value (``flag``'s) of each of ``ids`` as text (a missing one:
+    "unknown")."""
     if metadata_path is None:
-        raise InputError(f"--group-column {column}: needs --metadata")
+        raise InputError(f"{flag} {column}: needs --metadata")
     metadata = load_metadata(metadata_path)
     if column not in metadata.columns:
         raise InputError(
-            f"{metadata_path}: no column {column!r} for --group-column "
+            f"{metadata_path}: no column {column!r} for {flag} "
             f"(columns: {', '.join(map(str, metadata.columns))})"
         )
     values = metadata[column].reindex(ids)

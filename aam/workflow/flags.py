@@ -209,6 +209,7 @@ class Flags:
             {
                 "rarefy_depth": self._rarefied(wildcards),
                 "group_column": self._run_dataset(wildcards)["group_column"],
+                "split_group_column": self._run_dataset(wildcards)["split_group_column"],
                 "device": self.config["device"],
                 "scratch": self.config["scratch"],
                 **self._labels(wildcards),
