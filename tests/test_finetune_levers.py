@@ -312,3 +312,29 @@ def test_two_runs_compare_paired_on_their_shared_samples(tmp_path):
     frame.assign(true=frame["true"] + 1).to_csv(second, sep="\t", index=False)
     with pytest.raises(SystemExit, match="no shared samples with the same truth"):
         paired_runs(first, second)
+
+
+def test_grouped_cv_intervals_resample_whole_groups():
+    """tools/grouped_cv.py: a model right on every sample of half the groups and wrong on the
+    rest scores 0.5, and its interval spans what group draws can give (a sample-level bootstrap
+    of 40 samples would stay within about +-0.16 of 0.5); a model right everywhere: [1, 1]."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tools"))
+    from grouped_cv import group_draws, interval, scores
+
+    groups = pd.Series(np.repeat([f"g{k}" for k in range(4)], 10))
+    truth = np.where(np.arange(40) % 2 == 0, "Crohns", "Control")
+    wrong = np.where(truth == "Crohns", "Control", "Crohns")
+    half = np.where(groups.isin(["g0", "g1"]), truth, wrong)
+    columns = {("true", "class"): truth}
+    for name, predicted in (("half", half), ("right", truth)):
+        columns[(name, "prediction")] = predicted
+        columns[(name, "prob_Crohns")] = (predicted == "Crohns").astype(float)
+    frame = pd.DataFrame(columns)
+    assert scores(frame, ["half"], "Crohns")["half"][0] == 0.5
+    draws = group_draws(frame, groups, ["half", "right"], "Crohns", draws=400)
+    low, high = interval([d["half"] for d in draws])
+    assert low[0] == 0.0 and high[0] == 1.0  # all four groups of one kind: a whole-group draw
+    low, high = interval([d["right"] for d in draws])
+    assert low[0] == high[0] == 1.0
