@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import io
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import biom
 import pytest
+import torch
 from biom.util import biom_open
 
 from aam.cli import main
@@ -191,15 +193,21 @@ def pretrain_seed(runs) -> dict[str, bytes]:
 
 
 def case_checkpoint(runs, out):
-    """Resumed for a second epoch: best.pt (weights) fits, latest.pt (weights, optimizer
-    state: about three times as large) does not."""
+    """Resumed for its second epoch: best.pt (weights) fits, latest.pt (weights, optimizer
+    state: about three times as large) does not. The seed is the finished one-epoch run with
+    latest.pt's config saying two epochs: a two-epoch run stopped after its first."""
     argv = ["pretrain", "--table", runs["table"], "--unifrac", runs[".h5"], *TINY]
     argv += ["--epochs", "2", "--output-dir", out]
     latest = runs["pretrain"] / "checkpoints" / "latest.pt"
     best = runs["pretrain"] / "checkpoints" / "best.pt"
     assert best.stat().st_size * 2 < latest.stat().st_size
     budget = (best.stat().st_size + latest.stat().st_size) // 2
-    return argv, pretrain_seed(runs), out / "checkpoints" / "latest.pt", budget
+    seed, saved = pretrain_seed(runs), torch.load(latest, weights_only=True)
+    saved["config"]["train"]["epochs"] = 2
+    stopped = io.BytesIO()
+    torch.save(saved, stopped)
+    seed["checkpoints/latest.pt"] = stopped.getvalue()
+    return argv, seed, out / "checkpoints" / "latest.pt", budget
 
 
 def case_final_model(runs, out):
