@@ -234,6 +234,22 @@ def test_pretrain_resume_with_another_config_is_refused(demo, pretrained, capsys
     assert "--stale-checkpoints restart" in line
 
 
+def refused_then_restarted(demo, run: Path, capsys, caplog, epochs: int) -> str:
+    """``aam pretrain --epochs EPOCHS`` of the finished ``run`` whose checkpoint is stale: the
+    error line by hand (returned), then with --stale-checkpoints restart every epoch trained
+    afresh, nothing resumed."""
+    assert pretrain(demo, run, "--epochs", str(epochs)) == 2
+    line = error_line(capsys, "pretrain")
+    assert "--stale-checkpoints restart" in line
+    caplog.set_level(logging.INFO)
+    assert pretrain(demo, run, "--epochs", str(epochs), "--stale-checkpoints", "restart") == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("starting afresh" in m for m in messages)
+    assert not any(m.startswith("resumed from") for m in messages), messages
+    assert list(read_history(run / "history.tsv")["epoch"]) == list(range(1, epochs + 1))
+    return line
+
+
 @pytest.mark.slow
 def test_a_checkpoint_of_another_schedule_length_is_stale(demo, pretrained, capsys, caplog):
     """More epochs make another learning-rate schedule: resuming a finished 2-epoch run for a
@@ -241,15 +257,8 @@ def test_a_checkpoint_of_another_schedule_length_is_stale(demo, pretrained, caps
     after `epochs` changed and kept the stale weights)."""
     run = pretrained.parent / "pretrain-longer"
     shutil.copytree(pretrained, run)
-    assert pretrain(demo, run, "--epochs", "3") == 2
-    line = error_line(capsys, "pretrain")
-    assert "train.epochs: saved 2, current 3" in line and "--stale-checkpoints restart" in line
-    caplog.set_level(logging.INFO)
-    assert pretrain(demo, run, "--epochs", "3", "--stale-checkpoints", "restart") == 0
-    messages = [r.getMessage() for r in caplog.records]
-    assert any("starting afresh" in m for m in messages)
-    assert not any(m.startswith("resumed from") for m in messages), messages
-    assert list(read_history(run / "history.tsv")["epoch"]) == [1, 2, 3]
+    line = refused_then_restarted(demo, run, capsys, caplog, epochs=3)
+    assert "train.epochs: saved 2, current 3" in line
 
 
 @pytest.mark.slow
@@ -266,13 +275,8 @@ def test_a_checkpoint_of_other_code_is_stale_and_restart_trains_afresh(
     assert len(saved["config"]["code"]) == 16  # the command's code fingerprint
     saved["config"]["code"] = "0" * 16  # as if aam's training code had changed since
     torch.save(saved, latest)
-    assert pretrain(demo, run, "--epochs", "2") == 2
-    line = error_line(capsys, "pretrain")
-    assert "code: saved '0000000000000000'" in line and "--stale-checkpoints restart" in line
-    caplog.set_level(logging.WARNING)
-    assert pretrain(demo, run, "--epochs", "2", "--stale-checkpoints", "restart") == 0
-    assert any("starting afresh" in r.getMessage() for r in caplog.records)
-    assert list(read_history(run / "history.tsv")["epoch"]) == [1, 2]  # both epochs retrained
+    line = refused_then_restarted(demo, run, capsys, caplog, epochs=2)
+    assert "code: saved '0000000000000000'" in line
     assert torch.load(latest, weights_only=True)["config"]["code"] != "0" * 16
 
 
