@@ -15,6 +15,7 @@ from aam.analysis.predictions import read_model_predictions
 from aam.data.samples import SampleSet
 from aam.data.split import read_split
 from aam.training.metrics import (
+    bootstrap_draws,
     bootstrap_intervals,
     classification_metrics,
     macro_auc,
@@ -154,6 +155,25 @@ def test_bootstrap_interval_holds_the_estimate_and_narrows_with_more_samples():
     _, (low_big, high_big) = width(2000)
     assert high_big - low_big < 0.5 * (high - low)
     assert bootstrap_intervals(lambda idx: {"r2": float("nan")}, 5) == {"r2": [None, None]}
+
+
+def test_a_cluster_bootstrap_draws_whole_clusters_and_is_wider_for_correlated_samples():
+    """A grouped split's unit is the group: each draw holds as many whole groups as there are
+    (drawn with replacement), and where a group's samples share their error the interval over
+    groups is far wider than the one over samples, which treats them as independent."""
+    clusters = np.repeat(np.arange(6), [10, 20, 5, 30, 15, 20])
+    sizes = np.bincount(clusters)
+    for idx in bootstrap_draws(len(clusters), clusters, resamples=50):
+        drawn = np.bincount(clusters[idx], minlength=6)
+        assert (drawn % sizes == 0).all() and (drawn // sizes).sum() == 6
+    errors = np.repeat(np.random.default_rng(3).normal(size=6), [10, 20, 5, 30, 15, 20])
+
+    def mean(idx: np.ndarray) -> dict[str, float]:
+        return {"error": float(errors[idx].mean())}
+
+    low, high = bootstrap_intervals(mean, len(errors))["error"]
+    low_c, high_c = bootstrap_intervals(mean, len(errors), clusters)["error"]
+    assert high_c - low_c > 2 * (high - low)
 
 
 def test_paired_differences_are_model_minus_other_over_the_same_draws():

@@ -402,6 +402,13 @@ def test_predict_says_whether_the_test_groups_of_the_split_were_trained_on(
     assert metrics["split_groups"]["in_training"] == sorted(tested & trained_on)
     assert metrics["split_groups"]["test_groups"] == len(tested)
     assert "by_group" not in metrics
+    # the split's unit is the study: intervals resample whole studies, not samples
+    assert f"the {len(tested)} qiita_study_id groups" in metrics["interval_note"]
+    by_sample = tmp_path / "by_sample"
+    assert predict(trained / "model.pt", demo, by_sample, "--metadata", demo["metadata"]) == 0
+    samples = json.loads((by_sample / "metrics.json").read_text())
+    assert samples["model"] == metrics["model"]  # the same scores, other intervals
+    assert samples["intervals"]["model"] != metrics["intervals"]["model"]
     extra[-1] = "site"
     rc = predict(trained / "model.pt", demo, tmp_path / "bad", *extra)
     assert_failed(rc, capsys, "predict", tmp_path / "bad", "no column 'site' for --split-group")

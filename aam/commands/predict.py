@@ -85,9 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--split-group-column",
-        help="metadata column of the groups (subjects, studies) the split kept whole or may "
-        "have put on both sides: metrics.json split_groups says whether the test samples' "
-        "groups have training samples; needs --metadata and --split (default: --group-column)",
+        help="metadata column of the groups (subjects, studies) the split kept whole: "
+        "metrics.json split_groups says whether the test samples' groups have training "
+        "samples, and the bootstrap intervals resample whole groups; needs --metadata and "
+        "--split (without it, --group-column's groups give split_groups alone)",
     )
     parser.add_argument(
         "--target-column",
@@ -198,7 +199,10 @@ def run(args: argparse.Namespace) -> None:
     models = {"model": predicted, **{f"{k}_baseline": v for k, v in baselines.items()}}
     metrics = None
     if args.metadata is not None:
-        metrics = {**_metrics(models, truth, target, args.metadata, ids, groups), "novelty": seen}
+        # a split that kept groups whole: intervals resample those groups, not samples
+        clusters = tested if args.split_group_column else None
+        scored = _metrics(models, truth, target, args.metadata, ids, groups, clusters)
+        metrics = {**scored, "novelty": seen}
         theirs = read_model_inputs(args.baselines) if args.baselines else {}
         metrics["inputs"] = {
             "model": [MICROBIOME, *categorical["columns"]],
@@ -387,9 +391,11 @@ def _metrics(
     metadata_path: Path,
     ids: list[str],
     groups: pd.Series | None = None,
+    clusters: pd.Series | None = None,
 ) -> dict:
     """metrics.json content: each model's metrics on the samples with a known truth and their
-    bootstrap intervals, AAM minus each baseline (paired intervals), with ``groups`` each
+    bootstrap intervals (over whole ``clusters`` where given: the groups a split kept whole),
+    AAM minus each baseline (paired intervals), with ``groups`` each
     model's metrics per group (``by_group``), and which samples were left out and why
     (``excluded``); without any known truth ``no_metrics`` says why. NonFiniteError when a
     metric is not finite."""
@@ -429,18 +435,31 @@ def _metrics(
 
     everything = np.arange(len(y))
     metrics = {"n": int(known.sum()), "target": column, "excluded": excluded}
+    units = None if clusters is None else clusters[known].to_numpy()
     intervals = {}
     for name, values in models.items():
         metrics[name] = score(values[known], everything)
         _check_metrics(metrics[name], name, metadata_path, column)
-        intervals[name] = bootstrap_intervals(lambda idx, v=values[known]: score(v, idx), len(y))
+        intervals[name] = bootstrap_intervals(
+            lambda idx, v=values[known]: score(v, idx), len(y), units
+        )
     metrics["intervals"] = intervals
+    over = (
+        f"the {len(y)} samples"
+        if units is None
+        else (
+            f"the {len(set(units.tolist()))} {clusters.name} groups of the {len(y)} samples, each "
+            "drawn whole (the split kept them whole)"
+        )
+    )
     metrics["interval_note"] = (
-        f"95% percentile bootstrap over the {len(y)} samples ({BOOTSTRAP_RESAMPLES} resamples, "
-        "the same for every model)"
+        f"95% percentile bootstrap over {over} ({BOOTSTRAP_RESAMPLES} resamples, the same for "
+        "every model)"
     )
     baselines = {name: v[known] for name, v in models.items() if name != "model"}
-    metrics["differences"] = paired_differences(score, models["model"][known], baselines, len(y))
+    metrics["differences"] = paired_differences(
+        score, models["model"][known], baselines, len(y), units
+    )
     metrics["difference_note"] = (
         "AAM minus each baseline on the same samples, with the 95% interval of the difference "
         "over the same bootstrap draws (paired): an interval that excludes 0 is a difference"

@@ -63,19 +63,31 @@ def macro_auc(scores: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean(aucs)) if aucs else float("nan")
 
 
+def bootstrap_draws(
+    n: int, clusters: np.ndarray | None = None, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
+) -> list[np.ndarray]:
+    """``resamples`` draws of sample indices with replacement: of the ``n`` samples, or with
+    ``clusters`` (a label per sample: the person or study a split kept whole) of whole
+    clusters, as many as there are, each bringing all its samples. Seeded: the same draws for
+    every caller with the same arguments, so models scored on the same samples pair up."""
+    rng = np.random.default_rng(seed)
+    if clusters is None:
+        return [rng.integers(0, n, n) for _ in range(resamples)]
+    members = [np.flatnonzero(clusters == c) for c in sorted(set(clusters.tolist()))]
+    picks = [rng.integers(0, len(members), len(members)) for _ in range(resamples)]
+    return [np.concatenate([members[k] for k in pick]) for pick in picks]
+
+
 def bootstrap_intervals(
     score: Callable[[np.ndarray], dict[str, float]],
     n: int,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = 0,
+    clusters: np.ndarray | None = None,
     level: float = 0.95,
 ) -> dict[str, list[float]]:
-    """Percentile bootstrap intervals of every metric ``score(indices)`` returns, over
-    ``resamples`` draws of ``n`` sample indices with replacement (the same draws for every
-    caller with the same seed, so models scored on the same samples are compared pairwise).
-    A metric undefined in a draw (NaN) is left out of that draw; None when undefined in all."""
-    rng = np.random.default_rng(seed)
-    draws = [score(rng.integers(0, n, n)) for _ in range(resamples)]
+    """Percentile bootstrap intervals of every metric ``score(indices)`` returns, over the
+    draws of ``bootstrap_draws(n, clusters)``. A metric undefined in a draw (NaN) is left out
+    of that draw; None when undefined in all."""
+    draws = [score(idx) for idx in bootstrap_draws(n, clusters)]
     tail = 100 * (1 - level) / 2
     intervals = {}
     for key in draws[0]:
@@ -91,6 +103,7 @@ def paired_differences(
     model: np.ndarray,
     others: dict[str, np.ndarray],
     n: int,
+    clusters: np.ndarray | None = None,
 ) -> dict[str, dict[str, dict]]:
     """For each of ``others``: ``score(model, idx) - score(other, idx)`` of every metric on
     all ``n`` samples (``value``) and its percentile bootstrap interval over the draws of
@@ -103,7 +116,8 @@ def paired_differences(
             a, b = score(model, idx), score(other, idx)
             return {key: a[key] - b[key] for key in a}
 
-        values, intervals = difference(everything), bootstrap_intervals(difference, n)
+        values = difference(everything)
+        intervals = bootstrap_intervals(difference, n, clusters)
         out[name] = {
             key: {"value": None if not np.isfinite(v) else float(v), "interval": intervals[key]}
             for key, v in values.items()
