@@ -412,6 +412,10 @@ def test_predict_says_whether_the_test_groups_of_the_split_were_trained_on(
     extra[-1] = "site"
     rc = predict(trained / "model.pt", demo, tmp_path / "bad", *extra)
     assert_failed(rc, capsys, "predict", tmp_path / "bad", "no column 'site' for --split-group")
+    alone = ["--model", trained / "model.pt", "--table", demo["table"], *extra[:2]]
+    lone = tmp_path / "no_split"
+    rc = aam("predict", *alone, "--split-group-column", "qiita_study_id", "--output-dir", lone)
+    assert_failed(rc, capsys, "predict", lone, "--split-group-column qiita_study_id: needs --split")
 
 
 @pytest.mark.slow

@@ -13,11 +13,15 @@ the dataset's folds (``baselines/<dataset>/cv/*/fold<k>.tsv``).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.metrics import accuracy_score, roc_auc_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from aam.training.metrics import bootstrap_draws  # noqa: E402
 
 DRAWS = 2000
 
@@ -63,15 +67,11 @@ def group_draws(
     frame: pd.DataFrame, groups: pd.Series, models: list[str], positive: str, draws: int = DRAWS
 ) -> list[dict[str, np.ndarray]]:
     """``scores`` of ``draws`` bootstrap resamples of whole groups (``groups``: a label per
-    row of ``frame``), seeded: the same draws for every model (paired differences)."""
-    members = {g: np.flatnonzero(groups.to_numpy() == g) for g in groups.unique()}
-    rng = np.random.default_rng(42)
-    out = []
-    for _ in range(draws):
-        picked = rng.choice(list(members), size=len(members))
-        rows = np.concatenate([members[g] for g in picked])
-        out.append(scores(frame.iloc[rows], models, positive))
-    return out
+    row of ``frame``), as `aam predict` draws them: the same draws for every model (paired
+    differences)."""
+    units = groups.to_numpy()
+    picks = bootstrap_draws(len(frame), units, resamples=draws)
+    return [scores(frame.iloc[rows], models, positive) for rows in picks]
 
 
 def interval(values: list[np.ndarray]) -> np.ndarray:

@@ -171,6 +171,11 @@ def run(args: argparse.Namespace) -> None:
     asked = args.target_column is not None
     truth = _truth(args.metadata, target, ids, asked) if args.metadata is not None else None
     groups = _groups(args.metadata, args.group_column, ids) if args.group_column else None
+    if args.split_group_column and not args.split:
+        raise InputError(
+            f"--split-group-column {args.split_group_column}: needs --split (the split that "
+            "kept those groups whole); add --split or leave --split-group-column out"
+        )
     flag = "--split-group-column" if args.split_group_column else "--group-column"
     split_column = (args.split_group_column or args.group_column) if args.split else None
     tested = _groups(args.metadata, split_column, ids, flag) if split_column else None
