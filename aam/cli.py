@@ -43,6 +43,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "baselines": "Mean, group-mean and random-forest baselines fitted on the train split",
         "cross-validation": "Per-fold and mean +- sd test metrics of a cross-validated run",
         "learning-curve": "Test metrics against training-set size: a table and a plot",
+        "new-study": "Test MAE of a new study against its labelled samples: a table and a plot",
         "plot-history": "Training curves (PNG) from a history.tsv",
         "overview": "The report's front page: every run's metrics beside the baselines'",
         "pcoa": "PCoA of a UniFrac matrix, and its ordination and lsmat for QIIME 2",

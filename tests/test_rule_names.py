@@ -13,8 +13,9 @@ from aam.cli import COMMANDS
 
 # stage_tree also runs `aam stage`: the optional tree is staged by a rule of its own (stage.smk);
 # baselines_on and predict_on run `aam baselines` / `aam predict` for another dataset (predict_on);
-# cv_split and learning_curve_split run `aam split` for a fold of a cross-validation or a
-# learning-curve point, subset_baselines `aam baselines` for either.
+# cv_split, learning_curve_split and new_study_split run `aam split` for a fold of a
+# cross-validation, a learning-curve point or a new-study point, subset_baselines `aam
+# baselines` for any of them.
 SAME_COMMAND = {
     "stage_tree": "stage",
     "stage_taxonomy": "stage",
@@ -23,6 +24,7 @@ SAME_COMMAND = {
     "ensemble": "predict",
     "cv_split": "split",
     "learning_curve_split": "split",
+    "new_study_split": "split",
     "subset_baselines": "baselines",
 }
 

@@ -105,13 +105,16 @@ def fit_predict(
     groups: np.ndarray | None = None,
     predict_groups: np.ndarray | None = None,
     covariates: np.ndarray | None = None,
+    pooled: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Each baseline fitted on the ``train`` positions of ``study``, predicting the rows of
     ``features`` (relative abundances on the study's ASVs, one row per sample to predict).
     With ``groups`` (a group code per study sample, 0 = none) and ``predict_groups`` (one per
     row of ``features``) the group mean too; a group without training samples gets the mean.
     With ``covariates`` (level codes of every study sample, (N, C); the rows of ``features``
-    are then the study's samples) ``random_forest_covariates`` too."""
+    are then the study's samples) ``random_forest_covariates`` too. With ``pooled`` (positions
+    of more labelled samples, e.g. other studies') ``random_forest_pooled`` too: the forest
+    fitted on ``train`` and them."""
     y = study.targets[train]
     forests = {"random_forest": (features, None)}
     if covariates is not None:
@@ -123,6 +126,10 @@ def fit_predict(
         name: (fit_forest(study, train, trees=trees, seed=seed, threads=threads, covariates=c), x)
         for name, (x, c) in forests.items()
     }
+    if pooled is not None:
+        both = np.union1d(train, pooled)
+        forest = fit_forest(study, both, trees=trees, seed=seed, threads=threads)
+        fitted["random_forest_pooled"] = (forest, features)
     if not study.classes:
         out = {"mean": np.full(n, float(np.mean(y)))}
         out.update({name: forest.predict(x) for name, (forest, x) in fitted.items()})

@@ -30,6 +30,7 @@ def model_label(section: str, group_column: str | None = None) -> str:
         "mean_baseline": "training mean",
         "random_forest_baseline": "random forest",
         "random_forest_covariates_baseline": "random forest + covariates",
+        "random_forest_pooled_baseline": "random forest, other studies' labels too",
         "group_mean_baseline": f"mean of each {group_column or 'group'}",
     }
     return names.get(section, section.removesuffix("_baseline"))

@@ -15,6 +15,7 @@ import pandas as pd
 from aam.analysis.baselines import aligned_abundances, fit_predict, relative_abundances
 from aam.analysis.predictions import MICROBIOME, inputs_text, prediction_table
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
+from aam.data.split import read_split
 from aam.data.table import load_table
 from aam.errors import InputError
 from aam.options import checked
@@ -57,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="categorical metadata columns AAM reads beside the microbiome: adds "
         "random_forest_covariates, a forest on the abundances + these columns one-hot (not with "
         "--predict-table)",
+    )
+    parser.add_argument(
+        "--pooled-split",
+        type=Path,
+        help="another `aam split` file of the table: adds random_forest_pooled, the forest "
+        "fitted on the train samples and this file's train and val samples (e.g. other "
+        "studies' labels beside a new study's few; not with --predict-table)",
     )
     add_forest_options(parser)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of the forest")
@@ -108,6 +116,9 @@ def run(args: argparse.Namespace) -> None:
         ids, split = [str(s) for s in other.ids()], np.full(len(other.ids()), "")
         features = aligned_abundances(other, study.samples.asv_ids, str(args.predict_table))
         _log_unmatched(other, study.samples.asv_ids, args.predict_table)
+    pooled = None if args.pooled_split is None else _pooled(args.pooled_split, study)
+    if pooled is not None and args.predict_table is not None:
+        raise InputError("--pooled-split with --predict-table: fit the pooled forest on one table")
     predicted = fit_predict(
         study,
         train,
@@ -118,11 +129,13 @@ def run(args: argparse.Namespace) -> None:
         groups=groups,
         predict_groups=predict_groups,
         covariates=covariates,
+        pooled=pooled,
     )
     inputs = {
         "mean": [],
         "random_forest": [MICROBIOME],
         "random_forest_covariates": [MICROBIOME, *args.covariates],
+        "random_forest_pooled": [MICROBIOME],
         "group_mean": group,
     }
     tables = []
@@ -135,6 +148,16 @@ def run(args: argparse.Namespace) -> None:
     with atomic_output(args.output) as tmp:
         pd.concat(tables).to_csv(tmp, sep="\t", index=False, float_format="%.8g")
     log.info("wrote %s: %s fitted on %d train samples", args.output, list(predicted), len(train))
+
+
+def _pooled(path: Path, study) -> np.ndarray:
+    """Positions in ``study`` of the train and val samples of split file ``path``; one line
+    when it labels none of the study's samples so."""
+    labels = read_split(path).reindex(list(study.samples.sample_ids))
+    positions = np.flatnonzero(labels.isin(["train", "val"]).to_numpy())
+    if not len(positions):
+        raise InputError(f"{path}: no train or val sample of the table (--pooled-split)")
+    return positions
 
 
 def _log_unmatched(table, asv_ids: list[str], path: Path) -> None:

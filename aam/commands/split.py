@@ -1,12 +1,15 @@
 """`aam split`: a seeded, recorded train/validation/test assignment of samples, one fold of
 a seeded K-fold partition (cross-validation), or a nested fraction of a split's training
-samples (a learning-curve point)."""
+samples (a learning-curve point), or a few labelled samples of a left-out group (a new-study
+point)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 from pathlib import Path
+
+import pandas as pd
 
 from aam.data.metadata import load_metadata
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
@@ -15,6 +18,7 @@ from aam.data.split import (
     make_fold_split,
     make_split,
     nested_split,
+    new_study_split,
     read_split,
     write_split,
 )
@@ -82,6 +86,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "unused, its test samples unchanged (a learning-curve point)",
     )
     parser.add_argument(
+        "--new-study-size",
+        type=checked(int, minimum=1),
+        help="with --from-file, a leave-one-group-out split: draw this many labelled samples "
+        "(--val-fraction of them val) of its test samples, the new study, from a pool of "
+        "--pool-size; the study's samples outside the pool stay test, all others are unused "
+        "(a new-study point; --group-column keeps its subjects whole)",
+    )
+    parser.add_argument(
+        "--pool-size",
+        type=checked(int, minimum=1),
+        help="with --new-study-size: the new study's samples any point may label (drawn with "
+        "--pool-seed), so every size and seed is tested on the same samples",
+    )
+    parser.add_argument(
+        "--pool-seed",
+        type=checked(int, minimum=0, maximum=2**32 - 1),
+        default=0,
+        help="with --new-study-size: seed of the pool's draw",
+    )
+    parser.add_argument(
         "--val-fraction", type=float, default=0.1, help="fraction of samples for validation"
     )
     parser.add_argument(
@@ -106,7 +130,10 @@ def run(args: argparse.Namespace) -> None:
     if (args.fold is None) != (args.folds is None):
         raise InputError("--folds and --fold go together: --folds K --fold k (k in 1..K)")
     given = args.from_column or args.from_file
-    if given and (args.group_column or args.test_group):
+    new_study = args.new_study_size is not None
+    if new_study and (args.from_file is None or args.pool_size is None):
+        raise InputError("--new-study-size: needs --from-file and --pool-size")
+    if given and (args.test_group or (args.group_column and not new_study)):
         raise InputError(
             "--group-column/--test-group: a given split (--from-column/--from-file) is kept as "
             "it is; drop one of them"
@@ -148,6 +175,16 @@ def run(args: argparse.Namespace) -> None:
         split = given_split(read_split(args.from_file), ids, str(args.from_file))
         if args.train_fraction is not None:
             split = nested_split(split, fraction=args.train_fraction, seed=args.seed)
+        elif new_study:
+            split = new_study_split(
+                split,
+                size=args.new_study_size,
+                pool_size=args.pool_size,
+                seed=args.seed,
+                pool_seed=args.pool_seed,
+                val_fraction=args.val_fraction,
+                groups=None if groups is None else pd.Series(groups, index=ids),
+            )
     else:
         split = make_split(
             ids,

@@ -243,6 +243,63 @@ def nested_split(split: pd.Series, *, fraction: float, seed: int) -> pd.Series:
     return nested
 
 
+def new_study_split(
+    split: pd.Series,
+    *,
+    size: int,
+    pool_size: int,
+    seed: int,
+    pool_seed: int,
+    val_fraction: float,
+    groups: pd.Series | None = None,
+) -> pd.Series:
+    """A new-study point of a leave-one-group-out ``split``: its ``test`` samples (a study no
+    model trained on) give ``size`` labelled samples, ``val_fraction`` of them ``val`` and the
+    rest ``train``, drawn with ``seed`` from a pool of ``pool_size`` drawn with ``pool_seed``.
+    The study's samples outside the pool stay ``test`` (the same for every size and seed); the
+    pool's other samples and every other sample are ``unused``. Nested: with one ``seed`` a
+    smaller size draws a subset of a larger one's samples. With ``groups`` (sample_id -> a
+    subject) every draw takes whole groups, its size as close to the asked one as they allow,
+    so no subject has samples on two sides."""
+    if not 0 < size <= pool_size:
+        raise InputError(f"--new-study-size {size}: must be in 1..--pool-size ({pool_size})")
+    if not 0.0 < val_fraction < 1.0:
+        raise InputError(f"--val-fraction {val_fraction}: must be in (0, 1) for a new study")
+    study = split.index[split == "test"].to_numpy(dtype=str)
+    labels = groups.reindex(study).astype(str).to_numpy() if groups is not None else study
+    names, index = np.unique(labels, return_inverse=True)
+    counts = np.bincount(index, minlength=len(names))
+    pool = _closest(np.random.default_rng(pool_seed).permutation(len(names)), counts, pool_size)
+    if len(pool) == len(names):
+        raise InputError(
+            f"--pool-size {pool_size}: the new study's {len(study)} samples ({len(names)} "
+            "groups) leave none to test; lower --pool-size"
+        )
+    drawn = _closest(pool[np.random.default_rng(seed).permutation(len(pool))], counts, size)
+    n_labelled = int(counts[drawn].sum())
+    order = drawn[np.random.default_rng([seed, size]).permutation(len(drawn))]
+    val = _closest(order, counts, max(1, int(round(val_fraction * n_labelled))))
+    n_train = n_labelled - int(counts[val].sum())
+    if len(val) == len(drawn) or n_train < MIN_TRAIN:
+        raise InputError(
+            f"--new-study-size {size}: {n_labelled} labelled samples in {len(drawn)} group(s) "
+            f"cannot give validation and {MIN_TRAIN} train samples in whole groups; draw more"
+        )
+    point = pd.Series(UNUSED, index=split.index, name="split", dtype=object)
+    in_pool = np.isin(index, pool)
+    point[study[~in_pool]] = "test"
+    point[study[np.isin(index, drawn)]] = "train"
+    point[study[np.isin(index, val)]] = "val"
+    return point
+
+
+def _closest(order: np.ndarray, counts: np.ndarray, size: int) -> np.ndarray:
+    """The shortest prefix of the groups ``order`` (at least one) whose samples (``counts``)
+    come closest to ``size``."""
+    totals = np.cumsum(counts[order])
+    return order[: int(np.argmin(np.abs(totals - size))) + 1]
+
+
 def write_split(path: str | Path, split: pd.Series) -> None:
     """Write ``sample_id<TAB>split`` atomically."""
     with atomic_output(path) as tmp:

@@ -105,6 +105,25 @@ def check_cv_split(run: str, dataset: str, data: Config) -> None:
         )
 
 
+def check_new_studies(studies: Config, datasets: Config) -> None:
+    """Each new study's dataset leaves one group out (``split_test_group``: the new study),
+    and the new studies of one dataset draw alike (their points share splits and baselines)."""
+    drawn: dict[str, tuple] = {}
+    for run, study in studies.items():
+        name = study["dataset"]
+        if datasets[name]["split_test_group"] is None:
+            raise InputError(
+                f"config runs.{run}.new_study: dataset {name} leaves no study out; give it "
+                "split_group_column and split_test_group (the new study)"
+            )
+        draw = tuple(study[k] for k in ("pool", "pool_seed", "val_fraction", "group_column"))
+        if drawn.setdefault(name, draw) != draw:
+            raise InputError(
+                f"config runs.{run}.new_study: pool, pool_seed, val_fraction and group_column "
+                f"differ from another new study of dataset {name}; give them the same values"
+            )
+
+
 def check_unifrac_engine(unifrac: Config) -> None:
     """``unifrac.shards`` > 1 runs the built-in engine on the CPU (a sample per shard:
     ``dataset_checks``)."""

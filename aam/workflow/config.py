@@ -25,6 +25,9 @@ FROM_SCRATCH = "none"  # a run's ``pretrain:`` that fine-tunes from a random ini
 DEFAULT_SEED = TrainConfig.__dataclass_fields__["seed"].default
 
 
+NEW_STUDY_VAL_FRACTION = 0.2  # a new-study point's labelled samples that choose its epoch
+
+
 def from_scratch(spec: Mapping[str, Any]) -> bool:
     """Whether a run fine-tunes from a random initialisation (``pretrain: none``)."""
     return spec.get("pretrain") == FROM_SCRATCH
@@ -176,6 +179,67 @@ def expand_learning_curves(
             expanded[member] = run
             curves[name]["points"][member] = float(fraction)
     return expanded, curves
+
+
+def expand_new_studies(
+    runs: Mapping[str, Mapping[str, Any]], default_seed: int
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Runs with each size and seed of a run's ``new_study:`` as a run of its own,
+    ``<run>_n<size>_s<seed>``, and the new studies: ``{run: {"dataset", "sizes", "seeds",
+    "pool", "pool_seed", "val_fraction", "group_column", "scratch", "points": {member: (size,
+    seed)}}}`` (sizes and seeds ascending; ``pool`` defaults to the largest size, ``pool_seed``
+    to ``default_seed``, ``val_fraction`` to NEW_STUDY_VAL_FRACTION). A member fine-tunes with
+    its seed from the run's encoder (``encoder_from``), or from a random initialisation where
+    the run has ``pretrain: none``.
+    ValueError (one line) for a run that also has a sweep, a cv, a learning curve or an
+    ``encoder_from``, a pool below the largest size, or a member name that is already a run."""
+    expanded: dict[str, dict[str, Any]] = {}
+    studies: dict[str, dict[str, Any]] = {}
+    for name, spec in runs.items():
+        study = spec.get("new_study")
+        base = {key: value for key, value in spec.items() if key != "new_study"}
+        expanded[name] = copy.deepcopy(base)
+        if not study:
+            continue
+        for clash in ("sweep", "cv", "learning_curve", "encoder_from"):
+            if spec.get(clash):
+                raise ValueError(
+                    f"config runs.{name}.{clash}: not with new_study; give the new study a run "
+                    "of its own"
+                )
+        sizes, seeds = sorted(study["sizes"]), sorted(study["seeds"])
+        pool = study.get("pool", sizes[-1])
+        if pool < sizes[-1]:
+            raise ValueError(
+                f"config runs.{name}.new_study.pool: {pool} is below the largest size "
+                f"{sizes[-1]}; raise it or drop the size"
+            )
+        scratch = from_scratch(spec)
+        studies[name] = {
+            "dataset": spec["dataset"],
+            "sizes": sizes,
+            "seeds": seeds,
+            "pool": pool,
+            "pool_seed": study.get("pool_seed", default_seed),
+            "val_fraction": study.get("val_fraction", NEW_STUDY_VAL_FRACTION),
+            "group_column": study.get("group_column"),
+            "scratch": scratch,
+            "points": {},
+        }
+        for size in sizes:
+            for seed in seeds:
+                member = f"{name}_n{size}_s{seed}"
+                if member in runs:
+                    raise ValueError(
+                        f"config runs.{name}.new_study: member {member} is already a run; rename it"
+                    )
+                run = {**copy.deepcopy(base), "predict_on": []}
+                run["finetune"] = {**run.get("finetune", {}), "seed": seed}
+                if not scratch:
+                    run["encoder_from"] = name
+                expanded[member] = run
+                studies[name]["points"][member] = (size, seed)
+    return expanded, studies
 
 
 def expand_sweeps(

@@ -120,6 +120,24 @@ class Flags:
             }
         )
 
+    def new_study_split(self, wildcards: Any) -> str:
+        """`aam split` of a new-study point: {size} labelled samples drawn with seed {seed}
+        from the pool of the dataset's new studies (alike: ``checks.check_new_studies``)."""
+        data = self._dataset(wildcards)
+        study = next(s for s in self.plan.new_studies.values() if s["dataset"] == wildcards.dataset)
+        return cli_flags(
+            {
+                "target_column": data["target"],
+                "classifier": data["classifier"],
+                "new_study_size": wildcards.size,
+                "seed": wildcards.seed,
+                "pool_size": study["pool"],
+                "pool_seed": study["pool_seed"],
+                "val_fraction": study["val_fraction"],
+                "group_column": study["group_column"],
+            }
+        )
+
     def baselines(self, wildcards: Any) -> str:
         """`aam baselines` of a dataset (rules baselines, subset_baselines, baselines_on): the
         forest also reads the covariates the dataset gives AAM (``categorical``)."""
@@ -209,7 +227,7 @@ class Flags:
             {
                 "rarefy_depth": self._rarefied(wildcards),
                 "group_column": self._run_dataset(wildcards)["group_column"],
-                "split_group_column": self._run_dataset(wildcards)["split_group_column"],
+                "split_group_column": self.plan.split_groups(wildcards.run),
                 "device": self.config["device"],
                 "scratch": self.config["scratch"],
                 **self._labels(wildcards),
@@ -254,6 +272,21 @@ class Flags:
                 "fractions": [*self.plan.curves[wildcards.run]["points"].values(), 1],
                 "target_column": data["target"],
                 "group_column": data["group_column"],
+                **self._labels(wildcards),
+            }
+        )
+
+    def new_study(self, wildcards: Any) -> str:
+        """`aam new-study`: each point's size and seed, in the order of its inputs
+        (``Plan.new_studies``), and the subjects' column of the draws."""
+        study = self.plan.new_studies[wildcards.run]
+        data = self._run_dataset(wildcards)
+        return cli_flags(
+            {
+                "sizes": [size for size, _ in study["points"].values()],
+                "seeds": [seed for _, seed in study["points"].values()],
+                "group_column": study["group_column"],
+                "target_column": data["target"],
                 **self._labels(wildcards),
             }
         )

@@ -28,6 +28,7 @@ from aam.workflow.config import (
     expand_cv,
     expand_ensembles,
     expand_learning_curves,
+    expand_new_studies,
     expand_sweeps,
     from_scratch,
     run_option_names,
@@ -67,6 +68,7 @@ class Plan:
     sweeps: dict[str, dict[str, dict[str, Any]]]
     fold: dict[str, tuple[dict[str, Any], int]]
     curves: dict[str, dict[str, Any]]
+    new_studies: dict[str, dict[str, Any]]
     ensembles: dict[str, list[str]]
     image: str | None
     built_image: str | None
@@ -102,6 +104,7 @@ class Plan:
         learning curve's point, not an ensemble's member beside its run."""
         members = {m for spec in self.cv.values() for m in spec["members"]}
         members |= {m for spec in self.curves.values() for m in spec["points"]}
+        members |= {m for spec in self.new_studies.values() for m in spec["points"]}
         members |= {m for runs in self.ensembles.values() for m in runs[1:]}
         return [run for run in self.runs if run not in members and run not in self.sweep_runs]
 
@@ -153,17 +156,51 @@ class Plan:
                 return other
         return None
 
+    def scratch_new_study(self, run: str) -> str | None:
+        """The from-scratch twin of pretraining run ``run``'s new study: a run with ``pretrain:
+        none``, the same dataset, model and fine-tuning, and a new study of the same sizes and
+        seeds (None: there is none)."""
+        study, spec = self.new_studies[run], self.runs[run]
+        if study["scratch"]:
+            return None
+        for other, theirs in self.new_studies.items():
+            them = self.runs[other]
+            if (
+                theirs["scratch"]
+                and all(theirs[key] == study[key] for key in ("dataset", "sizes", "seeds"))
+                and (them["model"], them["finetune"]) == (spec["model"], spec["finetune"])
+            ):
+                return other
+        return None
+
+    def new_study_of(self, run: str) -> dict[str, Any] | None:
+        """The new study whose point ``run`` is (None: it is none's)."""
+        return next((s for s in self.new_studies.values() if run in s["points"]), None)
+
+    def split_groups(self, run: str) -> str | None:
+        """The column of the groups ``run``'s split kept whole: a new-study point's subjects,
+        else its dataset's ``split_group_column``."""
+        study = self.new_study_of(run)
+        if study is not None:
+            return study["group_column"]
+        return self.datasets[self.runs[run]["dataset"]]["split_group_column"]
+
     def split_part(self, run: str) -> str | None:
         """Where a run's own split and baselines live under ``data/<dataset>/`` and
         ``baselines/<dataset>/``: ``cv/<folds>x<seed>/fold<k>`` for a fold (runs with the same
         folds and seed on a dataset share them), ``lc/<seed>/<fraction>`` for a learning-curve
-        point; None for a run on its dataset's split."""
+        point, ``new_study/<seed>/<size>`` for a new-study point; None for a run on its
+        dataset's split."""
         if run in self.fold:
             fold_plan, k = self.fold[run]
             return f"cv/{fold_plan['folds']}x{fold_plan['seed']}/fold{k}"
         for curve in self.curves.values():
             if run in curve["points"]:
                 return f"lc/{curve['seed']}/{curve['points'][run]:g}"
+        study = self.new_study_of(run)
+        if study is not None:
+            size, seed = study["points"][run]
+            return f"new_study/{seed}/{size}"
         return None
 
     def split_file(self, run: str) -> Path:
@@ -252,6 +289,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
     check_sweep_values(config["runs"], schema)
     runs, ensembles = expand_ensembles(config["runs"])
     runs, curves = expand_learning_curves(runs, config["split"]["seed"])
+    runs, new_studies = expand_new_studies(runs, config["split"]["seed"])
     runs, cv = expand_cv(runs, config["split"]["seed"])
     runs, sweeps = expand_sweeps(runs, run_option_names(schema))
     unset = [name for name in config["required_env"] if not os.environ.get(name)]
@@ -272,6 +310,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         checks.check_run_metric(run, spec, datasets[spec["dataset"]]["classifier"])
         for other in spec["predict_on"]:
             checks.check_predict_on(run, spec, other, datasets)
+    checks.check_new_studies(new_studies, datasets)
     for run, fold_plan in cv.items():
         checks.check_cv_split(run, fold_plan["dataset"], datasets[fold_plan["dataset"]])
     checks.check_unifrac_engine(unifrac)
@@ -291,6 +330,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         sweeps=sweeps,
         fold={member: (p, k) for p in cv.values() for member, k in p["members"].items()},
         curves=curves,
+        new_studies=new_studies,
         ensembles=ensembles,
         image=str(image) if image else None,
         built_image=built,

@@ -123,6 +123,8 @@ REPORT = {
         "learning_curve", "results", "learning curve of {run} (table)"
     ),
     "learning_curve/{run}.<figure>": _entry("learning_curve", "results", "learning curve of {run}"),
+    "new_study/{run}.tsv": _entry("new_study", "results", "new study of {run} (table)"),
+    "new_study/{run}.<figure>": _entry("new_study", "results", "new study of {run}"),
     "unifrac/{dataset}.{metric}.pcoa/pcoa.<figure>": _entry(
         "pcoa", "results", "PCoA of {dataset} ({metric} UniFrac)"
     ),
@@ -219,6 +221,8 @@ def final_outputs(plan: Any) -> list[Path]:
         *(work / f"cv/{run}.tsv" for run in plan.cv),
         *(work / f"learning_curve/{run}.tsv" for run in plan.curves),
         *(work / "learning_curve" / figure_name(run, fmt) for run in plan.curves),
+        *(work / f"new_study/{run}.tsv" for run in plan.new_studies),
+        *(work / "new_study" / figure_name(run, fmt) for run in plan.new_studies),
         *(work / f"unifrac/{name}.{metric}.h5" for name in plan.matrix_datasets),
         *(
             work / f"unifrac/{name}.{metric}.pcoa" / figure_name("pcoa", fmt)

@@ -13,20 +13,23 @@ rule baselines:
     threads: config["threads"]
     params:
         options=FLAGS.baselines,
+        paths=input_flags(pooled_split="pooled"),
     shell:
         "python -m aam --provenance {output.provenance:q} baselines --table {input.table:q}"
         " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
-        " --output {output.predictions:q} {params.options} > {log:q} 2>&1"
+        " --output {output.predictions:q} {params.options} {params.paths} > {log:q} 2>&1"
 
 
-# Part cv/<folds>x<seed>/fold<k> (a fold of a cross-validation) or lc/<seed>/<fraction> (a
-# learning-curve point).
+# Part cv/<folds>x<seed>/fold<k> (a fold of a cross-validation), lc/<seed>/<fraction> (a
+# learning-curve point) or new_study/<seed>/<size> (a new-study point: its forest fitted on
+# the other studies' labels too, those of the dataset's split).
 use rule baselines as subset_baselines with:
     """`baselines`, fitted on the training samples of a run's own split."""
     input:
         table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
         split=WORK / "data/{dataset}/{part}.split.tsv",
+        pooled=pooled_split_of,
     output:
         predictions=WORK / "baselines/{dataset}/{part}.tsv",
         provenance=WORK / "baselines/{dataset}/{part}.provenance.json",

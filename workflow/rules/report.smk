@@ -7,6 +7,7 @@ localrules:
     summary,
     leaderboard,
     learning_curve,
+    new_study,
     cross_validation,
 
 
@@ -113,6 +114,28 @@ rule learning_curve:
         paths=input_flags(scratch_metrics="scratch"),
     shell:
         "python -m aam learning-curve --splits {input.splits:q} --metrics {input.metrics:q}"
+        " --output {output.table:q} --plot {output.plot:q} {params.options} {params.paths}"
+        " > {log:q} 2>&1"
+
+
+# Each size's errors averaged over the seeds, per test sample of the left-out study (the same
+# for every point), beside the baselines' of each point and the from-scratch twin's
+# (Plan.scratch_new_study), if the config has one; intervals resample the study's subjects.
+rule new_study:
+    """A new study with few labels: test error against the labelled samples fine-tuned on."""
+    input:
+        unpack(new_study_inputs),
+    output:
+        table=in_report(WORK / "new_study/{run}.tsv"),
+        plot=in_report(figure(WORK / "new_study/{run}")),
+    log:
+        WORK / "logs/new_study/{run}.log",
+    params:
+        options=FLAGS.new_study,
+        paths=input_flags(scratch_predictions="scratch"),
+    shell:
+        "python -m aam new-study --splits {input.splits:q} --baselines {input.baselines:q}"
+        " --predictions {input.predictions:q} --metadata {input.metadata:q}"
         " --output {output.table:q} --plot {output.plot:q} {params.options} {params.paths}"
         " > {log:q} 2>&1"
 

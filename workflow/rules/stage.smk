@@ -6,6 +6,7 @@ localrules:
     split,
     cv_split,
     learning_curve_split,
+    new_study_split,
 
 
 rule stage:
@@ -132,6 +133,25 @@ rule learning_curve_split:
         WORK / "logs/learning_curve_split/{dataset}.{seed}.{fraction}.log",
     params:
         options=FLAGS.learning_curve_split,
+    shell:
+        "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
+        " --from-file {input.split:q} --output {output.split:q} {params.options} > {log:q} 2>&1"
+
+
+# The left-out study's pool drawn once (every point's test samples: the rest of the study);
+# nested across the sizes of one seed; every other sample unused.
+rule new_study_split:
+    """A new-study point: {size} labelled samples of the left-out study, drawn with {seed}."""
+    input:
+        table=dataset_table,
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+        split=WORK / "data/{dataset}/split.tsv",
+    output:
+        split=WORK / "data/{dataset}/new_study/{seed}/{size}.split.tsv",
+    log:
+        WORK / "logs/new_study_split/{dataset}.{seed}.{size}.log",
+    params:
+        options=FLAGS.new_study_split,
     shell:
         "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
         " --from-file {input.split:q} --output {output.split:q} {params.options} > {log:q} 2>&1"
