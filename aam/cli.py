@@ -41,6 +41,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "finetune": "Fine-tune on a metadata target (regression or classes)",
         "predict": "Predict with a fine-tuned model; metrics if truth known",
         "baselines": "Mean, group-mean and random-forest baselines fitted on the train split",
+        "embedding-forest": "Random forests on AAM's pretrained sample embeddings (+ abundances)",
         "cross-validation": "Per-fold and mean +- sd test metrics of a cross-validated run",
         "learning-curve": "Test metrics against training-set size: a table and a plot",
         "new-study": "Test MAE of a new study against its labelled samples: a table and a plot",

@@ -22,6 +22,7 @@ NO_OTHER_VALUE = {
     "runs.tiny.dataset": "the test config has one dataset",
     "runs.tiny.predict_on": "the test config has no dataset other than the run's own",
     "datasets.demo.split_test_group": "needs a split_group_column (test_grouped_split.py)",
+    "runs.tiny.new_study": "needs a dataset that leaves a study out (test_new_study.py)",
 }
 
 
@@ -67,7 +68,7 @@ def test_the_edits_of_issue_58_rerun_their_stages(reruns):
     assert {"split"} <= rules("split.seed")
     assert rules("runs.tiny.finetune.epochs") == {"finetune"}
     assert {"pretrain", "finetune"} <= rules("runs.tiny.model.embedding_dim")
-    assert rules("baselines.trees") == {"baselines", "importance"}
+    assert rules("baselines.trees") == {"baselines", "embedding_forest", "importance"}
     assert {"predict", "importance", "pcoa", "plot_history"} <= rules("figure_format")
     assert {"pretrain", "finetune", "predict", "summary"} <= rules("split.seed", "scheduled")
     # keys no job of `all` reads (the profiling target's; threads, a resource) rerun only the

@@ -195,6 +195,12 @@ def test_the_overlay_fine_tunes_each_draw_from_the_encoder_of_the_other_studies(
     assert "--new-study-size 25 --pool-seed 42 --pool-size 200 --seed 3" in split
     assert "--group-column subject" in split and "--val-fraction 0.2" in split
     assert "corpus_1841_n25_s1" not in scheme.importance_runs
+    inputs = scheme.new_study_inputs("corpus_1841")
+    assert [len(inputs[k]) for k in ("splits", "scratch", "forests")] == [12, 12, 12]
+    assert inputs["scratch"][0].parts[-3] == "scratch_1841_n25_s1"  # the same draw's twin
+    assert scheme.new_study_inputs("scratch_1841")["forests"] == []  # no encoder to embed
+    assert scheme.pooled_split("new_1841", "new_study/2/50").name == "split.tsv"
+    assert scheme.pooled_split("new_1841", "lc/42/0.5") == []
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from aam.unifrac.io import read_distance_matrix
 # one worker runs the shared DAG once
 pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("workflow")]
 TRAINING = {
-    *("pretrain", "finetune", "predict", "importance", "plot_history"),
+    *("pretrain", "finetune", "embedding_forest", "predict", "importance", "plot_history"),
     *("summary", "overview", "all"),
 }
 

@@ -79,13 +79,18 @@ def fit_forest(
     seed: int,
     threads: int,
     covariates: tuple[np.ndarray, np.ndarray] | None = None,
+    features: np.ndarray | sp.csr_matrix | None = None,
 ):
     """The random forest fitted on the ``train`` positions' relative abundances (a regressor,
     or a classifier of class indices); with ``covariates`` (codes of every study sample,
-    largest code of each) their one-hot columns too."""
+    largest code of each) their one-hot columns too; with ``features`` (a row per study
+    sample) on those rows instead."""
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-    x_train = relative_abundances(study.samples, train)
+    if features is not None:
+        x_train = features[train]
+    else:
+        x_train = relative_abundances(study.samples, train)
     if covariates is not None:
         x_train = with_covariates(x_train, covariates[0][train], covariates[1])
     options = dict(n_estimators=trees, random_state=seed, n_jobs=usable_threads(threads))
@@ -132,21 +137,31 @@ def fit_predict(
         fitted["random_forest_pooled"] = (forest, features)
     if not study.classes:
         out = {"mean": np.full(n, float(np.mean(y)))}
-        out.update({name: forest.predict(x) for name, (forest, x) in fitted.items()})
+        out.update({name: forest_outputs(study, forest, x) for name, (forest, x) in fitted.items()})
         if groups is not None:
             out["group_mean"] = _group_means(y[:, None], groups[train], predict_groups)[:, 0]
         return out
-    n_classes = len(study.classes)
-    labels = y.astype(np.int64)
-    onehot = np.eye(n_classes)[labels]
-    out = {"mean": np.tile(onehot.mean(axis=0), (n, 1))}
-    for name, (forest, x) in fitted.items():
-        probs = np.zeros((n, n_classes))
-        probs[:, forest.classes_] = forest.predict_proba(x)  # classes absent from train stay 0
-        out[name] = probs
+    onehot = np.eye(len(study.classes))[y.astype(np.int64)]
+    out = {"mean": _log(np.tile(onehot.mean(axis=0), (n, 1)))}
+    out.update({name: forest_outputs(study, forest, x) for name, (forest, x) in fitted.items()})
     if groups is not None:
-        out["group_mean"] = _group_means(onehot, groups[train], predict_groups)
-    return {name: np.log(np.maximum(p, LOG_FLOOR)) for name, p in out.items()}
+        out["group_mean"] = _log(_group_means(onehot, groups[train], predict_groups))
+    return out
+
+
+def forest_outputs(study: Study, forest, features: np.ndarray | sp.csr_matrix) -> np.ndarray:
+    """A fitted forest's outputs for the rows of ``features``: values, or log-probabilities
+    over the study's classes (a class absent from its training samples gets the floor)."""
+    if not study.classes:
+        return forest.predict(features)
+    probs = np.zeros((features.shape[0], len(study.classes)))
+    probs[:, forest.classes_] = forest.predict_proba(features)
+    return _log(probs)
+
+
+def _log(probs: np.ndarray) -> np.ndarray:
+    """Log-probabilities, floored at LOG_FLOOR first: always finite."""
+    return np.log(np.maximum(probs, LOG_FLOOR))
 
 
 def _group_means(y: np.ndarray, train_groups: np.ndarray, groups: np.ndarray) -> np.ndarray:

@@ -24,16 +24,21 @@ PAIRS = (
     (MODEL, SCRATCH),
     (MODEL, "random_forest"),
     (MODEL, "random_forest_pooled"),
+    (MODEL, "random_forest_embeddings"),
     (MODEL, "mean"),
 )
 FIRST_COLUMNS = ["size", "seeds", "n_train", "n_val", "n_test"]
 
 
 def point_errors(
-    split_path: Path, baselines_path: Path, predictions_path: Path, scratch_path: Path | None
+    split_path: Path,
+    baselines_paths: Sequence[Path],
+    predictions_path: Path,
+    scratch_path: Path | None,
 ) -> tuple[pd.Series, dict[str, np.ndarray], dict[str, int]]:
     """One point's test truth (sample_id -> target, sorted), each model's absolute errors on
-    those samples (``model``, ``scratch`` where given, then the baselines) and its counts."""
+    those samples (``model``, ``scratch`` where given, then the baselines of each file of
+    ``baselines_paths``) and its counts."""
     split = read_split(split_path)
     test = sorted(split.index[split == "test"])
     truth, predicted = _predictions(predictions_path, test)
@@ -43,8 +48,9 @@ def point_errors(
         if not np.array_equal(theirs, truth):
             raise InputError(f"{scratch_path}: other true targets than {predictions_path}")
         errors[SCRATCH] = np.abs(scratch - truth)
-    for name, values in read_model_predictions(baselines_path, test, []).items():
-        errors[name] = np.abs(values - truth)
+    for path in baselines_paths:
+        for name, values in read_model_predictions(path, test, []).items():
+            errors[name] = np.abs(values - truth)
     for name, values in errors.items():
         if not np.isfinite(values).all():
             raise InputError(f"{predictions_path}: a non-finite {name} error; rerun its point")
@@ -73,11 +79,13 @@ def new_study_table(
     predictions: Sequence[Path],
     scratch: Sequence[Path] = (),
     subjects: pd.Series | None = None,
+    embedding_forests: Sequence[Path] = (),
 ) -> pd.DataFrame:
     """One row per size, ascending: ``size, seeds, n_train, n_val`` (means over the seeds),
     ``n_test``; each model's MAE over the test samples of its errors averaged over the seeds
     (``<model>_mae``, ``_low``/``_high``: 95% bootstrap interval), and the paired differences
-    of ``PAIRS`` (``<a>_minus_<b>``, same bounds). ``subjects`` (sample_id -> subject) makes
+    of ``PAIRS`` (``<a>_minus_<b>``, same bounds); ``embedding_forests``: each point's `aam
+    embedding-forest` predictions, more baselines. ``subjects`` (sample_id -> subject) makes
     the draws resample whole subjects. InputError when the points' test samples, models or
     truths differ, or the inputs' counts do not match."""
     n = len(sizes)
@@ -86,13 +94,15 @@ def new_study_table(
             f"{len(sizes)} sizes, {len(seeds)} seeds, {len(splits)} splits, {len(baselines)} "
             f"baselines, {len(predictions)} predictions: give one of each per point"
         )
-    if scratch and len(scratch) != n:
-        raise InputError(f"{len(scratch)} from-scratch predictions for {n} points: one each")
+    for name, given in (("from-scratch", scratch), ("embedding-forest", embedding_forests)):
+        if given and len(given) != n:
+            raise InputError(f"{len(given)} {name} predictions for {n} points: give one each")
     points: dict[int, list] = {}
     truth = None
     for k in range(n):
+        files = [baselines[k], *([embedding_forests[k]] if embedding_forests else [])]
         found, errors, counts = point_errors(
-            splits[k], baselines[k], predictions[k], scratch[k] if scratch else None
+            splits[k], files, predictions[k], scratch[k] if scratch else None
         )
         if truth is None:
             truth = found

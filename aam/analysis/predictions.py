@@ -31,6 +31,9 @@ def model_label(section: str, group_column: str | None = None) -> str:
         "random_forest_baseline": "random forest",
         "random_forest_covariates_baseline": "random forest + covariates",
         "random_forest_pooled_baseline": "random forest, other studies' labels too",
+        "random_forest_embeddings_baseline": "random forest on AAM's embeddings",
+        "random_forest_embeddings_abundances_baseline": "random forest on AAM's embeddings + "
+        "abundances",
         "group_mean_baseline": f"mean of each {group_column or 'group'}",
     }
     return names.get(section, section.removesuffix("_baseline"))

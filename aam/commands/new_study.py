@@ -40,6 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the predictions.tsv of AAM fine-tuned from a random initialisation at each point, "
         "in the same order",
     )
+    parser.add_argument(
+        "--embedding-forests",
+        nargs="+",
+        default=[],
+        type=Path,
+        help="each point's `aam embedding-forest` predictions, in the same order: the forests "
+        "on the pretrained sample embeddings beside the baselines",
+    )
     parser.add_argument("--metadata", type=Path, help="sample metadata TSV (--group-column's)")
     parser.add_argument(
         "--group-column", help="metadata column of the subjects the intervals resample whole"
@@ -78,6 +86,7 @@ def run(args: argparse.Namespace) -> None:
         args.predictions,
         args.scratch_predictions,
         subjects,
+        args.embedding_forests,
     )
     fig = new_study_figure(table, args.target_column, args.target_unit, args.dataset, args.run)
     with atomic_output(args.output) as tmp:

@@ -75,8 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--baselines",
+        nargs="+",
+        default=[],
         type=Path,
-        help="`aam baselines` predictions, scored beside the model on the same samples",
+        help="`aam baselines` (and `aam embedding-forest`) predictions, scored beside the model "
+        "on the same samples",
     )
     parser.add_argument(
         "--group-column",
@@ -198,9 +201,14 @@ def run(args: argparse.Namespace) -> None:
         member.cpu()
     predicted = ensemble_mean(each, bool(target["classes"]))
     table = prediction_table(ids, predicted, target["classes"])
-    baselines = {}
-    if args.baselines:
-        baselines = read_model_predictions(args.baselines, ids, target["classes"])
+    baselines, theirs = {}, {}
+    for path in args.baselines:
+        found = read_model_predictions(path, ids, target["classes"])
+        clash = sorted(set(found) & set(baselines))
+        if clash:
+            raise InputError(f"{path}: model(s) {clash} also in another --baselines file")
+        baselines |= found
+        theirs |= read_model_inputs(path)
     models = {"model": predicted, **{f"{k}_baseline": v for k, v in baselines.items()}}
     metrics = None
     if args.metadata is not None:
@@ -208,7 +216,6 @@ def run(args: argparse.Namespace) -> None:
         clusters = tested if args.split_group_column else None
         scored = _metrics(models, truth, target, args.metadata, ids, groups, clusters)
         metrics = {**scored, "novelty": seen}
-        theirs = read_model_inputs(args.baselines) if args.baselines else {}
         metrics["inputs"] = {
             "model": [MICROBIOME, *categorical["columns"]],
             **{f"{k}_baseline": theirs[k] for k in baselines},

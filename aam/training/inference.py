@@ -96,3 +96,21 @@ def predict(
     if scale is None:
         return raw.numpy()
     return scale.original(raw.squeeze(-1).numpy())
+
+
+def sample_embeddings(
+    model: nn.Module,
+    study: Study,
+    positions: np.ndarray,
+    device: torch.device,
+    *,
+    batch_size: int,
+    token_limit: int,
+) -> np.ndarray:
+    """The base's ``sample_embedding`` [len(positions), D] of each sample (an encoder's, or a
+    predictor's base), in eval mode: what pretraining taught it about the sample's microbiome."""
+    model.eval()
+    outputs = batch_outputs(
+        model, study, positions, device, batch_size=batch_size, token_limit=token_limit
+    )
+    return torch.cat([out["sample_embedding"].float().cpu() for _, out in outputs]).numpy()

@@ -148,7 +148,23 @@ class Flags:
                 "classifier": data["classifier"],
                 "group_column": data["group_column"],
                 "covariates": data["categorical"] or None,
-                **self.config["baselines"],
+                **self._forest(),
+            }
+        )
+
+    def _forest(self) -> dict[str, Any]:
+        """The random forest's flags (config ``baselines:`` trees and seed, where given)."""
+        return {k: v for k, v in self.config["baselines"].items() if k in ("trees", "seed")}
+
+    def embedding_forest(self, wildcards: Any) -> str:
+        """`aam embedding-forest` of run {run}: its dataset's target, the forest's options."""
+        data = self._run_dataset(wildcards)
+        return cli_flags(
+            {
+                "target_column": data["target"],
+                "classifier": data["classifier"],
+                "device": self.config["device"],
+                **self._forest(),
             }
         )
 
@@ -257,7 +273,7 @@ class Flags:
             {
                 "rarefy_depth": self._rarefied(wildcards),
                 "device": self.config["device"],
-                **self.config["baselines"],
+                **self._forest(),
                 **self._figures(),
                 **self._labels(wildcards),
             }

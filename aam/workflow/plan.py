@@ -121,6 +121,45 @@ class Plan:
             for run in self.ensembles
         ]
 
+    def baselines_file(self, run: str) -> Path:
+        """The baseline predictions of ``run``'s split (rule baselines or subset_baselines)."""
+        dataset, part = self.runs[run]["dataset"], self.split_part(run)
+        return self.work / "baselines" / (f"{dataset}/{part}.tsv" if part else f"{dataset}.tsv")
+
+    def pooled_split(self, dataset: str, part: str) -> Path | list:
+        """The split whose train and val samples the pooled forest of ``dataset``'s split part
+        ``part`` also fits on: a new-study point's, its dataset's (the other studies); none
+        (``[]``) for another part."""
+        if part.startswith("new_study/"):
+            return self.work / f"data/{dataset}/split.tsv"
+        return []
+
+    def new_study_inputs(self, run: str) -> dict[str, Any]:
+        """The inputs of rule new_study for run ``run``: each point's split, baselines and
+        predictions (``new_studies`` order), its forests on the pretrained embeddings where
+        they are fitted, the predictions of its from-scratch twin's point, if any, and the
+        dataset's metadata (the subjects)."""
+        study, twin = self.new_studies[run], self.scratch_new_study(run)
+        points = list(study["points"])
+        twins = list(self.new_studies[twin]["points"]) if twin else []
+        predictions = [self.work / f"runs/{point}/predict/predictions.tsv" for point in points]
+        return {
+            "splits": [self.split_file(point) for point in points],
+            "baselines": [self.baselines_file(point) for point in points],
+            "predictions": predictions,
+            "scratch": [self.work / f"runs/{point}/predict/predictions.tsv" for point in twins],
+            "forests": [f for f in map(self.embedding_forest, points) if f],
+            "metadata": self.work / f"data/{study['dataset']}/metadata.tsv",
+        }
+
+    def embedding_forest(self, run: str) -> Path | None:
+        """The predictions of the forests on ``run``'s pretrained sample embeddings (rule
+        embedding_forest), or None: a run without an encoder, or ``baselines.embeddings``
+        off."""
+        if not self.config["baselines"]["embeddings"] or self.encoder(run) is None:
+            return None
+        return self.work / f"runs/{run}/embedding_forest/predictions.tsv"
+
     def ensemble_metrics(self, run: str) -> Path:
         """The metrics.json of run ``run``'s ensemble (rule ensemble)."""
         return self.work / f"runs/{run}/ensemble/metrics.json"

@@ -29,7 +29,7 @@ use rule baselines as subset_baselines with:
         table=dataset_table,
         metadata=WORK / "data/{dataset}/metadata.tsv",
         split=WORK / "data/{dataset}/{part}.split.tsv",
-        pooled=pooled_split_of,
+        pooled=lambda wc: PLAN.pooled_split(wc.dataset, wc.part),
     output:
         predictions=WORK / "baselines/{dataset}/{part}.tsv",
         provenance=WORK / "baselines/{dataset}/{part}.provenance.json",
@@ -58,3 +58,26 @@ rule baselines_on:
         " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
         " --predict-table {input.other:q} --output {output.predictions:q} {params.options}"
         " > {log:q} 2>&1"
+
+
+# Beside the forest on abundances: does the representation pretraining learned carry more?
+rule embedding_forest:
+    """Forests on a run's pretrained sample embeddings (+ abundances), fitted on its train split."""
+    input:
+        encoder=encoder_of,
+        table=lambda wc: table_of(RUNS[wc.run]["dataset"]),
+        metadata=staged("metadata.tsv"),
+        split=split_of,
+    output:
+        predictions=WORK / "runs/{run}/embedding_forest/predictions.tsv",
+        provenance=WORK / "runs/{run}/embedding_forest/provenance.json",
+    log:
+        WORK / "logs/embedding_forest/{run}.log",
+    threads: config["threads"]
+    params:
+        options=FLAGS.embedding_forest,
+    shell:
+        "python -m aam --provenance {output.provenance:q} embedding-forest"
+        " --encoder {input.encoder:q} --table {input.table:q} --metadata {input.metadata:q}"
+        " --split {input.split:q} --threads {threads} --output {output.predictions:q}"
+        " {params.options} > {log:q} 2>&1"

@@ -119,14 +119,10 @@ def encoder_of(wildcards):
 
 
 def baselines_of(wildcards):
-    """Input function: the baseline predictions of a run's split."""
-    return baselines_file(wildcards.run)
-
-
-def baselines_file(run):
-    """The baseline predictions of `run`'s split."""
-    dataset, part = RUNS[run]["dataset"], PLAN.split_part(run)
-    return WORK / "baselines" / (f"{dataset}/{part}.tsv" if part else f"{dataset}.tsv")
+    """Input function: the baseline predictions of a run's split, and its forests on the
+    pretrained sample embeddings (Plan.embedding_forest) where it has them."""
+    forests = PLAN.embedding_forest(wildcards.run)
+    return [PLAN.baselines_file(wildcards.run), *([forests] if forests else [])]
 
 
 def run_tree(wildcards):
@@ -140,29 +136,6 @@ def curve_inputs(wildcards):
     splits = [split_file(run) for run in runs]
     metrics, scratch = metrics_of(runs), metrics_of(PLAN.curve_runs(twin))
     return dict(splits=splits, metrics=metrics, scratch=scratch)
-
-
-def pooled_split_of(wildcards):
-    """Input function: the split whose train and val samples a new-study point's pooled forest
-    also fits on (its dataset's: the other studies); none for another part."""
-    if wildcards.part.startswith("new_study/"):
-        return WORK / f"data/{wildcards.dataset}/split.tsv"
-    return []
-
-
-def new_study_inputs(wildcards):
-    """Input function: each point of a new study (Plan.new_studies order): its split, baseline
-    predictions and predictions, and those of its from-scratch twin's point, if any."""
-    study, twin = PLAN.new_studies[wildcards.run], PLAN.scratch_new_study(wildcards.run)
-    points = list(study["points"])
-    twins = list(PLAN.new_studies[twin]["points"]) if twin else []
-    return dict(
-        splits=[split_file(run) for run in points],
-        baselines=[baselines_file(run) for run in points],
-        predictions=[WORK / f"runs/{run}/predict/predictions.tsv" for run in points],
-        scratch=[WORK / f"runs/{run}/predict/predictions.tsv" for run in twins],
-        metadata=WORK / f"data/{study['dataset']}/metadata.tsv",
-    )
 
 
 def metrics_of(runs):

@@ -124,7 +124,7 @@ rule learning_curve:
 rule new_study:
     """A new study with few labels: test error against the labelled samples fine-tuned on."""
     input:
-        unpack(new_study_inputs),
+        unpack(lambda wc: PLAN.new_study_inputs(wc.run)),
     output:
         table=in_report(WORK / "new_study/{run}.tsv"),
         plot=in_report(figure(WORK / "new_study/{run}")),
@@ -132,7 +132,7 @@ rule new_study:
         WORK / "logs/new_study/{run}.log",
     params:
         options=FLAGS.new_study,
-        paths=input_flags(scratch_predictions="scratch"),
+        paths=input_flags(scratch_predictions="scratch", embedding_forests="forests"),
     shell:
         "python -m aam new-study --splits {input.splits:q} --baselines {input.baselines:q}"
         " --predictions {input.predictions:q} --metadata {input.metadata:q}"

@@ -1,0 +1,106 @@
+"""`aam embedding-forest`: the random forest on AAM's pretrained sample embeddings, and on the
+embeddings beside the relative abundances, fitted on the training samples of a split and
+predicting every sample, in `aam baselines`' layout: does the representation pretraining learned
+carry what the forest on abundances lacks?"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from aam.analysis.embedding_forest import EMBEDDING, embedding_forests
+from aam.analysis.predictions import MICROBIOME, inputs_text, prediction_table
+from aam.commands.baselines import add_forest_options
+from aam.data.outputs import TSV_SUFFIXES, check_output_file
+from aam.errors import InputError
+from aam.models.files import load_model_file
+from aam.options import checked
+from aam.runtime.atomic import atomic_output
+from aam.training.device import resolve_device
+from aam.training.inference import sample_embeddings
+from aam.training.study import load_study
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam embedding-forest`."""
+    parser.add_argument(
+        "--encoder", required=True, type=Path, help="encoder.pt from `aam pretrain`"
+    )
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
+    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
+    parser.add_argument("--target-column", required=True, help="metadata column to predict")
+    parser.add_argument("--classifier", action="store_true", help="the target is categorical")
+    parser.add_argument(
+        "--split", required=True, type=Path, help="`aam split` file: fit on its train samples"
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=Path,
+        help="TSV in `aam baselines`' layout: sample_id, split, model, inputs, prediction",
+    )
+    parser.add_argument(
+        "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
+    )
+    parser.add_argument("--device", default="auto", help="torch device of the encoder")
+    add_forest_options(parser)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Embed every sample with the encoder, fit both forests on the split's train samples,
+    write their predictions of every sample."""
+    check_output_file(args.output, TSV_SUFFIXES, "embedding-forest predictions")
+    encoder, _ = load_model_file(args.encoder, "encoder")
+    study = load_study(
+        args.table,
+        max_bp=encoder.config.max_bp,
+        metadata_path=args.metadata,
+        target=args.target_column,
+        classifier=args.classifier,
+        split_path=args.split,
+    )
+    train = study.subset("train")
+    if not len(train):
+        raise InputError(f"{args.split}: no train samples to fit the forests on")
+    device = resolve_device(args.device)
+    ids = list(study.samples.sample_ids)
+    embeddings = sample_embeddings(
+        encoder.to(device),
+        study,
+        np.arange(len(ids)),
+        device,
+        batch_size=args.batch_size,
+        token_limit=encoder.config.token_limit,
+    )
+    if not np.isfinite(embeddings).all():
+        raise InputError(f"{args.encoder}: non-finite sample embeddings; pretrain it again")
+    predicted = embedding_forests(
+        study, train, embeddings, trees=args.trees, seed=args.seed, threads=args.threads
+    )
+    inputs = {
+        "random_forest_embeddings": [EMBEDDING],
+        "random_forest_embeddings_abundances": [EMBEDDING, MICROBIOME],
+    }
+    split = study.split.reindex(ids).to_numpy()
+    tables = []
+    for model, values in predicted.items():
+        table = prediction_table(ids, values, study.classes)
+        table.insert(1, "split", split)
+        table.insert(2, "model", model)
+        table.insert(3, "inputs", inputs_text(inputs[model]))
+        tables.append(table)
+    with atomic_output(args.output) as tmp:
+        pd.concat(tables).to_csv(tmp, sep="\t", index=False, float_format="%.8g")
+    log.info(
+        "wrote %s: forests on %d-dimensional embeddings fitted on %d train samples",
+        args.output,
+        embeddings.shape[1],
+        len(train),
+    )
