@@ -344,7 +344,9 @@ def test_unknown_declared_type(tmp_path):
 
 def test_declared_numeric_classes_and_covariates_are_logged(micro, tmp_path, caplog):
     table, _ = micro
-    metadata = write_metadata(tmp_path / "typed.tsv", ["1", "2"] * 6, types="numeric")
+    metadata = tmp_path / "typed.tsv"
+    rows = [f"{sid}\t{k % 2 + 1}\t{k % 3}" for k, sid in enumerate(IDS)]
+    metadata.write_text("\n".join(["sample_id\tage\tsite", "#q2:types\tnumeric\tnumeric", *rows]))
     with caplog.at_level(logging.INFO, logger="aam.training.study"):
         study = load_study(
             table,
@@ -352,7 +354,7 @@ def test_declared_numeric_classes_and_covariates_are_logged(micro, tmp_path, cap
             metadata_path=metadata,
             target="age",
             classifier=True,
-            categorical=["age"],
+            categorical=["site"],
         )
     assert study.classes == ["1", "2"] or study.classes == ["1.0", "2.0"]
     logged = [r.getMessage() for r in caplog.records]
@@ -494,3 +496,20 @@ def test_a_group_column_must_exist_and_differ_from_the_target(micro, tmp_path):
     message = one_line_error(check_dataset, "d", table, metadata, "age", group_column="study")
     assert f"{metadata} has no column(s) ['study']" in message and "group_column" in message
     assert len(check_dataset("d", table, metadata, "age", group_column="site")) == len(IDS)
+    message = one_line_error(check_dataset, "d", table, metadata, "age", categorical=["age"])
+    assert message.startswith("datasets.d.categorical: 'age' is the target")
+
+
+def test_the_target_as_a_covariate_is_refused_by_finetune_and_baselines(micro, tmp_path, capsys):
+    """Issue 61, item 1: the answer never reaches the model or the forest as an input."""
+    out = tmp_path / "run"
+    rc = finetune(*micro, out, "--categorical-columns", "site,age")
+    refused(rc, capsys, "finetune", out, "'age' is the target and a covariate")
+    table, metadata = micro
+    split = tmp_path / "split.tsv"
+    assert aam("split", "--table", table, "--output", split, "--test-fraction", "0.25") == 0
+    capsys.readouterr()
+    out = tmp_path / "baselines"
+    args = ["--table", table, "--metadata", metadata, "--target-column", "age", "--split", split]
+    rc = aam("baselines", *args, "--covariates", "age", "--output", out / "b.tsv")
+    refused(rc, capsys, "baselines", out, "'age' is the target and a covariate")

@@ -245,4 +245,10 @@ def test_the_data_check_refuses_more_folds_than_groups_and_grouping_by_the_targe
     config = _config(tmp_path, {"cv": {"folds": 10}}, split_group_column="qiita_study_id")
     assert "10 folds but 9 groups" in check_data_error(config, "demo")
     config = _config(tmp_path, split_group_column="age")
-    assert "split_group_column: 'age' is the target" in check_data_error(config, "demo")
+    assert "split_group_column: 'age' is the target" in plan_error(config)  # at parse time
+
+
+def test_a_dataset_whose_covariate_is_its_target_stops_the_plan(tmp_path):
+    """Issue 61, item 1: refused at parse time, before any job (and by `aam check-data`)."""
+    config = _config(tmp_path, categorical=["qiita_study_id", "age"])
+    assert "datasets.demo.categorical: 'age' is the target" in plan_error(config)

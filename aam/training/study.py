@@ -201,6 +201,11 @@ def load_study(
     if categorical:
         if metadata is None:
             raise InputError("--categorical-columns: needs --metadata")
+        if target in categorical:
+            raise InputError(
+                f"{metadata_path}: column {target!r} is the target and a covariate (or group) "
+                "column; it would feed the model the answer: drop it from the covariates"
+            )
         categories, levels = _categories(metadata, categorical, ids, metadata_path, category_levels)
 
     table = table.filter(ids, inplace=False).remove_empty(axis="observation")

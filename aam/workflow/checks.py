@@ -5,7 +5,7 @@ Each raises InputError with one line naming the config field and the fix."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,29 @@ def check_dataset_paths(name: str, data: Config) -> None:
         path = data[label]
         if path is not None and not Path(path).is_file():
             raise InputError(f"datasets.{name}.{label}: {path} not found; fix the path in config")
+
+
+def check_not_target(
+    name: str,
+    target: str,
+    categorical: Sequence[str] = (),
+    group_column: str | None = None,
+    split_group_column: str | None = None,
+) -> None:
+    """No covariate nor grouping column of dataset ``name`` is its ``target``: a covariate
+    would feed the model (and the forest) the answer, a grouping would split by it (at parse
+    time, and again by `aam check-data`)."""
+    if target in categorical:
+        raise InputError(
+            f"datasets.{name}.categorical: {target!r} is the target; as a covariate it feeds "
+            "the model the answer: drop it from categorical"
+        )
+    for key, column in (("group_column", group_column), ("split_group_column", split_group_column)):
+        if column is not None and column == target:
+            raise InputError(
+                f"datasets.{name}.{key}: {column!r} is the target; grouping by it would split "
+                "by the answer: name another column (e.g. the study or subject) or null"
+            )
 
 
 def check_references(runs: Config, datasets: Config) -> None:

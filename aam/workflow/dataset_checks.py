@@ -15,6 +15,7 @@ from aam.data.split import check_folds, given_split, read_split
 from aam.data.table import check_training_counts, load_table
 from aam.errors import InputError
 from aam.unifrac.shard_plan import check_shard_count
+from aam.workflow.checks import check_not_target
 
 
 def check_dataset(
@@ -43,12 +44,7 @@ def check_dataset(
     every sample with a target has a group in ``split_group_column``, whose groups are enough
     for each run's folds. Returns the target value of each shared sample that has one (index:
     sample ID)."""
-    for key, column in (("group_column", group_column), ("split_group_column", split_group_column)):
-        if column is not None and column == target:
-            raise InputError(
-                f"datasets.{name}.{key}: {column!r} is the target; grouping by it would split "
-                "by the answer: name another column (e.g. the study or subject) or null"
-            )
+    check_not_target(name, target, categorical, group_column, split_group_column)
     columns = load_metadata(metadata)
     grouping = (split_column, group_column, split_group_column)
     named = [target, *categorical, *(c for c in grouping if c)]

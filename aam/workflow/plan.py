@@ -345,6 +345,13 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
     checks.check_references(runs, datasets)
     for name, data in datasets.items():
         checks.check_dataset_paths(name, data)
+        checks.check_not_target(
+            name,
+            data["target"],
+            data["categorical"],
+            data["group_column"],
+            data["split_group_column"],
+        )
     for run, spec in runs.items():
         checks.check_run_metric(run, spec, datasets[spec["dataset"]]["classifier"])
         for other in spec["predict_on"]:
