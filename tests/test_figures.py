@@ -162,3 +162,20 @@ def test_the_workflow_names_its_figures_in_the_configs_format(tmp_path):
     )
     assert "--target-unit years" in flags.plot_history(Wildcards)
     assert "--stage finetune" in flags.plot_history(Wildcards)
+
+
+def test_dollars_and_markup_in_a_unit_or_name_are_drawn_literally(tmp_path):
+    """Issue 61, item 3: a `$` (matplotlib's math delimiter) in a config value is text, not a
+    parse error after training: the figure is written and shows the value as given."""
+    unit, run = "US$ ^{x}_$", "run_$\\frac{a}{"
+    history = pd.DataFrame({"epoch": [1, 2], "train_loss": [2.0, 1.0], "val_mae": [9.0, 7.0]})
+    fig = history_figure(history, [SERIES[0], SERIES[2]], {}, "age", unit, f"demo, {run}")
+    assert fig.axes[1].get_ylabel() == f"MAE of age ({unit})"
+    save_figure(fig, tmp_path / "history.png")
+    rng = np.random.default_rng(0)
+    truth = pd.Series(rng.uniform(20, 60, 30), name="age")
+    models = {"model": truth.to_numpy() + 1, "mean_baseline": np.full(30, 40.0)}
+    path = tmp_path / "predicted_vs_true.png"
+    target = {"column": "age", "classes": None}
+    prediction_plots.plot_predictions(path, models, truth, target, unit=unit, run=run)
+    assert Image.open(path).size[0] > 100

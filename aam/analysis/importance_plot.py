@@ -10,7 +10,7 @@ import pandas as pd
 
 from aam.analysis.baselines import relative_abundances
 from aam.analysis.taxonomy import asv_labels
-from aam.runtime.figures import save_figure
+from aam.runtime.figures import pyplot, save_figure
 from aam.training.study import Study
 
 FLOOR = 1e-4  # relative abundance shown for an absent ASV (log scale)
@@ -30,10 +30,7 @@ def plot_importance(
     samples sorted by the target (class index for classes), log10 relative abundance; above
     it the target (``target``: its label, with the unit), with its colour scale; ``heading``
     opens the title (it names the dataset and run)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = table.head(top)
     column = {asv: k for k, asv in enumerate(study.samples.asv_ids)}

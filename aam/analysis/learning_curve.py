@@ -16,6 +16,7 @@ from aam.analysis.figures import metric_label, title
 from aam.analysis.predictions import SCRATCH, model_label
 from aam.data.split import read_split
 from aam.errors import InputError
+from aam.runtime.figures import pyplot
 
 FIRST_COLUMNS = ["fraction", "n_train", "n_val", "n_test"]
 
@@ -132,10 +133,7 @@ def curve_figure(
 ):
     """Test metric (in the target's ``unit``) against training samples (log scale), one line
     per model, 95% intervals as error bars; titled with ``dataset`` and ``run``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     metric = headline_metric(table)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))

@@ -16,6 +16,7 @@ from aam.analysis.figures import metric_label, title
 from aam.analysis.predictions import SCRATCH, model_label, read_model_predictions
 from aam.data.split import read_split
 from aam.errors import InputError
+from aam.runtime.figures import pyplot
 from aam.training.metrics import bootstrap_draws
 
 MODEL = "model"  # AAM fine-tuned from the encoder pretrained on the other studies
@@ -164,10 +165,7 @@ def new_study_figure(
     run: str | None = None,
 ):
     """Test MAE against the labelled samples (log scale), one line per model, 95% intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for k, model in enumerate(models_of(table)):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from aam.runtime.atomic import atomic_output
-from aam.runtime.figures import save_figure
+from aam.runtime.figures import pyplot, save_figure
 from aam.unifrac.io import write_distance_matrix
 
 DIMENSIONS = 10  # axes kept: a plot needs 2, QIIME 2's Emperor shows 3
@@ -34,10 +34,7 @@ def ordinate(ids: Sequence[str], matrix: np.ndarray):
 def plot_ordination(path: Path, result, groups: pd.Series | None, title: str) -> None:
     """PC1 against PC2, each axis with its share of the variance; a colour per group (the
     largest ``MAX_GROUPS``, then "other"); ``path``'s suffix is its format."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     coords = result.samples
     explained = result.proportion_explained

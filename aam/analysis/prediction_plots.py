@@ -16,7 +16,7 @@ import pandas as pd
 
 from aam.analysis.figures import target_label, title
 from aam.analysis.predictions import model_label
-from aam.runtime.figures import save_figure
+from aam.runtime.figures import pyplot, save_figure
 
 
 def plot_predictions(
@@ -34,10 +34,7 @@ def plot_predictions(
     """Write ``path`` (its suffix the format): scatter and residual panels (regression, the
     target in ``unit``; coloured by ``groups``), confusion matrices (``target["classes"]``), or
     the reason there is nothing to plot (``no_metrics``); titled with ``dataset`` and ``run``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     column, classes = target["column"], target["classes"]
     if no_metrics is not None or truth is None:

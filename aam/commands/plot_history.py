@@ -12,7 +12,7 @@ import pandas as pd
 from aam.analysis.figures import add_label_arguments, metric_label, title
 from aam.errors import InputError
 from aam.runtime.atomic import check_output_path
-from aam.runtime.figures import FORMATS, figure_format, save_figure
+from aam.runtime.figures import FORMATS, figure_format, pyplot, save_figure
 
 # (history key, panel title, y axis label; {mae}: the MAE of the target in its unit)
 SERIES = (
@@ -71,9 +71,7 @@ def history_figure(
     """The figure: a panel per (key, title, y label) of ``panels`` (``SERIES``), the MAE in
     ``unit``; ``summary``'s ``best_epoch`` as a dotted vertical line, its training mean's
     validation MAE as a dashed one on the MAE; ``heading`` above them."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    pyplot()  # the backend, literal text
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 

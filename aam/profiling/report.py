@@ -21,6 +21,7 @@ from aam.errors import InputError
 from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import by_category, read_kernel_table, read_rocprof_dir
 from aam.runtime.atomic import atomic_output
+from aam.runtime.figures import pyplot
 
 log = logging.getLogger(__name__)
 HOW_TO_READ = (
@@ -47,10 +48,7 @@ def _png(fig) -> str:
 
 
 def _figure(width: float = 6.0, height: float = 3.2, ncols: int = 1):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     return plt.subplots(1, ncols, figsize=(width, height))
 

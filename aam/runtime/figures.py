@@ -6,7 +6,7 @@ One declaration of each: ``FORMATS`` are the choices of ``--figure-format``
 checks the schema's enum against them); ``figure_name`` maps a figure's stem to its file name,
 for the rules' outputs, the report and the front page's links. PNG is written at ``DPI`` dots
 per inch; SVG and PDF are vector formats (``DPI`` sets only their raster parts, e.g. a heatmap's
-image). Matplotlib is imported only by ``save_figure``.
+image). Matplotlib is imported only by ``pyplot`` and ``save_figure``.
 """
 
 from __future__ import annotations
@@ -51,6 +51,18 @@ def add_format_argument(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_FORMAT,
         help=f"format of the figures (png at {DPI} dpi; svg and pdf are vector)",
     )
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend with literal text: a ``$`` in a unit, a column
+    or a run name is drawn as written, never parsed as math (every figure is made here)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str]) -> None:
