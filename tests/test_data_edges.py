@@ -513,3 +513,43 @@ def test_the_target_as_a_covariate_is_refused_by_finetune_and_baselines(micro, t
     args = ["--table", table, "--metadata", metadata, "--target-column", "age", "--split", split]
     rc = aam("baselines", *args, "--covariates", "age", "--output", out / "b.tsv")
     refused(rc, capsys, "baselines", out, "'age' is the target and a covariate")
+
+
+@pytest.mark.parametrize(
+    ("cells", "message"),
+    [
+        (lambda k: "", "covariate column 'extra' is empty for every sample; fill it or drop it"),
+        (lambda k: f"{17.5 + k:g}", "holds 12 distinct numbers in 12 samples: it looks continuous"),
+    ],
+)
+def test_an_empty_or_continuous_covariate_is_refused_naming_it(
+    cells, message, micro, tmp_path, capsys
+):
+    """Issue 61, item 4: not an internal option's error later, not silent categories."""
+    table, _ = micro
+    metadata = tmp_path / "metadata.tsv"
+    rows = [f"{sid}\t{age}\t{cells(k)}" for k, (sid, age) in enumerate(zip(IDS, AGES, strict=True))]
+    metadata.write_text("\n".join(["sample_id\tage\textra", *rows]) + "\n")
+    out = tmp_path / "run"
+    rc = finetune(table, metadata, out, "--categorical-columns", "extra")
+    refused(rc, capsys, "finetune", out, str(metadata), message)
+
+
+def test_levels_unseen_in_training_are_counted_in_a_warning(micro, caplog):
+    table, metadata = micro
+    with caplog.at_level(logging.WARNING, logger="aam.training.study"):
+        study = load_study(
+            table,
+            max_bp=24,
+            metadata_path=metadata,
+            target="age",
+            categorical=["site"],
+            category_levels={"site": ["gut"]},  # the training levels: no "oral"
+            training=False,
+        )
+    assert (study.categories[:, 0] == 0).sum() == len(IDS) // 2
+    assert any(
+        f"column 'site': {len(IDS) // 2} of {len(IDS)} samples have a level the model was not"
+        in r.getMessage()
+        for r in caplog.records
+    )

@@ -329,10 +329,44 @@ def _categories(
         _log_declared_numeric(metadata, column, path, "a covariate: its values are categories")
         values = metadata.loc[ids, column]
         if column not in levels:
-            levels[column] = sorted(values.dropna().astype(str).unique())
+            levels[column] = _levels(values, column, path)
         lookup = {v: i + 1 for i, v in enumerate(levels[column])}
         out[:, k] = [lookup.get(str(v), 0) if pd.notna(v) else 0 for v in values]
+        unseen = int((values.notna() & (out[:, k] == 0)).sum())
+        if unseen:
+            log.warning(
+                "%s: column %r: %d of %d samples have a level the model was not trained on; "
+                "they read the unknown category",
+                path,
+                column,
+                unseen,
+                len(values),
+            )
     return out, levels
+
+
+CONTINUOUS_SHARE = 0.5  # a numeric covariate with more distinct values than this share of samples
+
+
+def _levels(values: pd.Series, column: str, path: Path) -> list[str]:
+    """The levels of covariate ``column`` learned from ``values``; InputError, one line naming
+    the column and file, for a column empty for every sample or one that looks continuous
+    (numbers, distinct in more than CONTINUOUS_SHARE of the samples: a category each)."""
+    given = values.dropna().astype(str)
+    levels = sorted(given.unique())
+    if not levels:
+        raise InputError(
+            f"{path}: covariate column {column!r} is empty for every sample; fill it or drop it "
+            "from the covariates"
+        )
+    numeric = pd.to_numeric(given, errors="coerce").notna().all()
+    if numeric and len(levels) > 2 and len(levels) > CONTINUOUS_SHARE * len(given):
+        raise InputError(
+            f"{path}: covariate column {column!r} holds {len(levels)} distinct numbers in "
+            f"{len(given)} samples: it looks continuous, and covariates are categories; bin it "
+            "into a few categories or drop it from the covariates"
+        )
+    return levels
 
 
 def _log_declared_numeric(metadata: pd.DataFrame, column: str, path: Path, use: str) -> None:
