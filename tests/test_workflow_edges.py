@@ -33,6 +33,7 @@ def test_a_tree_without_branch_lengths_stops_at_staging_named_as_configured(tmp_
     log = (root / "results/test/logs/stage_tree/demo.log").read_text().strip()
     assert log.startswith("aam stage: error: my trees/no lengths.nwk: ") and "\n" not in log, log
     assert "branch(es) lack a finite length" in log
+    assert f"rule stage_tree: {log}" in run.stderr.splitlines()  # the line, on the terminal
     assert not (root / "results/test/runs").exists()  # no training job started
 
 
