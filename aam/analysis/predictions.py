@@ -68,6 +68,25 @@ def prediction_table(ids: list[str], predicted: np.ndarray, classes: list[str]) 
     return table
 
 
+def baseline_table(
+    ids: list[str],
+    split: np.ndarray,
+    predicted: dict[str, np.ndarray],
+    inputs: dict[str, list[str]],
+    classes: list[str],
+) -> pd.DataFrame:
+    """`aam baselines`' layout: a row per (model, sample), ``sample_id, split, model, inputs``
+    and the prediction (``prediction_table``), models in the order of ``predicted``."""
+    tables = []
+    for model, values in predicted.items():
+        table = prediction_table(ids, values, classes)
+        table.insert(1, "split", split)
+        table.insert(2, "model", model)
+        table.insert(3, "inputs", inputs_text(inputs[model]))
+        tables.append(table)
+    return pd.concat(tables)
+
+
 def read_model_predictions(path: Path, ids: list[str], classes: list[str]) -> dict[str, np.ndarray]:
     """Each model's predictions of a `aam baselines` table for ``ids``, in that order (values, or
     log-probabilities over ``classes``); InputError naming the file when one is missing."""

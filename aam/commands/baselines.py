@@ -10,10 +10,9 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from aam.analysis.baselines import aligned_abundances, fit_predict, relative_abundances
-from aam.analysis.predictions import MICROBIOME, inputs_text, prediction_table
+from aam.analysis.predictions import MICROBIOME, baseline_table
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.split import read_split
 from aam.data.table import load_table
@@ -27,19 +26,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam baselines`."""
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
-    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
-    parser.add_argument("--target-column", required=True, help="metadata column to predict")
-    parser.add_argument("--classifier", action="store_true", help="the target is categorical")
-    parser.add_argument(
-        "--split", required=True, type=Path, help="`aam split` file: fit on its train samples"
-    )
-    parser.add_argument(
-        "--output",
-        required=True,
-        type=Path,
-        help="TSV: sample_id, split, model, inputs, prediction (prob_<label> columns for classes)",
-    )
+    add_fit_arguments(parser)
     parser.add_argument(
         "--predict-table",
         type=Path,
@@ -68,6 +55,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_forest_options(parser)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads of the forest")
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a baseline is fitted on and where its predictions go (`aam baselines`, `aam
+    embedding-forest`)."""
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
+    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
+    parser.add_argument("--target-column", required=True, help="metadata column to predict")
+    parser.add_argument("--classifier", action="store_true", help="the target is categorical")
+    parser.add_argument(
+        "--split", required=True, type=Path, help="`aam split` file: fit on its train samples"
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=Path,
+        help="TSV: sample_id, split, model, inputs, prediction (prob_<label> columns for classes)",
+    )
 
 
 def add_forest_options(parser: argparse.ArgumentParser) -> None:
@@ -138,15 +143,9 @@ def run(args: argparse.Namespace) -> None:
         "random_forest_pooled": [MICROBIOME],
         "group_mean": group,
     }
-    tables = []
-    for model, values in predicted.items():
-        table = prediction_table(ids, values, study.classes)
-        table.insert(1, "split", split)
-        table.insert(2, "model", model)
-        table.insert(3, "inputs", inputs_text(inputs[model]))
-        tables.append(table)
+    table = baseline_table(ids, split, predicted, inputs, study.classes)
     with atomic_output(args.output) as tmp:
-        pd.concat(tables).to_csv(tmp, sep="\t", index=False, float_format="%.8g")
+        table.to_csv(tmp, sep="\t", index=False, float_format="%.8g")
     log.info("wrote %s: %s fitted on %d train samples", args.output, list(predicted), len(train))
 
 

@@ -10,11 +10,10 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from aam.analysis.embedding_forest import EMBEDDING, embedding_forests
-from aam.analysis.predictions import MICROBIOME, inputs_text, prediction_table
-from aam.commands.baselines import add_forest_options
+from aam.analysis.predictions import MICROBIOME, baseline_table
+from aam.commands.baselines import add_fit_arguments, add_forest_options
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.errors import InputError
 from aam.models.files import load_model_file
@@ -32,19 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--encoder", required=True, type=Path, help="encoder.pt from `aam pretrain`"
     )
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
-    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
-    parser.add_argument("--target-column", required=True, help="metadata column to predict")
-    parser.add_argument("--classifier", action="store_true", help="the target is categorical")
-    parser.add_argument(
-        "--split", required=True, type=Path, help="`aam split` file: fit on its train samples"
-    )
-    parser.add_argument(
-        "--output",
-        required=True,
-        type=Path,
-        help="TSV in `aam baselines`' layout: sample_id, split, model, inputs, prediction",
-    )
+    add_fit_arguments(parser)
     parser.add_argument(
         "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
     )
@@ -89,15 +76,9 @@ def run(args: argparse.Namespace) -> None:
         "random_forest_embeddings_abundances": [EMBEDDING, MICROBIOME],
     }
     split = study.split.reindex(ids).to_numpy()
-    tables = []
-    for model, values in predicted.items():
-        table = prediction_table(ids, values, study.classes)
-        table.insert(1, "split", split)
-        table.insert(2, "model", model)
-        table.insert(3, "inputs", inputs_text(inputs[model]))
-        tables.append(table)
+    table = baseline_table(ids, split, predicted, inputs, study.classes)
     with atomic_output(args.output) as tmp:
-        pd.concat(tables).to_csv(tmp, sep="\t", index=False, float_format="%.8g")
+        table.to_csv(tmp, sep="\t", index=False, float_format="%.8g")
     log.info(
         "wrote %s: forests on %d-dimensional embeddings fitted on %d train samples",
         args.output,

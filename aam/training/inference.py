@@ -88,14 +88,10 @@ def predict(
 ) -> np.ndarray:
     """Predictions for ``positions``: in the target's units given its regression ``scale``,
     else class log-probabilities."""
-    model.eval()
-    outputs = batch_outputs(
-        model, study, positions, device, batch_size=batch_size, token_limit=token_limit
-    )
-    raw = torch.cat([out["prediction"].float().cpu() for _, out in outputs])
+    raw = _output(model, study, positions, device, "prediction", batch_size, token_limit)
     if scale is None:
-        return raw.numpy()
-    return scale.original(raw.squeeze(-1).numpy())
+        return raw
+    return scale.original(raw.squeeze(-1))
 
 
 def sample_embeddings(
@@ -109,8 +105,21 @@ def sample_embeddings(
 ) -> np.ndarray:
     """The base's ``sample_embedding`` [len(positions), D] of each sample (an encoder's, or a
     predictor's base), in eval mode: what pretraining taught it about the sample's microbiome."""
+    return _output(model, study, positions, device, "sample_embedding", batch_size, token_limit)
+
+
+def _output(
+    model: nn.Module,
+    study: Study,
+    positions: np.ndarray,
+    device: torch.device,
+    key: str,
+    batch_size: int,
+    token_limit: int,
+) -> np.ndarray:
+    """Output ``key`` of the model for every sample of ``positions``, in order, in eval mode."""
     model.eval()
     outputs = batch_outputs(
         model, study, positions, device, batch_size=batch_size, token_limit=token_limit
     )
-    return torch.cat([out["sample_embedding"].float().cpu() for _, out in outputs]).numpy()
+    return torch.cat([out[key].float().cpu() for _, out in outputs]).numpy()
