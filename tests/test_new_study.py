@@ -228,3 +228,27 @@ def test_a_new_study_the_workflow_cannot_draw_is_refused_at_parse_time(edit, mes
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     assert message in plan_error(path)
+
+
+def test_the_cli_writes_the_table_and_a_figure_of_mae_against_the_labels(tmp_path):
+    truth = {"a": 10.0, "b": 20.0, "c": 30.0}
+    mean = dict.fromkeys(truth, 20.0)
+    points = [
+        _point(tmp_path, f"p{k}", truth, {s: v + k for s, v in truth.items()}, {"mean": mean})
+        for k in range(4)
+    ]
+    metadata = tmp_path / "metadata.tsv"
+    metadata.write_text("sample_id\tage\tsubject\na\t10\tx\nb\t20\tx\nc\t30\ty\n")
+    files = {
+        flag: [p[k] for p in points]
+        for k, flag in enumerate(("--splits", "--baselines", "--predictions"))
+    }
+    table, plot = tmp_path / "out/new.tsv", tmp_path / "out/new.png"
+    args = [x for flag, paths in files.items() for x in (flag, *paths)]
+    args += ["--sizes", "25", "25", "50", "50", "--seeds", "1", "2", "1", "2"]
+    args += ["--metadata", metadata, "--group-column", "subject", "--target-unit", "years"]
+    assert aam("new-study", *args, "--output", table, "--plot", plot) == 0
+    written = pd.read_csv(table, sep="\t")
+    assert list(written["size"]) == [25, 50] and list(written["seeds"]) == [2, 2]
+    assert written["model_mae"].tolist() == pytest.approx([0.5, 2.5])  # seeds 0,1 and 2,3
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -123,6 +123,20 @@ def per_doubling(table: pd.DataFrame, metric: str) -> dict[str, float]:
     return slopes
 
 
+def interval_lines(ax, table: pd.DataFrame, x: str, columns: dict[str, str]) -> None:
+    """On ``ax``, one line per ``label -> column`` of ``table`` against column ``x`` (log
+    scale, a tick per row), its ``_low``/``_high`` interval as error bars, the lines side by
+    side at each x."""
+    for k, (label, column) in enumerate(columns.items()):
+        values = table[column].astype(float)
+        errors = [values - table[f"{column}_low"], table[f"{column}_high"] - values]
+        shifted = table[x] * (1 + 0.025 * k)
+        ax.errorbar(shifted, values, yerr=errors, marker="o", capsize=3, label=label)
+    ax.set_xscale("log")
+    ax.set_xticks(table[x], [str(n) for n in table[x]])
+    ax.minorticks_off()
+
+
 def curve_figure(
     table: pd.DataFrame,
     target: str,
@@ -137,21 +151,8 @@ def curve_figure(
 
     metric = headline_metric(table)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for k, model in enumerate(models_of(table)):
-        column = f"{model}_{metric}"
-        values = table[column].astype(float)
-        errors = [values - table[f"{column}_low"], table[f"{column}_high"] - values]
-        ax.errorbar(
-            table["n_train"] * (1 + 0.02 * k),  # side by side at each size
-            values,
-            yerr=errors,
-            marker="o",
-            capsize=3,
-            label=model_label(model, group_column),
-        )
-    ax.set_xscale("log")
-    ax.set_xticks(table["n_train"], [str(n) for n in table["n_train"]])
-    ax.minorticks_off()
+    columns = {model_label(m, group_column): f"{m}_{metric}" for m in models_of(table)}
+    interval_lines(ax, table, "n_train", columns)
     ax.set_xlabel("training samples (log scale)")
     ax.set_ylabel(f"test {metric_label(metric, target, unit)}")
     what = f"learning curve ({int(table['n_test'].iloc[0])} test samples, 95% intervals)"

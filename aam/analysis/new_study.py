@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from aam.analysis.figures import metric_label, title
+from aam.analysis.learning_curve import interval_lines
 from aam.analysis.predictions import SCRATCH, model_label, read_model_predictions
 from aam.data.split import read_split
 from aam.errors import InputError
@@ -168,22 +169,11 @@ def new_study_figure(
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for k, model in enumerate(models_of(table)):
-        column = f"{model}_mae"
-        values = table[column].astype(float)
-        errors = [values - table[f"{column}_low"], table[f"{column}_high"] - values]
-        name = model if model in (MODEL, SCRATCH) else f"{model}_baseline"
-        ax.errorbar(
-            table["size"] * (1 + 0.03 * k),  # side by side at each size
-            values,
-            yerr=errors,
-            marker="o",
-            capsize=3,
-            label=model_label(name),
-        )
-    ax.set_xscale("log")
-    ax.set_xticks(table["size"], [str(n) for n in table["size"]])
-    ax.minorticks_off()
+    columns = {
+        model_label(m if m in (MODEL, SCRATCH) else f"{m}_baseline"): f"{m}_mae"
+        for m in models_of(table)
+    }
+    interval_lines(ax, table, "size", columns)
     ax.set_xlabel("labelled samples of the new study (log scale)")
     ax.set_ylabel(f"test {metric_label('mae', target, unit)}")
     seeds = int(table["seeds"].min())
