@@ -553,3 +553,22 @@ def test_levels_unseen_in_training_are_counted_in_a_warning(micro, caplog):
         in r.getMessage()
         for r in caplog.records
     )
+
+
+@pytest.mark.parametrize(
+    "feature_id",
+    ["4b5eeb300368260019c1fbc7a3c718fc", "ACGT ACGT", "ASV_1", ""],
+)
+def test_feature_ids_that_are_not_sequences_are_refused(feature_id, tmp_path, capsys):
+    """Issue 61, item 2: QIIME 2's md5 IDs (or any non-nucleotide ID) would tokenize to noise."""
+    counts = micro_counts()
+    rng = np.random.default_rng(7)
+    asvs = ["".join(rng.choice(list("ACGTN"), 24)) for _ in range(counts.shape[0])]
+    asvs[3] = feature_id or " "  # biom keeps IDs as given; a blank one is no sequence either
+    table = tmp_path / "table.biom"
+    with biom_open(str(table), "w") as handle:
+        biom.Table(counts, asvs, IDS).to_hdf5(handle, "aam tests")
+    metadata = write_metadata(tmp_path / "metadata.tsv", AGES)
+    out = tmp_path / "run"
+    rc = finetune(table, metadata, out)
+    refused(rc, capsys, "finetune", out, "1 of 8 observation IDs are not nucleotide sequences")

@@ -13,6 +13,22 @@ import numpy as np
 from aam.data.tokenize import tokenize
 from aam.errors import InputError
 
+# IUPAC nucleotide codes, gaps and U: what an ASV's sequence may hold (any case)
+NUCLEOTIDES = frozenset("ACGTURYSWKMBDHVN-.acgturyswkmbdhvn")
+
+
+def check_sequences(asv_ids: list[str], table_name: str) -> None:
+    """InputError, one line, unless every observation ID is a nucleotide sequence: AAM reads
+    each ASV's sequence, and an ID like QIIME 2's md5 hash would tokenize to noise."""
+    bad = [asv for asv in asv_ids if not asv or not set(asv) <= NUCLEOTIDES]
+    if bad:
+        raise InputError(
+            f"{table_name}: {len(bad)} of {len(asv_ids)} observation IDs are not nucleotide "
+            f"sequences (e.g. {bad[0][:40]!r}); AAM reads each ASV's sequence: give a table "
+            "whose observation IDs are the ASV sequences (for QIIME 2's md5 IDs, replace each "
+            "with its sequence from the rep-seqs)"
+        )
+
 
 @dataclass(frozen=True)
 class SampleSet:
@@ -39,6 +55,7 @@ class SampleSet:
                 "drop them (rarefaction does) before training"
             )
         asv_ids = [str(o) for o in table.ids("observation")]
+        check_sequences(asv_ids, table_name)
         return cls(
             sample_ids=sample_ids,
             asv_ids=asv_ids,
