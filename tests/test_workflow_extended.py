@@ -357,8 +357,10 @@ def test_every_key_of_every_feature_reruns_what_it_changes(extended, tmp_path):
     refused = {key: edit["refused"] for key, edit in edits.items() if "refused" in edit}
     # 2 UniFrac shards take the builtin engine on the cpu only (test_config_reruns.py edits
     # them); demo, the one grouped dataset, is cross-validated, and folds leave no group out
-    # (test_grouped_split.py checks the flag)
+    # (test_grouped_split.py checks the flag); so no dataset leaves a study out for a new study
+    # (test_new_study.py plans one)
     expected = {"unifrac.engine", "unifrac.device", "datasets.*.split_test_group"}
+    expected |= {"runs.*.new_study"}
     assert set(refused) == expected, refused
     wrong = {
         key: sorted(set(edit["scheduled"]) ^ set(edit["downstream"]))
