@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 # profiles' job group). LUMI's run stops at the pretrained encoder and the matrix (LUMI_TARGETS).
 JOBS = {
     "cosmos": {"unifrac", "pcoa", "baselines", "pretrain", "finetune_predict", "importance"}
-    | {"validate"},
+    | {"embedding_forest", "validate"},
     "lumi": {"unifrac", "pretrain"},
 }
 
@@ -84,7 +84,7 @@ def test_profile_runs_the_demo_dag_with_its_resources(slurm_cluster, slurm_runs,
     named = {_job_name(run, name): name for name in JOBS[profile]}
     jobs = {named.get(name, name): ids for name, ids in jobs_by_rule(work).items()}
     assert set(jobs) == JOBS[profile], jobs
-    # one sbatch per job (Cosmos: 7, 8 without the job group), and the retry of a signalled
+    # one sbatch per job (Cosmos: 8, 9 without the job group), and the retry of a signalled
     # pretraining
     retries = len(jobs["pretrain"]) - 1
     assert retries == (profile == "cosmos"), jobs
