@@ -38,3 +38,10 @@ def test_each_failed_job_gives_its_aam_error_line_or_its_last_line(tmp_path):
 
 def test_a_run_without_failed_jobs_prints_nothing(tmp_path):
     assert error_lines([_snakemake_log(tmp_path, {})]) == []
+
+
+def test_one_log_path_is_read_as_one_log(tmp_path):
+    check = tmp_path / "check.log"
+    check.write_text("aam split: error: no column 'x'\n")
+    log = _snakemake_log(tmp_path, {"split": check})
+    assert error_lines(log) == error_lines([log]) == ["rule split: aam split: error: no column 'x'"]

@@ -252,3 +252,13 @@ def test_the_cli_writes_the_table_and_a_figure_of_mae_against_the_labels(tmp_pat
     assert list(written["size"]) == [25, 50] and list(written["seeds"]) == [2, 2]
     assert written["model_mae"].tolist() == pytest.approx([0.5, 2.5])  # seeds 0,1 and 2,3
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_new_study_of_a_categorical_target_is_refused_at_parse_time(tmp_path):
+    """`aam new-study` scores MAE: a classifier's new study would train every point first."""
+    config = yaml.safe_load((REPO / "config/oral-full.yaml").read_text())
+    config.update(yaml.safe_load((REPO / "config/oral-new-study.yaml").read_text()))
+    config["datasets"]["new_1841"]["classifier"] = True
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert "dataset new_1841 has a categorical target" in plan_error(path)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from aam.analysis.figures import add_label_arguments
 from aam.analysis.new_study import PAIRS, new_study_figure, new_study_table
-from aam.data.metadata import load_metadata
+from aam.data.metadata import metadata_column
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
-from aam.errors import InputError
 from aam.runtime.atomic import atomic_output, check_output_path
 from aam.runtime.figures import FORMATS, figure_format, save_figure
 
@@ -72,12 +71,7 @@ def run(args: argparse.Namespace) -> None:
     figure_format(args.plot)
     subjects = None
     if args.group_column:
-        if args.metadata is None:
-            raise InputError(f"--group-column {args.group_column}: needs --metadata")
-        metadata = load_metadata(args.metadata)
-        if args.group_column not in metadata.columns:
-            raise InputError(f"{args.metadata}: no column {args.group_column!r} (--group-column)")
-        subjects = metadata[args.group_column]
+        subjects = metadata_column(args.metadata, args.group_column, "--group-column")
     table = new_study_table(
         args.sizes,
         args.seeds,

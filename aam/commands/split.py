@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from aam.data.metadata import load_metadata
+from aam.data.metadata import metadata_column
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.split import (
     given_split,
@@ -164,13 +164,9 @@ def run(args: argparse.Namespace) -> None:
             groups=groups,
         )
     elif args.from_column:
-        if args.metadata is None:
-            raise InputError(f"--from-column {args.from_column}: needs --metadata")
-        metadata = load_metadata(args.metadata)
-        if args.from_column not in metadata.columns:
-            raise InputError(f"{args.metadata}: no column {args.from_column!r} (--from-column)")
+        labels = metadata_column(args.metadata, args.from_column, "--from-column")
         source = f"{args.metadata} column {args.from_column!r}"
-        split = given_split(metadata[args.from_column], ids, source)
+        split = given_split(labels, ids, source)
     elif args.from_file:
         split = given_split(read_split(args.from_file), ids, str(args.from_file))
         if args.train_fraction is not None:
@@ -205,12 +201,7 @@ def _groups(args: argparse.Namespace, ids: list[str]) -> list[str] | None:
         if args.test_group is not None:
             raise InputError(f"--test-group {args.test_group}: needs --group-column")
         return None
-    if args.metadata is None:
-        raise InputError(f"--group-column {args.group_column}: needs --metadata")
-    metadata = load_metadata(args.metadata)
-    if args.group_column not in metadata.columns:
-        raise InputError(f"{args.metadata}: no column {args.group_column!r} (--group-column)")
-    groups = metadata[args.group_column].reindex(ids)
+    groups = metadata_column(args.metadata, args.group_column, "--group-column").reindex(ids)
     missing = groups.index[groups.isna()]
     if len(missing):
         raise InputError(

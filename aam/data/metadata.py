@@ -116,6 +116,17 @@ def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
     return frame
 
 
+def metadata_column(path: str | os.PathLike[str] | None, column: str, flag: str) -> pd.Series:
+    """Column ``column`` of the metadata TSV ``path``, named by the command's ``flag`` (e.g.
+    ``--group-column``); one line when there is no ``--metadata`` or no such column."""
+    if path is None:
+        raise InputError(f"{flag} {column}: needs --metadata")
+    metadata = load_metadata(path)
+    if column not in metadata.columns:
+        raise InputError(f"{path}: no column {column!r} ({flag})")
+    return metadata[column]
+
+
 def declared_types(df: pd.DataFrame) -> dict[str, str]:
     """Column -> ``categorical`` or ``numeric`` as the metadata's ``#q2:types`` row declares
     them (columns it leaves empty, and metadata without the row: none)."""

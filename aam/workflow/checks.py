@@ -129,11 +129,17 @@ def check_cv_split(run: str, dataset: str, data: Config) -> None:
 
 
 def check_new_studies(studies: Config, datasets: Config) -> None:
-    """Each new study's dataset leaves one group out (``split_test_group``: the new study),
-    and the new studies of one dataset draw alike (their points share splits and baselines)."""
+    """Each new study's dataset has a regression target (`aam new-study` scores MAE) and leaves
+    one group out (``split_test_group``: the new study), and the new studies of one dataset draw
+    alike (their points share splits and baselines)."""
     drawn: dict[str, tuple] = {}
     for run, study in studies.items():
         name = study["dataset"]
+        if datasets[name]["classifier"]:
+            raise InputError(
+                f"config runs.{run}.new_study: dataset {name} has a categorical target; a new "
+                "study is scored in MAE (a regression target): drop new_study or classifier"
+            )
         if datasets[name]["split_test_group"] is None:
             raise InputError(
                 f"config runs.{run}.new_study: dataset {name} leaves no study out; give it "

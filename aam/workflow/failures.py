@@ -26,9 +26,12 @@ def failed_job_logs(snakemake_log: str | Path) -> list[tuple[str, list[Path]]]:
     return failed
 
 
-def error_lines(snakemake_logs: Iterable[str | Path]) -> list[str]:
-    """``rule <rule>: <line>`` for each failed job of the Snakemake logs: the last ``aam ...:
-    error:`` line of its log, else its log's last line (a failure outside `aam`)."""
+def error_lines(snakemake_logs: Iterable[str | Path] | str | Path) -> list[str]:
+    """``rule <rule>: <line>`` for each failed job of the Snakemake logs (one path or several):
+    the last ``aam ...: error:`` line of its log, else its log's last line (a failure outside
+    `aam`)."""
+    if isinstance(snakemake_logs, str | Path):
+        snakemake_logs = [snakemake_logs]
     lines = []
     for snakemake_log in snakemake_logs:
         if not Path(snakemake_log).is_file():
