@@ -18,6 +18,7 @@ from skbio import TreeNode
 
 from aam.cli import main
 from aam.commands import tree as tree_command
+from aam.data.feature_sequences import parse_fasta
 from aam.errors import InputError
 from aam.unifrac import phylogeny
 
@@ -130,7 +131,7 @@ def test_cli_entry_with_alignment(small_table_path, tmp_path):
     assert status == 0
     sequences = list(biom.load_table(str(small_table_path)).ids(axis="observation"))
     _check_tree(out, set(sequences))
-    rows = phylogeny.read_fasta(aln)
+    rows = parse_fasta(aln.read_text(), aln)
     assert list(rows) == sequences  # headers are the sequences, in table order
     assert len({len(row) for row in rows.values()}) == 1  # aligned: one width
     for seq, row in rows.items():

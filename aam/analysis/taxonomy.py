@@ -11,11 +11,13 @@ deepest confident one (``g__`` or ``s__`` without a name does not count).
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from aam.data.qiime2 import is_artifact, read_artifact
 from aam.errors import InputError
 
 SHORT_ID_LENGTH = 8  # hex digits of the md5; longer where two ASVs of a table would share one
@@ -41,12 +43,14 @@ def short_ids(asvs: Sequence[str], length: int = SHORT_ID_LENGTH) -> list[str]:
 
 
 def read_taxonomy(path: Path) -> pd.DataFrame:
-    """A QIIME 2 taxonomy TSV as a frame indexed by Feature ID with columns ``taxon`` and
-    ``confidence`` (NaN where the file has none); InputError naming the file and the fix."""
+    """A QIIME 2 taxonomy TSV (or taxonomy.qza) as a frame indexed by Feature ID with columns
+    ``taxon`` and ``confidence`` (NaN where the file has none); InputError naming the file and
+    the fix."""
     if not Path(path).is_file():
         raise InputError(f"{path}: no such taxonomy file; fix the dataset's taxonomy path")
     try:
-        frame = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, comment=None)
+        source = io.BytesIO(read_artifact(path, "taxonomy")) if is_artifact(path) else path
+        frame = pd.read_csv(source, sep="\t", dtype=str, keep_default_na=False, comment=None)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InputError(f"{path}: not a taxonomy TSV ({reason})") from None

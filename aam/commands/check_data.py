@@ -19,7 +19,10 @@ from aam.workflow.dataset_checks import check_dataset
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam check-data`."""
     parser.add_argument("--dataset", required=True, help="the dataset's config name (messages)")
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table or table.qza")
+    parser.add_argument(
+        "--sequences", type=Path, help="FASTA or rep-seqs.qza of the table's feature IDs"
+    )
     parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
     parser.add_argument("--output", required=True, type=Path, help="manifest to write")
     parser.add_argument("--target-column", required=True, help="metadata column of the target")
@@ -61,9 +64,11 @@ def run(args: argparse.Namespace) -> None:
         shards=args.shards,
         group_column=args.group_column,
         split_group_column=args.split_group_column,
+        sequences=args.sequences,
     )
     with atomic_output(args.output) as tmp:
-        tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in (args.table, args.metadata)))
+        checked = (args.table, args.metadata, *([args.sequences] if args.sequences else []))
+        tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in checked))
 
 
 def _predicted(item: str) -> tuple[str, str, Path]:

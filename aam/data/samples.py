@@ -24,9 +24,10 @@ def check_sequences(asv_ids: list[str], table_name: str) -> None:
     if bad:
         raise InputError(
             f"{table_name}: {len(bad)} of {len(asv_ids)} observation IDs are not nucleotide "
-            f"sequences (e.g. {bad[0][:40]!r}); AAM reads each ASV's sequence: give a table "
-            "whose observation IDs are the ASV sequences (for QIIME 2's md5 IDs, replace each "
-            "with its sequence from the rep-seqs)"
+            f"sequences (e.g. {bad[0][:40]!r}); AAM reads each ASV's sequence: give their "
+            "sequences (a FASTA or QIIME 2 rep-seqs.qza) as the dataset's sequences: key, or "
+            "stage the table and tree with them (aam stage --table NAME=TABLE --tree NAME=TREE "
+            "--sequences FILE)"
         )
 
 

@@ -1,4 +1,5 @@
-"""Load a BIOM feature table (HDF5 or JSON) with one-line errors for bad input.
+"""Load a BIOM feature table (HDF5 or JSON, or a QIIME 2 ``table.qza``) with one-line errors
+for bad input.
 
 ``load_table`` gives a ``biom.Table`` (the training commands). ``load_counts`` gives the lean
 ``Counts`` (IDs and a CSR matrix) that UniFrac needs: a BIOM 2.x HDF5 file is read straight
@@ -7,6 +8,7 @@ into CSR with h5py, without importing biom (0.6 s) or building a Table.
 
 from __future__ import annotations
 
+import io
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -17,13 +19,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from aam.data.qiime2 import is_artifact, read_artifact
 from aam.data.reconcile import preview, printable
 from aam.errors import InputError
 
 if TYPE_CHECKING:
     import biom
 
-_FIX = "provide a BIOM 2.1 HDF5 or BIOM 1.0 JSON table (convert with `biom convert --to-hdf5`)"
+_FIX = (
+    "provide a BIOM 2.1 HDF5 or BIOM 1.0 JSON table (convert with `biom convert --to-hdf5`) "
+    "or a QIIME 2 table.qza"
+)
 # Training and prediction read counts as float32 (batches, log1p, relative abundances): every
 # sample's total must stay below its largest value, or counts and their sums overflow to inf.
 TRAINING_DTYPE = np.float32
@@ -54,14 +60,14 @@ def counts_of(table: Counts | biom.Table) -> Counts:
 
 
 def load_table(path: str | os.PathLike[str]) -> biom.Table:
-    """Read a BIOM table; missing, unreadable, empty or duplicate-ID tables, and counts that
-    are not finite and >= 0, raise InputError."""
+    """Read a BIOM table (or a QIIME 2 FeatureTable[Frequency] artifact); missing, unreadable,
+    empty or duplicate-ID tables, and counts that are not finite and >= 0, raise InputError."""
     import biom
     from biom.exception import TableException
 
     path = _existing(path)
     try:
-        table = biom.load_table(str(path))
+        table = _artifact_table(path) if is_artifact(path) else biom.load_table(str(path))
     except (TableException, OSError, ValueError, TypeError, KeyError, IndexError) as err:
         if isinstance(err, TableException) and "Duplicate" in str(err):
             axis = "sample" if "sample" in str(err) else "observation"
@@ -70,6 +76,15 @@ def load_table(path: str | os.PathLike[str]) -> biom.Table:
     _check_not_empty(path, *table.shape, table.nnz)
     check_counts(counts_of(table), path)
     return table
+
+
+def _artifact_table(path: Path) -> biom.Table:
+    """The BIOM table inside a ``table.qza`` (always BIOM 2.1 HDF5), read from memory."""
+    import biom
+    import h5py
+
+    with h5py.File(io.BytesIO(read_artifact(path, "table")), "r") as h5:
+        return biom.Table.from_hdf5(h5)
 
 
 def load_counts(path: str | os.PathLike[str]) -> Counts:

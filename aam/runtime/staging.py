@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from aam.errors import InputError
@@ -45,14 +45,29 @@ def stage_file(source: Path, target: Path, now: bool = False) -> str:
     return expected
 
 
-def stage_files(output_dir: Path, files: dict[str, Path], manifest: str) -> None:
-    """Copy each ``files`` path to OUTPUT_DIR/<name> and write the manifest; the output
-    locations are checked before any copying."""
+def stage_files(
+    output_dir: Path,
+    files: dict[str, Path],
+    manifest: str,
+    writers: dict[str, Callable[[Path], None]] | None = None,
+) -> None:
+    """Copy each ``files`` path to OUTPUT_DIR/<name> (or, for a name in ``writers``, let the
+    writer write that file: a conversion) and write the manifest; the output locations are
+    checked before any copying."""
+    writers = writers or {}
     check_output_dir(output_dir, "staging")
     check_output_path(output_dir / manifest, "manifest")
     for name in files:
         check_output_path(output_dir / name, "staged file")
-    lines = [f"{stage_file(path, output_dir / name)}  {name}" for name, path in files.items()]
+    lines = []
+    for name, path in files.items():
+        if name in writers:
+            with atomic_output(output_dir / name) as tmp:
+                writers[name](tmp)
+                digest = sha256_of(tmp)
+        else:
+            digest = stage_file(path, output_dir / name)
+        lines.append(f"{digest}  {name}")
     with atomic_output(output_dir / manifest) as tmp:
         tmp.write_text("\n".join(lines) + "\n")
     log.info("staged %d files into %s", len(files), output_dir)

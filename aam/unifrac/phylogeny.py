@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from aam.data.feature_sequences import parse_fasta
 from aam.data.outputs import check_output_file
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
@@ -92,21 +93,6 @@ def write_fasta(sequences: Sequence[str], path: Path) -> list[str]:
     return names
 
 
-def read_fasta(path: Path) -> dict[str, str]:
-    """Records of a FASTA file as {name: sequence} (name is the header up to whitespace)."""
-    records: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    with open(path) as handle:
-        for line in handle:
-            line = line.strip()
-            if line.startswith(">"):
-                header = line[1:].split()
-                current = records.setdefault(header[0] if header else "", [])
-            elif line and current is not None:
-                current.append(line)
-    return {name: "".join(parts) for name, parts in records.items()}
-
-
 def run_tool(tool: str, argv: list[str], stdout_path: Path) -> None:
     """Run ``argv`` with stdout to ``stdout_path``; a failure is one-line InputError."""
     log.info("running: %s", " ".join(argv))
@@ -141,7 +127,7 @@ def build_tree(sequences: Sequence[str], workdir: Path, threads: int = 1):
 
     start = time.perf_counter()
     run_tool("MAFFT", mafft_command(mafft, fasta, usable_threads(threads)), aligned)
-    rows = read_fasta(aligned)
+    rows = parse_fasta(aligned.read_text(encoding="utf-8"), "MAFFT's alignment")
     if set(rows) != set(names):
         raise InputError(
             f"MAFFT produced {len(rows)} aligned sequences for {len(names)} inputs; "

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from aam.data.qiime2 import read_text
 from aam.data.reconcile import preview, printable
 from aam.errors import InputError
 from aam.unifrac.newick import NewickError, ParsedTree, parse_newick
@@ -28,7 +29,8 @@ class TreeArrays:
 
 
 def load_tree(path: str | Path, *, midpoint_root: bool = False) -> TreeArrays:
-    """Read a newick tree, check it can be used for UniFrac, optionally midpoint-root it.
+    """Read a newick tree (or a QIIME 2 rooted-tree.qza), check it can be used for UniFrac,
+    optionally midpoint-root it.
 
     Every branch but the root's needs a finite length >= 0 (see ``_check_branch_lengths``).
     A root with three or more children (as FastTree writes) is taken as unrooted: UniFrac
@@ -61,7 +63,7 @@ def _read_checked(path: Path) -> tuple[ParsedTree, np.ndarray]:
     if not path.is_file():
         raise InputError(f"{path}: tree file not found; pass an existing newick file with --tree")
     try:
-        tree = parse_newick(path.read_text(encoding="utf-8"))
+        tree = parse_newick(read_text(path, "tree"))
     except (NewickError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: not a readable newick tree ({err}); check the file") from err
     is_tip = np.ones(len(tree.parent), dtype=bool)

@@ -31,7 +31,7 @@ def check_dataset_paths(name: str, data: Config) -> None:
             f"datasets.{name}.split_test_group: needs split_group_column, the column of the "
             "groups; set it (e.g. the study or subject column)"
         )
-    for label in ("table", "metadata", "tree", "split_file"):
+    for label in ("table", "metadata", "sequences", "tree", "split_file"):
         path = data[label]
         if path is not None and not Path(path).is_file():
             raise InputError(f"datasets.{name}.{label}: {path} not found; fix the path in config")

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from aam.data.feature_sequences import read_sequences, with_sequences
 from aam.data.metadata import load_metadata, numeric_column
+from aam.data.samples import check_sequences
 from aam.data.split import check_folds, given_split, read_split
 from aam.data.table import check_training_counts, load_table
 from aam.errors import InputError
@@ -33,6 +35,7 @@ def check_dataset(
     shards: int = 1,
     group_column: str | None = None,
     split_group_column: str | None = None,
+    sequences: Path | None = None,
 ) -> pd.Series:
     """Dataset ``name`` fits its config: the target, covariate and group columns exist, the
     counts fit training's float32, table and metadata share samples, a regression target (not
@@ -42,8 +45,9 @@ def check_dataset(
     with a target; the metadata of each dataset a run of this one predicts (``predict_on``: run,
     dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard;
     every sample with a target has a group in ``split_group_column``, whose groups are enough
-    for each run's folds. Returns the target value of each shared sample that has one (index:
-    sample ID)."""
+    for each run's folds; the table's feature IDs are nucleotide sequences (or, with
+    ``sequences``, each has one there). Returns the target value of each shared sample that
+    has one (index: sample ID)."""
     check_not_target(name, target, categorical, group_column, split_group_column)
     columns = load_metadata(metadata)
     grouping = (split_column, group_column, split_group_column)
@@ -64,6 +68,9 @@ def check_dataset(
                 "category)"
             )
     counts = load_table(table)
+    if sequences is not None:
+        counts = with_sequences(counts, read_sequences(sequences), table, sequences)
+    check_sequences([str(x) for x in counts.ids("observation")], f"datasets.{name}.table: {table}")
     check_training_counts(counts, f"datasets.{name}.table: {table}")
     if shards > 1:
         check_shard_count(

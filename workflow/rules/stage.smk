@@ -14,6 +14,7 @@ rule stage:
     input:
         table=given("table"),
         metadata=given("metadata"),
+        sequences=given("sequences"),
     output:
         table=WORK / "data/{dataset}/table.biom",
         metadata=WORK / "data/{dataset}/metadata.tsv",
@@ -23,9 +24,11 @@ rule stage:
         WORK / "logs/stage/{dataset}.log",
     params:
         out_dir=out_dir,
+        paths=input_flags(sequences="sequences"),
     shell:
         "python -m aam --provenance {output.provenance:q} stage --output-dir {params.out_dir:q}"
-        " --file table.biom={input.table:q} --file metadata.tsv={input.metadata:q} > {log:q} 2>&1"
+        " --table table.biom={input.table:q} --file metadata.tsv={input.metadata:q}"
+        " {params.paths} > {log:q} 2>&1"
 
 
 # Target columns, covariates, split columns, counts, labels, the folds of the runs that
@@ -39,6 +42,7 @@ rule check_data:
     input:
         table=given("table"),
         metadata=given("metadata"),
+        sequences=given("sequences"),
     output:
         manifest=WORK / "data/{dataset}/checked.sha256",
     log:
@@ -46,10 +50,11 @@ rule check_data:
     priority: 100
     params:
         options=FLAGS.check_data,
+        paths=input_flags(sequences="sequences"),
     shell:
         "python -m aam check-data --dataset {wildcards.dataset:q} --table {input.table:q}"
         " --metadata {input.metadata:q} --output {output.manifest:q} {params.options}"
-        " > {log:q} 2>&1"
+        " {params.paths} > {log:q} 2>&1"
 
 
 # Every job of the dataset then reads it (table_of), but the training of a run that draws
@@ -75,6 +80,7 @@ rule stage_tree:
     """Copy a dataset's configured tree into the work area (`aam stage`, like `stage`)."""
     input:
         tree=given("tree"),
+        sequences=given("sequences"),
     output:
         tree=WORK / "data/{dataset}/tree.nwk",
         manifest=WORK / "data/{dataset}/tree.sha256",
@@ -82,9 +88,10 @@ rule stage_tree:
         WORK / "logs/stage_tree/{dataset}.log",
     params:
         out_dir=out_dir,
+        paths=input_flags(sequences="sequences"),
     shell:
         "python -m aam stage --output-dir {params.out_dir:q} --manifest tree.sha256"
-        " --tree tree.nwk={input.tree:q} > {log:q} 2>&1"
+        " --tree tree.nwk={input.tree:q} {params.paths} > {log:q} 2>&1"
 
 
 rule split:

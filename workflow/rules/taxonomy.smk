@@ -8,7 +8,7 @@ localrules:
 
 
 rule stage_taxonomy:
-    """Copy a dataset's configured taxonomy TSV into the work area (`aam stage`)."""
+    """Copy a dataset's configured taxonomy (TSV or .qza) into the work area (`aam stage`)."""
     input:
         taxonomy=given("taxonomy"),
     output:
@@ -20,7 +20,7 @@ rule stage_taxonomy:
         out_dir=out_dir,
     shell:
         "python -m aam stage --output-dir {params.out_dir:q} --manifest taxonomy.sha256"
-        " --file taxonomy.tsv={input.taxonomy:q} > {log:q} 2>&1"
+        " --taxonomy taxonomy.tsv={input.taxonomy:q} > {log:q} 2>&1"
 
 
 rule taxonomy:
