@@ -60,6 +60,7 @@ def check_data_error(config: Path, dataset: str, cwd: Path = REPO) -> str:
     manifest.parent.mkdir(parents=True, exist_ok=True)  # as Snakemake does for a job
     args = ["check-data", "--dataset", dataset, "--table", data["table"]]
     args += ["--metadata", data["metadata"], "--output", str(manifest)]
+    args += ["--sequences", data["sequences"]] if data["sequences"] else []
     args += shlex.split(scheme.data_checks[dataset])
     stderr = io.StringIO()
     with _in(cwd), redirect_stderr(stderr):

@@ -145,3 +145,69 @@ def test_a_device_name_is_checked_at_parse_time_by_the_commands_declaration(
             main([*command, "--device", value])
         assert exit_info.value.code == 2
         assert f"--device {value}: must be {names[1]}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        ('    target_unit: "</script><script>alert(1)</script>"', "datasets.demo.target_unit"),
+        ('    group_column: "study<b>"', "datasets.demo.group_column"),
+        ('    categorical: ["a>b"]', "datasets.demo.categorical[0]"),
+        ('    target_unit: "years\\tmonths"', "datasets.demo.target_unit"),
+    ],
+    ids=["script-unit", "markup-group", "markup-covariate", "tab-unit"],
+)
+def test_markup_in_a_config_string_stops_at_parse_time(tmp_path, line, where):
+    """No config string can carry markup into Snakemake's report (its params are embedded in
+    a script element unescaped) nor a tab into a table header."""
+    lines = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:"]
+    lines += ["    table: data/demo/table.biom", "    metadata: data/demo/metadata.tsv"]
+    lines += ["    target: age", line, "runs:", "  r: {dataset: demo}"]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    message = plan_error(config)
+    assert f"config.{where}: " in message and "may not hold '<', '>' or control" in message
+
+
+NFC, NFD = "caf\u00e9", "cafe\u0301"
+
+
+@pytest.mark.parametrize(
+    ("extra", "metadata_ids", "matrix", "message"),
+    [
+        ({"zero.1": 0}, None, "false", "1 samples have no ASVs (e.g. zero.1)"),
+        ({NFC: 1, NFD: 1}, None, "false", "the same name in two Unicode normalizations"),
+        ({NFD: 1}, [NFC], "false", "in another Unicode normalization (NFC, NFD)"),
+        ({'s"1': 1}, None, "true", "sample ID 's\"1' holds a double quote"),
+    ],
+    ids=["no-reads", "nfc-nfd-in-table", "nfc-nfd-across-files", "lsmat-id"],
+)
+def test_check_data_runs_the_later_jobs_checks(
+    tmp_path, demo_dir, extra, metadata_ids, matrix, message
+):
+    """What split, unifrac and pcoa would refuse stops the check_data job, with one line (a
+    sample without reads; IDs one name apart only in Unicode normalization; an ID the PCoA's
+    lsmat TSV cannot hold, where the matrix is built)."""
+    import biom
+    import h5py
+    import numpy as np
+
+    demo = biom.load_table(str(demo_dir / "table.biom"))
+    added = biom.Table(
+        np.array([[float(n)] * demo.shape[0] for n in extra.values()]).T,
+        demo.ids("observation"),
+        list(extra),
+    )
+    table = tmp_path / "table.biom"
+    with h5py.File(table, "w") as handle:
+        demo.concat([added]).to_hdf5(handle, "test")
+    rows = metadata_ids or list(extra)
+    metadata = tmp_path / "metadata.tsv"
+    text = (demo_dir / "metadata.tsv").read_text(encoding="utf-8")
+    metadata.write_text(text + "".join(f"{sid}\t30\t10317\n" for sid in rows), encoding="utf-8")
+    config = tmp_path / "config.yaml"
+    lines = [f"workdir: {tmp_path / 'work'}", f"unifrac: {{matrix: {matrix}}}", "datasets:"]
+    lines += [f"  demo: {{table: {table}, metadata: {metadata}, target: age}}"]
+    lines += ["runs:", "  r: {dataset: demo}"]
+    config.write_text("\n".join(lines) + "\n")
+    assert message in check_data_error(config, "demo")

@@ -45,6 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="RUN predicts DATASET: its METADATA needs the covariate columns",
     )
     parser.add_argument("--shards", type=int, default=1, help="UniFrac shards of its matrix")
+    parser.add_argument(
+        "--rarefied", action="store_true", help="the table is rarefied first (drops empty samples)"
+    )
+    parser.add_argument(
+        "--lsmat",
+        action="store_true",
+        help="its UniFrac matrix is written as an lsmat TSV (PCoA): sample IDs must fit one",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -65,6 +73,8 @@ def run(args: argparse.Namespace) -> None:
         group_column=args.group_column,
         split_group_column=args.split_group_column,
         sequences=args.sequences,
+        rarefied=args.rarefied,
+        lsmat=args.lsmat,
     )
     with atomic_output(args.output) as tmp:
         checked = (args.table, args.metadata, *([args.sequences] if args.sequences else []))

@@ -31,6 +31,17 @@ def check_sequences(asv_ids: list[str], table_name: str) -> None:
         )
 
 
+def check_samples_have_reads(sample_ids: list[str], asvs: np.ndarray, table_name: str) -> None:
+    """InputError, one line, where a sample has no ASV with reads (``asvs``: the number of each
+    sample's ASVs with reads): its embedding and its UniFrac distances are undefined."""
+    empty = [s for s, n in zip(sample_ids, asvs, strict=True) if n == 0]
+    if empty:
+        raise InputError(
+            f"{table_name}: {len(empty)} samples have no ASVs (e.g. {', '.join(empty[:3])}); "
+            "drop them (rarefaction does) before training"
+        )
+
+
 @dataclass(frozen=True)
 class SampleSet:
     """A table's samples as ASV index lists (CSR) plus the tokens of every table ASV."""
@@ -49,12 +60,7 @@ class SampleSet:
         matrix.eliminate_zeros()
         matrix.sort_indices()
         sample_ids = [str(s) for s in table.ids()]
-        empty = [s for s, n in zip(sample_ids, np.diff(matrix.indptr), strict=True) if n == 0]
-        if empty:
-            raise InputError(
-                f"{table_name}: {len(empty)} samples have no ASVs (e.g. {', '.join(empty[:3])}); "
-                "drop them (rarefaction does) before training"
-            )
+        check_samples_have_reads(sample_ids, np.diff(matrix.indptr), table_name)
         asv_ids = [str(o) for o in table.ids("observation")]
         check_sequences(asv_ids, table_name)
         return cls(

@@ -14,6 +14,30 @@ from aam.options import OptionError
 from aam.training.config import CLASSIFIER_METRICS, REGRESSION_METRICS, check_best_metric
 
 Config = Mapping[str, Any]
+# What no config string may hold: it reaches rule params, which Snakemake's report.html embeds
+# in a script element unescaped (a '<' can close it), and TSV headers (a tab or newline splits
+# a cell). Column names, units, paths, labels: every string, keys included.
+UNSAFE_CHARACTERS = "<>" + "".join(map(chr, range(32))) + "\x7f"
+
+
+def check_config_strings(value: Any, where: str = "config") -> None:
+    """Every string of ``value`` (a config: keys and values, nested) is free of
+    UNSAFE_CHARACTERS; InputError naming the first key that holds one."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            check_config_strings(key, f"{where} key {key!r}")
+            check_config_strings(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_config_strings(item, f"{where}[{index}]")
+    elif isinstance(value, str):
+        bad = sorted({c for c in value if c in UNSAFE_CHARACTERS})
+        if bad:
+            raise InputError(
+                f"{where}: {value!r} holds {', '.join(map(repr, bad))}; config strings may not "
+                "hold '<', '>' or control characters (they reach Snakemake's report page and "
+                "table headers): rename it (a metadata column too)"
+            )
 
 
 def check_dataset_paths(name: str, data: Config) -> None:

@@ -5,17 +5,20 @@ checks of the config alone run at parse time (``aam.workflow.checks``)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from aam.data.feature_sequences import read_sequences, with_sequences
 from aam.data.metadata import load_metadata, numeric_column
-from aam.data.samples import check_sequences
+from aam.data.samples import check_samples_have_reads, check_sequences
 from aam.data.split import check_folds, given_split, read_split
 from aam.data.table import check_training_counts, load_table
 from aam.errors import InputError
+from aam.unifrac.io import check_tsv_ids
 from aam.unifrac.shard_plan import check_shard_count
 from aam.workflow.checks import check_not_target
 
@@ -36,6 +39,8 @@ def check_dataset(
     group_column: str | None = None,
     split_group_column: str | None = None,
     sequences: Path | None = None,
+    rarefied: bool = False,
+    lsmat: bool = False,
 ) -> pd.Series:
     """Dataset ``name`` fits its config: the target, covariate and group columns exist, the
     counts fit training's float32, table and metadata share samples, a regression target (not
@@ -72,6 +77,16 @@ def check_dataset(
         counts = with_sequences(counts, read_sequences(sequences), table, sequences)
     check_sequences([str(x) for x in counts.ids("observation")], f"datasets.{name}.table: {table}")
     check_training_counts(counts, f"datasets.{name}.table: {table}")
+    sample_ids = [str(x) for x in counts.ids()]
+    _check_normalization(name, table, metadata, sample_ids, list(columns.index))
+    if not rarefied:  # rarefaction drops them
+        reads = counts.matrix_data.tocsc()
+        reads.eliminate_zeros()
+        check_samples_have_reads(
+            sample_ids, np.diff(reads.indptr), f"datasets.{name}.table: {table}"
+        )
+    if lsmat:
+        check_tsv_ids(f"datasets.{name}: {table} (its PCoA's distance-matrix.tsv)", sample_ids)
     if shards > 1:
         check_shard_count(
             shards, counts.shape[1], f"config unifrac.shards (dataset {name}, {table})"
@@ -106,6 +121,32 @@ def check_dataset(
                 f"{groups.nunique()} folds"
             )
     return targets
+
+
+def _check_normalization(
+    name: str, table: Path, metadata: Path, table_ids: list[str], metadata_ids: list[str]
+) -> None:
+    """One line where two sample IDs differ only in Unicode normalization (NFC and NFD forms
+    of one name, e.g. from two operating systems): within the table, within the metadata, or a
+    table ID that matches a metadata ID only once both are normalized."""
+    for source, ids in ((table, table_ids), (metadata, metadata_ids)):
+        seen: dict[str, str] = {}
+        for sid in ids:
+            other = seen.setdefault(unicodedata.normalize("NFC", sid), sid)
+            if other != sid:
+                raise InputError(
+                    f"datasets.{name}: {source} has sample IDs {other!r} and {sid!r}, the same "
+                    "name in two Unicode normalizations (NFC, NFD); rename one of them"
+                )
+    exact = set(metadata_ids)
+    normalized = {unicodedata.normalize("NFC", sid): sid for sid in metadata_ids}
+    for sid in table_ids:
+        match = normalized.get(unicodedata.normalize("NFC", sid))
+        if sid not in exact and match is not None:
+            raise InputError(
+                f"datasets.{name}: sample {sid!r} of {table} is {match!r} in {metadata} in "
+                "another Unicode normalization (NFC, NFD); write both files in one (NFC)"
+            )
 
 
 def _groups(

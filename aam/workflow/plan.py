@@ -341,6 +341,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
     # a run's option sections may be left out of the config (the schema has no default there)
     sections = dict.fromkeys(("model", "pretrain", "finetune"), {})
     expanded["runs"] = runs = _expand({run: {**sections, **spec} for run, spec in runs.items()})
+    checks.check_config_strings(expanded)
     datasets, unifrac = expanded["datasets"], expanded["unifrac"]
     checks.check_references(runs, datasets)
     for name, data in datasets.items():
@@ -388,7 +389,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         pretrain_layout=layout_of("pretrain", {**given, "nodes": expanded["pretrain_nodes"]}),
         profile_run=expanded["profiling"]["run"] or next(iter(runs)),
         data_checks={
-            name: _data_checks(name, runs, cv, datasets, unifrac["shards"] if name in matrix else 1)
+            name: _data_checks(name, runs, cv, datasets, unifrac["shards"], name in matrix)
             for name in datasets
         },
     )
@@ -424,10 +425,12 @@ def _data_checks(
     cv: Mapping[str, Any],
     datasets: Mapping[str, Any],
     shards: int,
+    matrix: bool,
 ) -> str:
     """The `aam check-data` flags that check dataset ``name``'s data: its config, the folds of each
-    run that cross-validates it, the datasets its runs predict (their covariate columns), its
-    shards."""
+    run that cross-validates it, the datasets its runs predict (their covariate columns), and,
+    where its UniFrac matrix is built (``matrix``), its ``shards`` and the sample IDs of its
+    lsmat TSV."""
     data = datasets[name]
     return cli_flags(
         {
@@ -447,6 +450,8 @@ def _data_checks(
                 for other in spec["predict_on"]
             ]
             or None,
-            "shards": shards if shards > 1 else None,
+            "shards": shards if matrix and shards > 1 else None,
+            "rarefied": data["rarefy"] is not None,
+            "lsmat": matrix,
         }
     )
