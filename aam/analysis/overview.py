@@ -277,13 +277,15 @@ STYLE = (
 @dataclass(frozen=True)
 class Page:
     """Everything on the page: the runs (with their figures), the stages' provenance records,
-    the config files (path, text), the work directory's files by folder, and when it was made."""
+    the config files (path, text), the work directory's files by folder, when it was made, and
+    what the workflow left out."""
 
     runs: Sequence[tuple[RunMetrics, Sequence[Figure]]]
     stages: Sequence[StageRecord] = ()
     configs: Sequence[tuple[str, str]] = ()
     files: Mapping[str, Sequence[str]] = field(default_factory=dict)
     made: str = ""
+    notes: Sequence[str] = ()  # what the workflow left out, and why
 
 
 def figures_html(figures: Sequence[Figure]) -> str:
@@ -360,13 +362,15 @@ def files_html(files: Mapping[str, Sequence[str]]) -> str:
 def overview_html(page: Page) -> str:
     """The whole page."""
     runs = "".join(run_section(result) + figures_html(figs) for result, figs in page.runs)
+    skipped = "".join(f"<p class=warn>Left out: {html.escape(note)}</p>" for note in page.notes)
     made = html.escape(f"Made {page.made}. " if page.made else "") + html.escape(
         made_from(page.stages)
     )
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>AAM results</title>"
         f"<style>{STYLE}</style></head><body><h1>AAM results: test split</h1>"
-        f"<p class=note>{made}</p>{glance_table([result for result, _ in page.runs])}{runs}"
+        f"<p class=note>{made}</p>{skipped}"
+        f"{glance_table([result for result, _ in page.runs])}{runs}"
         f"<h2>How they were made</h2>{stages_html(page.stages)}"
         f"<h2>Config</h2>{configs_html(page.configs)}"
         f"<h2>Files</h2>{files_html(page.files)}</body></html>\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -47,6 +48,12 @@ probabilityIndex=wordConditionalProbIndexArr.txt
 wordPrior=logWordPrior.txt
 classifierVersion=RDP Naive Bayesian rRNA Classifier, trained by aam taxonomy
 """
+
+
+def unavailable(jar: Path = DEBIAN_JAR) -> list[str]:
+    """What running the classifier needs and this machine lacks: ``java`` on PATH, the jar."""
+    missing = [] if shutil.which("java") else ["java (on PATH)"]
+    return missing + ([] if jar.is_file() else [str(jar)])
 
 
 def rdp(jar: Path, heap: str, *args: str | Path) -> None:

@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", nargs="+", default=[], type=Path, help="the workflow's config file(s)"
     )
+    parser.add_argument(
+        "--note",
+        nargs="*",
+        default=[],
+        help="what the workflow left out and why (one line each), shown at the top",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace) -> None:
         configs=configs,
         files=files_by_folder(work),
         made=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        notes=args.note,
     )
     with atomic_output(args.output) as tmp:
         tmp.write_text(overview_html(page))

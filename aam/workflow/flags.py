@@ -325,7 +325,9 @@ class Flags:
             }
         )
 
-    def overview_runs(self, wildcards: Any) -> list[str]:
-        """`aam overview --run` values: ``run=dataset=metrics`` of every run and ensemble (in
-        the order of ``Plan.scored``; the metrics files are the rule's input ``metrics``)."""
-        return [f"{run}={dataset}={path}" for run, dataset, path in self.plan.scored]
+    def overview(self, wildcards: Any) -> str:
+        """`aam overview`: ``--run run=dataset=metrics`` of every run and ensemble (in the order
+        of ``Plan.scored``; the metrics files are the rule's input ``metrics``) and ``--note``
+        each thing the plan left out (``Plan.notes``)."""
+        runs = [f"{run}={dataset}={path}" for run, dataset, path in self.plan.scored]
+        return cli_flags({"run": runs, "note": self.plan.notes or None})

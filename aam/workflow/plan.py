@@ -58,7 +58,9 @@ class Plan:
     rule build_container makes from ``container_def``, and ``image_input`` the file the rules
     wait for (None when the profile pins a prebuilt image). ``matrix_datasets``: the datasets
     whose N x N UniFrac matrix is a target. ``data_checks``: dataset -> the shell-quoted
-    flags of its `aam check-data` job (rule check_data)."""
+    flags of its `aam check-data` job (rule check_data). ``notes``: what the plan left out
+    (an optional taxonomy this machine cannot run), one line each: logged, and on the
+    landing page."""
 
     config: dict[str, Any]
     work: Path
@@ -80,6 +82,7 @@ class Plan:
     pretrain_layout: Layout
     profile_run: str
     data_checks: dict[str, str]
+    notes: list[str]
 
     @property
     def sweep_runs(self) -> list[str]:
@@ -343,6 +346,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
     expanded["runs"] = runs = _expand({run: {**sections, **spec} for run, spec in runs.items()})
     checks.check_config_strings(expanded)
     datasets, unifrac = expanded["datasets"], expanded["unifrac"]
+    notes = _skip_unavailable_taxonomy(datasets)
     checks.check_references(runs, datasets)
     for name, data in datasets.items():
         checks.check_dataset_paths(name, data)
@@ -388,11 +392,35 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         matrix_datasets=matrix,
         pretrain_layout=layout_of("pretrain", {**given, "nodes": expanded["pretrain_nodes"]}),
         profile_run=expanded["profiling"]["run"] or next(iter(runs)),
+        notes=notes,
         data_checks={
             name: _data_checks(name, runs, cv, datasets, unifrac["shards"], name in matrix)
             for name in datasets
         },
     )
+
+
+def _skip_unavailable_taxonomy(datasets: dict[str, dict[str, Any]]) -> list[str]:
+    """Each dataset whose RDP ``taxonomy:`` is ``optional`` and cannot run on this machine (no
+    java, no classifier jar, a training file missing) loses its taxonomy (its ASVs are named by
+    short IDs); one line per such dataset saying why and how to get it."""
+    notes = []
+    for name, data in datasets.items():
+        spec = data["taxonomy"]
+        if not isinstance(spec, dict) or not spec.get("optional"):
+            continue
+        from aam.analysis.rdp import unavailable
+
+        files = (spec["training_sequences"], spec["training_taxa"])
+        missing = unavailable() + [path for path in files if not Path(path).is_file()]
+        if missing:
+            data["taxonomy"] = None
+            notes.append(
+                f"datasets.{name}.taxonomy skipped (optional): {', '.join(missing)} not found "
+                "on this machine, so ASVs are named by short IDs; install the RDP classifier "
+                "and its training set (Debian: rdp-classifier, rdp-classifier-doc) to name them"
+            )
+    return notes
 
 
 def _expand(value: Any) -> Any:

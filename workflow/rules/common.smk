@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 REPO = Path(workflow.basedir).parent
 sys.path.insert(0, str(REPO))
@@ -23,6 +24,8 @@ try:
 except PlanError as err:
     raise WorkflowError(str(err)) from None
 config.update(PLAN.config)
+for _note in PLAN.notes:  # what the plan left out (an optional taxonomy): one line each
+    logger.warning(_note)
 
 WORK, IMAGE, RUNS, DATASETS = PLAN.work, PLAN.image, PLAN.runs, PLAN.datasets
 # options=FLAGS.<rule> (config values), paths=input_flags(...) (files): aam/workflow/flags.py

@@ -58,11 +58,11 @@ rule overview:
     log:
         WORK / "logs/overview/overview.log",
     params:
-        runs=FLAGS.overview_runs,
+        options=FLAGS.overview,
         config=[os.path.relpath(path) for path in workflow.configfiles],
         config_sha256=digests(workflow.configfiles),
     shell:
-        "python -m aam overview --run {params.runs:q} --config {params.config:q}"
+        "python -m aam overview {params.options} --config {params.config:q}"
         " --output {output:q} > {log:q} 2>&1"
 
 
