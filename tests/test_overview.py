@@ -15,6 +15,7 @@ from aam.analysis.overview import (
     RunMetrics,
     cost_text,
     overview_html,
+    software_versions,
     verdict,
 )
 from aam.analysis.split_groups import split_groups
@@ -320,3 +321,66 @@ def test_the_page_warns_when_a_test_group_has_training_samples_and_says_when_non
     assert "Split:" not in overview_html(
         Page(runs=[(RunMetrics("r", "d", regression([0, -1, 1])), [])])
     )
+
+
+def test_software_versions_come_from_each_stages_record(tmp_path):
+    """The page's software table and software_versions.tsv: every package and tool the stages'
+    records name, one row per version seen (two versions of one package: two rows)."""
+    from aam.analysis.workdir_index import StageRecord
+
+    records = [
+        {"python": "3.11.7", "torch": "2.13.0", "packages": {"numpy": "2.4.6"}, "tools": {}},
+        {"python": "3.11.7", "packages": {"numpy": "2.3.0", "<b>": "1"}, "tools": {"mafft": "v7"}},
+    ]
+    for k, record in enumerate(records):
+        (tmp_path / f"s{k}").mkdir()
+        (tmp_path / f"s{k}/provenance.json").write_text(json.dumps(record))
+    stages = [StageRecord(f"s{k}/provenance.json", r) for k, r in enumerate(records)]
+    assert software_versions(stages) == [
+        ("<b>", "1", 1),
+        ("mafft", "v7", 1),
+        ("numpy", "2.3.0", 1),
+        ("numpy", "2.4.6", 1),
+        ("python", "3.11.7", 2),
+        ("torch", "2.13.0", 1),
+    ]
+    page = overview_html(Page(runs=[], stages=stages))
+    assert "<td class=l>&lt;b&gt;</td>" in page and "<td>2 of 2</td>" in page
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps(regression([-0.5, -0.9, -0.1])))
+    out, versions = tmp_path / "overview.html", tmp_path / "software_versions.tsv"
+    assert (
+        aam("overview", "--run", f"r=demo={metrics}", "--output", out, "--versions", versions) == 0
+    )
+    table = pd.read_csv(versions, sep="\t", dtype=str)
+    assert list(table.columns) == ["software", "version", "stages"]
+    assert table.loc[table.software == "python", "stages"].tolist() == ["2"]
+
+
+def test_a_stage_records_the_packages_it_imported_and_the_tools_it_ran(monkeypatch):
+    import sys
+
+    from aam.runtime import tool_versions
+    from aam.workflow.provenance import imported_packages, provenance_record
+
+    monkeypatch.setattr(tool_versions, "TOOLS", {})
+    tool_versions.record_tool("python", [sys.executable, "--version"])
+    tool_versions.record_tool("absent", ["/nonexistent/tool", "--version"])
+    assert tool_versions.TOOLS == {
+        "python": f"Python {sys.version.split()[0]}",
+        "absent": "unknown",
+    }
+    packages = imported_packages()
+    assert packages["numpy"] == np_version() and packages["pandas"] == pd.__version__
+    assert "scikit-learn" not in packages or "sklearn" in sys.modules
+    from datetime import datetime, timezone
+
+    monkeypatch.setattr("aam.workflow.provenance.TOOLS", tool_versions.TOOLS)
+    record = provenance_record(["x"], "aam.commands.overview", datetime.now(timezone.utc))
+    assert record["tools"]["absent"] == "unknown" and record["packages"]["numpy"] == np_version()
+
+
+def np_version() -> str:
+    import numpy
+
+    return numpy.__version__

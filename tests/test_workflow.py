@@ -77,6 +77,14 @@ def test_outputs_of_the_whole_dag(completed):
     for stage in ("pretrain", "finetune", "predict"):
         provenance = (run / stage / "provenance.json").read_text()
         assert '"code_fingerprint"' in provenance and '"torch"' in provenance
+    # the software each job ran, read in the jobs: on the page and in software_versions.tsv
+    versions = pd.read_csv(completed / "results/test/software_versions.tsv", sep="\t", dtype=str)
+    trained = json.loads((run / "finetune/provenance.json").read_text())["packages"]
+    assert versions.loc[versions.software == "torch", "version"].tolist() == [trained["torch"]]
+    assert {"numpy", "biom-format", "scikit-learn", "h5py"} <= {
+        name.replace("_", "-") for name in versions.software
+    }
+    assert "<h2>Software</h2>" in page
     stages = ("stage", "unifrac", "baselines", "pretrain", "finetune", "predict", "plot_history")
     for rule in (*stages, "summary"):
         assert list((completed / "results/test/benchmarks" / rule).glob("*.tsv")), rule

@@ -14,6 +14,7 @@ import hashlib
 import html
 import math
 import shlex
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -319,6 +320,36 @@ def made_from(stages: Sequence[StageRecord]) -> str:
     )
 
 
+def software_versions(stages: Sequence[StageRecord]) -> list[tuple[str, str, int]]:
+    """(name, version, stages) of the python, packages and tools each stage's record names (as
+    its job read them), one row per version seen, sorted by name: two rows of one name say the
+    stages ran different versions."""
+    seen: Counter[tuple[str, str]] = Counter()
+    for stage in stages:
+        record = stage.record
+        named = {"python": record.get("python"), "torch": record.get("torch")}
+        named.update(record.get("packages") or {})
+        named.update(record.get("tools") or {})
+        seen.update((str(name), str(version)) for name, version in named.items() if version)
+    return [(name, version, n) for (name, version), n in sorted(seen.items(), key=_by_name)]
+
+
+def _by_name(item: tuple[tuple[str, str], int]) -> tuple[str, str]:
+    (name, version), _ = item
+    return name.lower(), version
+
+
+def software_html(stages: Sequence[StageRecord]) -> str:
+    """The software versions table (``software_versions``)."""
+    rows = "".join(
+        f"<tr><td class=l>{html.escape(name)}</td><td class=l>{html.escape(version)}</td>"
+        f"<td>{n} of {len(stages)}</td></tr>"
+        for name, version, n in software_versions(stages)
+    )
+    header = "<tr><th>software</th><th>version</th><th>stages</th></tr>"
+    return f"<table>{header}{rows}</table>" if rows else "<p>No provenance records found.</p>"
+
+
 def stages_html(stages: Sequence[StageRecord]) -> str:
     """Each stage's record: where, its command line, code fingerprint, device, finish time."""
     rows = "".join(
@@ -372,6 +403,8 @@ def overview_html(page: Page) -> str:
         f"<p class=note>{made}</p>{skipped}"
         f"{glance_table([result for result, _ in page.runs])}{runs}"
         f"<h2>How they were made</h2>{stages_html(page.stages)}"
+        "<h2>Software</h2><p class=note>Each package a stage imported and each tool it ran, "
+        f"with its version, as the stage's job read them.</p>{software_html(page.stages)}"
         f"<h2>Config</h2>{configs_html(page.configs)}"
         f"<h2>Files</h2>{files_html(page.files)}</body></html>\n"
     )

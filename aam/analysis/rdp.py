@@ -23,6 +23,7 @@ import pandas as pd
 from aam.analysis.taxonomy import UNASSIGNED, md5_hex
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
+from aam.runtime.tool_versions import record_file, record_tool
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ def rdp(jar: Path, heap: str, *args: str | Path) -> None:
         )
     argv = ["java", f"-Xmx{heap}", "-cp", str(jar), MAIN_CLASS, *map(str, args)]
     log.info("running: %s", " ".join(argv))
+    record_tool("java", ["java", "-version"])
+    record_file("rdp-classifier", jar)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
     except FileNotFoundError:

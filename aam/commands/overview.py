@@ -11,13 +11,20 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
-from aam.analysis.overview import Page, RunMetrics, ensemble_members, overview_html
+from aam.analysis.overview import (
+    Page,
+    RunMetrics,
+    ensemble_members,
+    overview_html,
+    software_versions,
+)
 from aam.analysis.workdir_index import (
     files_by_folder,
     run_figures,
     stage_records,
     training_cost,
 )
+from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
 
@@ -43,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", nargs="+", default=[], type=Path, help="the workflow's config file(s)"
     )
     parser.add_argument(
+        "--versions",
+        type=Path,
+        help="TSV to write too: each software the stages ran, its version and how many stages",
+    )
+    parser.add_argument(
         "--note",
         nargs="*",
         default=[],
@@ -54,6 +66,8 @@ def run(args: argparse.Namespace) -> None:
     """Write the page from each run's metrics.json and what the page's folder holds."""
     if args.output.suffix != ".html":
         raise InputError(f"--output {args.output}: name the page *.html")
+    if args.versions is not None:
+        check_output_file(args.versions, TSV_SUFFIXES, "software versions table")
     work, results = args.output.parent, []
     for item in args.run:
         name, dataset, path = _run(item)
@@ -79,6 +93,10 @@ def run(args: argparse.Namespace) -> None:
         made=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         notes=args.note,
     )
+    if args.versions is not None:
+        rows = [("software", "version", "stages")] + software_versions(page.stages)
+        with atomic_output(args.versions) as tmp:
+            tmp.write_text("".join("\t".join(map(str, row)) + "\n" for row in rows))
     with atomic_output(args.output) as tmp:
         tmp.write_text(overview_html(page))
     log.info("wrote %s: %d run(s)", args.output, len(results))

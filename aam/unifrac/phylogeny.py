@@ -23,6 +23,7 @@ from aam.data.outputs import check_output_file
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
 from aam.runtime.threads import usable_threads
+from aam.runtime.tool_versions import record_tool
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,8 @@ def build_tree(sequences: Sequence[str], workdir: Path, threads: int = 1):
     """
     mafft = find_tool(["mafft"], "mafft")
     fasttree = find_tool(["fasttree", "FastTree"], "fasttree")
+    record_tool("mafft", [mafft, "--version"])
+    record_tool("fasttree", [fasttree, "-help"])  # its first line: "FastTree 2.1.11 ..."
     from skbio import TreeNode  # slow import (~3 s): only once the tools are known to exist
 
     fasta = workdir / "asvs.fasta"

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from aam.runtime.tool_versions import TOOLS
 from aam.workflow.fingerprint import PACKAGE_DIR, code_fingerprint
 
 
@@ -52,6 +53,21 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def imported_packages() -> dict[str, str]:
+    """Name -> version of each installed distribution whose top-level module this process
+    imported (what the command ran with, read in the job, not in the driver), sorted."""
+    modules = {name.partition(".")[0] for name in list(sys.modules)}
+    versions = {}
+    for module, distributions in metadata.packages_distributions().items():
+        if module in modules:
+            for name in distributions:
+                try:
+                    versions[name] = metadata.version(name)
+                except metadata.PackageNotFoundError:
+                    continue
+    return dict(sorted(versions.items(), key=lambda item: item[0].lower()))
+
+
 def provenance_record(argv: list[str], entry: str, started: datetime) -> dict:
     """What produced an output: code, command line, software, device, host and time."""
     commit = _git("rev-parse", "HEAD")
@@ -65,6 +81,8 @@ def provenance_record(argv: list[str], entry: str, started: datetime) -> dict:
         "container_image": image,
         "python": platform.python_version(),
         **_torch_facts(),
+        "packages": imported_packages(),
+        "tools": dict(TOOLS),
         "host": socket.gethostname(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "started": started.isoformat(timespec="seconds"),

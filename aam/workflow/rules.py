@@ -117,6 +117,7 @@ _RUN_ON = {"sub": "{run} on {dataset}", "run": "{run}", "dataset": "{dataset}"}
 REPORT = {
     "overview.html": _entry("overview", "results", "overview: AAM beside the baselines"),
     "summary.tsv": _entry("summary", "results", "metrics of every run"),
+    "software_versions.tsv": _entry("versions", "results", "software versions of every stage"),
     "leaderboard.tsv": _entry("leaderboard", "results", "sweep leaderboard"),
     "cv/{run}.tsv": _entry("cross_validation", "results", "cross-validation of {run}"),
     "learning_curve/{run}.tsv": _entry(

@@ -51,10 +51,10 @@ rule profiling_report:
 rule overview:
     """The landing page (results, figures, provenance, files), made last: it lists what exists."""
     input:
-        metrics=SCORED,
-        others=[p for p in get_final_output() if p != WORK / "overview.html"],
+        SCORED + [p for p in get_final_output() if p != WORK / "overview.html"],
     output:
-        in_report(WORK / "overview.html"),
+        page=in_report(WORK / "overview.html"),
+        versions=in_report(WORK / "software_versions.tsv"),
     log:
         WORK / "logs/overview/overview.log",
     params:
@@ -63,7 +63,7 @@ rule overview:
         config_sha256=digests(workflow.configfiles),
     shell:
         "python -m aam overview {params.options} --config {params.config:q}"
-        " --output {output:q} > {log:q} 2>&1"
+        " --output {output.page:q} --versions {output.versions:q} > {log:q} 2>&1"
 
 
 rule summary:

@@ -1,0 +1,36 @@
+"""The external tools a command ran (MAFFT, FastTree, the RDP classifier, java) and their
+versions, collected while it runs for its provenance record (``aam.workflow.provenance``)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+TOOLS: dict[str, str] = {}  # tool -> its version line, in the order first run
+
+
+def record_tool(name: str, version_argv: Sequence[str]) -> None:
+    """Remember ``name``'s version: the first line ``version_argv`` prints (stdout or stderr),
+    or ``unknown`` where it cannot run."""
+    try:
+        done = subprocess.run(
+            list(version_argv),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        TOOLS[name] = "unknown"
+        return
+    lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    TOOLS[name] = lines[0][:120] if lines else "unknown"
+
+
+def record_file(name: str, path: Path) -> None:
+    """Remember a tool that states no version (a jar) by its file name and sha256 prefix."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    TOOLS[name] = f"{Path(path).name} sha256:{digest}"
