@@ -22,7 +22,7 @@ def test_classifier_panels_have_a_roc_curve_per_class_with_its_auc():
     models = {"model": log_probs, "mean_baseline": np.log(np.full((60, 3), 1 / 3))}
     fig = prediction_plots._confusion_panels(plt, models, truth, classes, "site")
     confusion, roc = fig.axes[0], fig.axes[2]  # row 1: the matrices; row 2: the curves
-    assert confusion.get_title().startswith("AAM: n=60, accuracy")
+    assert confusion.get_title().startswith("AAM\nn=60, accuracy")
     assert confusion.images[0].get_array().sum() == 60
     legend = [text.get_text() for text in roc.get_legend().get_texts()]
     for c, label in enumerate(classes):
@@ -43,3 +43,57 @@ def test_regression_panels_colour_each_group_and_show_residuals():
     assert sorted(residuals) == [-2.0, 0.0, 2.0, 5.0]
     assert [t.get_text() for t in top.get_legend().get_texts()] == ["x", "y", "z"]
     plt.close(fig)
+
+
+def _disjoint(boxes) -> bool:
+    """No two of the (window extent) boxes overlap."""
+    return all(
+        a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0
+        for k, a in enumerate(boxes)
+        for b in boxes[k + 1 :]
+    )
+
+
+def test_panel_titles_do_not_run_into_each_other():
+    """Every model of the demo's page side by side, the long names included: the panel titles'
+    boxes (matplotlib's text extents) stay apart and within the figure."""
+    from aam.analysis.predictions import model_label
+
+    truth = pd.Series([20.0, 30.0, 40.0, 50.0])
+    names = ["model", "mean_baseline", "random_forest_baseline", "group_mean_baseline"]
+    names += ["random_forest_embeddings_abundances_baseline", "random_forest_pooled_baseline"]
+    models = {name: truth.to_numpy() + k for k, name in enumerate(names)}
+    groups = pd.Series(["x", "x", "y", "z"], name="qiita_study_id")
+    fig = prediction_plots._scatter_panels(plt, models, truth, "age", groups, "years")
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    titles = [ax.title for ax in fig.axes[: len(names)]]
+    boxes = [t.get_window_extent(renderer) for t in titles]
+    assert _disjoint(boxes)
+    figure_box = fig.bbox
+    assert all(figure_box.x0 <= b.x0 and b.x1 <= figure_box.x1 for b in boxes)
+    assert "mean of each qiita_study_id" in titles[3].get_text()
+    assert titles[0].get_text() == "AAM\nn=4, MAE 0.00 years"
+    assert model_label(names[4]).split()[0] in titles[4].get_text()
+    plt.close(fig)
+
+
+def test_a_one_epoch_history_has_whole_epoch_ticks_that_do_not_overlap():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from aam.commands.plot_history import SERIES, history_figure
+
+    for epochs in (1, 2, 12, 100):
+        history = pd.DataFrame(
+            {"epoch": range(1, epochs + 1), "train_loss": 0.96, "val_loss": 0.95, "val_mae": 6.0}
+        )
+        panels = [p for p in SERIES if f"val_{p[0]}" in history]
+        fig = history_figure(history, panels, {"best_epoch": 1}, "age", "years")
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        for ax in fig.axes:
+            low, high = ax.get_xlim()
+            ticks = [t for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high]
+            assert ticks and all(t.get_text().isdigit() for t in ticks), epochs
+            assert _disjoint([t.get_window_extent(canvas.get_renderer()) for t in ticks])

@@ -9,6 +9,7 @@ always exists. Axis labels give the target's unit, the title the dataset and the
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -89,7 +90,8 @@ def _scatter_panels(
         bottom.set_xlabel(f"true {target_label(column, unit)}")
         mae = float(np.abs(y - predicted).mean())
         in_unit = f" {unit}" if unit else ""
-        top.set_title(f"{model_label(name, _name(groups))}: n={len(y)}, MAE {mae:.2f}{in_unit}")
+        label = textwrap.fill(model_label(name, _name(groups)), TITLE_WIDTH)
+        top.set_title(f"{label}\nn={len(y)}, MAE {mae:.2f}{in_unit}", fontsize=9)
     axes[0][0].set_ylabel(f"predicted {target_label(column, unit)}")
     axes[1][0].set_ylabel(f"residual: predicted - true{f' ({unit})' if unit else ''}")
     if groups is not None:
@@ -98,6 +100,7 @@ def _scatter_panels(
 
 
 MAX_GROUPS = 10  # groups named in a legend; the others share one grey
+TITLE_WIDTH = 34  # characters of a panel title's line: a 4-inch panel at 9 points holds them
 
 
 def _group_colours(plt, groups: pd.Series | None, n: int) -> dict[str, tuple[np.ndarray, object]]:
@@ -149,7 +152,8 @@ def _confusion_panels(
         ax.set_yticks(range(k), classes, fontsize=7)
         ax.set_xlabel(f"predicted {column}")
         accuracy = float((predicted == y).mean())
-        ax.set_title(f"{model_label(name)}: n={len(y)}, accuracy {accuracy:.2f}")
+        label = textwrap.fill(model_label(name), TITLE_WIDTH)
+        ax.set_title(f"{label}\nn={len(y)}, accuracy {accuracy:.2f}", fontsize=9)
         for c in curves[:MAX_GROUPS]:
             scores = values[known][:, c]
             fpr, tpr, _ = roc_curve(y == c, scores)

@@ -91,7 +91,9 @@ def history_figure(
         ax.set_title(name)
         ax.set_ylabel(ylabel.format(mae=metric_label("mae", target, unit)))
         ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        # whole epochs only, whatever their number (one epoch: one tick, not 0.945 ... 1.065)
+        ax.set_xlim(history["epoch"].min() - 0.5, history["epoch"].max() + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
         ax.legend(fontsize="small")
     if heading:
         fig.suptitle(heading)
