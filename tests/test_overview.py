@@ -15,6 +15,7 @@ from aam.analysis.overview import (
     RunMetrics,
     cost_text,
     overview_html,
+    skill_caveat,
     software_versions,
     verdict,
 )
@@ -162,7 +163,8 @@ def test_the_page_has_each_runs_table_with_intervals_differences_and_verdict():
     ]
     assert "<p class=verdict>AAM is better than the random forest in MAE" in page
     assert "AAM is worse than the mean of each qiita_study_id in MAE" in page
-    assert "MAE (lower is better)" in page and "R² (higher is better)" in page
+    assert "<th>MAE, lower is better</th>" in page and "<th>R², higher is better</th>" in page
+    assert "AAM did not beat the training mean on its test split (no paired comparison" in page
     # per group: the largest 15, each model's MAE
     assert "<h3>MAE by qiita_study_id</h3>" in page
     assert cells(page, "s0") == ["20", "0.5", "0.5", "0.5", "0.5"]
@@ -181,7 +183,12 @@ def test_every_run_and_ensemble_compares_at_a_glance():
         for row in re.findall(r"<tr>(<td.*?)</tr>", glance)
     ]
     assert [row[0] for row in rows] == ["tiny", "tiny_ensemble"]
-    assert rows[0][2:] == ["MAE", "4 [3, 5]", "4.5 [3.5, 5.5]", "-0.5 [-0.9, -0.1]"]
+    assert rows[0][2:] == [
+        "MAE, lower is better",
+        "4 [3, 5]",
+        "4.5 [3.5, 5.5]",
+        "-0.5 [-0.9, -0.1]",
+    ]
     assert rows[1][5] == "+0.2 [-0.1, +0.5]"
     assert "At a glance" not in overview_html(Page(runs=[]))
 
@@ -316,7 +323,7 @@ def test_the_page_warns_when_a_test_group_has_training_samples_and_says_when_non
     page = overview_html(
         Page(runs=[(RunMetrics("r", "d", regression([0, -1, 1]) | {"split_groups": new}), [])])
     )
-    assert "class=warn" not in page
+    assert "<p class=warn>Split" not in page
     assert "none of the 3 qiita_study_id groups of the test samples has training samples" in page
     assert "Split:" not in overview_html(
         Page(runs=[(RunMetrics("r", "d", regression([0, -1, 1])), [])])
@@ -360,13 +367,13 @@ def test_software_versions_come_from_each_stages_record(tmp_path):
 def test_a_stage_records_the_packages_it_imported_and_the_tools_it_ran(monkeypatch):
     import sys
 
-    from aam.runtime import tool_versions
+    from aam.runtime import external_tools
     from aam.workflow.provenance import imported_packages, provenance_record
 
-    monkeypatch.setattr(tool_versions, "TOOLS", {})
-    tool_versions.record_tool("python", [sys.executable, "--version"])
-    tool_versions.record_tool("absent", ["/nonexistent/tool", "--version"])
-    assert tool_versions.TOOLS == {
+    monkeypatch.setattr(external_tools, "TOOLS", {})
+    external_tools.record_tool("python", [sys.executable, "--version"])
+    external_tools.record_tool("absent", ["/nonexistent/tool", "--version"])
+    assert external_tools.TOOLS == {
         "python": f"Python {sys.version.split()[0]}",
         "absent": "unknown",
     }
@@ -375,7 +382,7 @@ def test_a_stage_records_the_packages_it_imported_and_the_tools_it_ran(monkeypat
     assert "scikit-learn" not in packages or "sklearn" in sys.modules
     from datetime import datetime, timezone
 
-    monkeypatch.setattr("aam.workflow.provenance.TOOLS", tool_versions.TOOLS)
+    monkeypatch.setattr("aam.workflow.provenance.TOOLS", external_tools.TOOLS)
     record = provenance_record(["x"], "aam.commands.overview", datetime.now(timezone.utc))
     assert record["tools"]["absent"] == "unknown" and record["packages"]["numpy"] == np_version()
 
@@ -384,3 +391,22 @@ def np_version() -> str:
     import numpy
 
     return numpy.__version__
+
+
+@pytest.mark.parametrize(
+    ("interval", "caveat"), [((-2.0, -0.5), False), ((-2.0, 0.3), True), ((0.2, 1.0), True)]
+)
+def test_a_model_that_does_not_beat_the_mean_is_marked_and_units_head_the_columns(interval, caveat):
+    metrics = regression([-0.5, -0.9, -0.1])
+    metrics["target_unit"] = "years"
+    low, high = interval
+    metrics["differences"]["mean_baseline"] = {
+        "mae": {"value": (low + high) / 2, "interval": [low, high]}
+    }
+    page = overview_html(Page(runs=[(RunMetrics("tiny", "demo", metrics), [])]))
+    assert ("its ASV importance is that of a model without shown skill" in page) == caveat
+    assert (skill_caveat(metrics) is not None) == caveat
+    assert (
+        "<th>MAE (years), lower is better</th>" in page and "<th>R², higher is better</th>" in page
+    )
+    assert "[its 95% bootstrap interval]" in page  # the glance table says what its brackets are

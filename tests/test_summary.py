@@ -8,8 +8,6 @@ import sys
 import pytest
 from checkout import REPO
 
-from aam.analysis.figures import IN_TARGET_UNITS
-
 
 @pytest.fixture(scope="module")
 def summary():
@@ -115,23 +113,14 @@ def test_write_summary_reads_metrics_files_into_one_tsv(summary, tmp_path):
         summary.write_summary(runs, paths[:1], output)
 
 
-def test_headers_give_the_unit_of_the_metrics_in_the_targets_unit(summary):
-    """Issue 41: the unit in the headers (MAE and RMSE, not R^2); runs of one unit name it,
-    runs of several point to the target_unit column; a classifier's unit changes nothing."""
-    units = {metric: "years" for metric in IN_TARGET_UNITS}  # as rule summary gives them
-    years = {"run": "a", "dataset": "demo", "target": "age", "target_unit": "years", "units": units}
+def test_headers_are_names_without_spaces_and_each_row_gives_its_unit(summary):
+    """Issue 62: every header a plain name (no space, no unit: tools read them as column
+    names); the unit of MAE and RMSE is each row's target_unit."""
+    years = {"run": "a", "dataset": "demo", "target": "age", "target_unit": "years"}
     sex = {"run": "c", "dataset": "d2", "target": "sex", "metrics": CLASSIFIER}
-    runs = [{**years, "metrics": REGRESSION}, {**sex, "target_unit": "label"}]
-    header, rows = summary.summary_table(runs)
-    assert header[5:9] == [
-        "AAM_mae (years)",
-        "mean_baseline_mae (years)",
-        "AAM_rmse (years)",
-        "mean_baseline_rmse (years)",
-    ]
-    assert "AAM_r2" in header and "AAM_accuracy" in header and rows[0][3] == "years"
     months = {**years, "run": "b", "target_unit": "months", "metrics": REGRESSION}
-    months["units"] = {metric: "months" for metric in IN_TARGET_UNITS}
-    header, rows = summary.summary_table([*runs, months])
-    assert header[5] == "AAM_mae (target_unit)"
-    assert [row[3] for row in rows] == ["years", "label", "months"]
+    header, rows = summary.summary_table([{**years, "metrics": REGRESSION}, sex, months])
+    assert header[5:9] == ["AAM_mae", "mean_baseline_mae", "AAM_rmse", "mean_baseline_rmse"]
+    assert all(" " not in name and "(" not in name for name in header)
+    assert "AAM_r2" in header and "AAM_accuracy" in header
+    assert [row[3] for row in rows] == ["years", "NA", "months"]

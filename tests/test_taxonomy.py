@@ -123,8 +123,9 @@ def test_importance_table_ranks_the_forest_among_what_it_measured(monkeypatch, t
     assert table["forest_rank"].dropna().tolist() == [2, 1]
     labels = row_labels(table, scored=2)
     assert labels[0] == f"g__Rothia {md5(A)[:8]}  AAM #1, forest: not measured"
-    assert labels[1] == f"{md5(B)[:8]}  AAM #2, forest #2 of 2 (-0.004)"
-    assert labels[2] == f"{md5(C)[:8]}  AAM #3, forest #1 of 2 (+0.02)"
+    assert labels[1] == f"{md5(B)[:8]}  AAM #2, forest #2 of 2 (R² drop -0.004)"
+    assert labels[2] == f"{md5(C)[:8]}  AAM #3, forest #1 of 2 (R² drop +0.02)"
+    assert row_labels(table, 2, classifier=True)[2].endswith("(accuracy drop +0.02)")
     written = tmp_path / "importance.tsv"
     table.to_csv(written, sep="\t", index=False)
     again = pd.read_csv(written, sep="\t")

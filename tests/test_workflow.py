@@ -21,7 +21,7 @@ from checkout import job_counts
 from dag_run import edit, run_snakemake, scheduled
 from page_links import broken_links, links
 
-from aam.analysis.overview import verdict
+from aam.analysis.overview import skill_caveat, verdict
 from aam.unifrac.io import read_distance_matrix
 
 # one worker runs the shared DAG once
@@ -92,7 +92,11 @@ def test_outputs_of_the_whole_dag(completed):
     ids, matrix = read_distance_matrix(completed / "results/test/unifrac/demo.unweighted.h5")
     assert len(ids) == 400 and matrix.shape == (400, 400)
     # what the model learned: every training ASV ranked by AAM and by the forest
-    importance = pd.read_csv(run / "importance/importance.tsv", sep="\t")
+    importance = pd.read_csv(run / "importance/importance.tsv", sep="\t", comment="#")
+    first = (run / "importance/importance.tsv").read_text().splitlines()[0]
+    caveat = skill_caveat(scored)  # the tiny model's skill, as its metrics.json shows it
+    assert first == (f"# {caveat}" if caveat else first) and first.startswith("#") == bool(caveat)
+    assert json.loads((run / "importance/importance.json").read_text())["skill_caveat"] == caveat
     assert list(importance.columns) == [
         *("asv_id", "taxon", "confidence", "aam_rank", "aam_score", "forest_rank"),
         *("forest_score", "forest_scored", "prevalence", "mean_abundance", "asv"),
@@ -153,7 +157,8 @@ def test_prediction_code_change_reruns_predict_only(copy):
         "bottom.scatter(y[mask], predicted[mask] - y[mask], s=8",
         "bottom.scatter(y[mask], predicted[mask] - y[mask], s=9",
     )
-    assert scheduled(copy) == {"predict", "summary", "overview", "all"}
+    # importance reads predict's metrics.json (whether the model beat the training mean)
+    assert scheduled(copy) == {"predict", "importance", "summary", "overview", "all"}
 
 
 def test_unifrac_kernel_change_reruns_the_matrix_and_training_not_split_or_baselines(copy):

@@ -249,7 +249,7 @@ def test_classifier_run_writes_every_declared_output(extended):
     page = (work / "overview.html").read_text()
     assert "<h2>run classes <small>dataset classes, target qiita_study_id</small></h2>" in page
     assert html.escape(verdict(metrics)) in page and "accuracy" in verdict(metrics)
-    importance = pd.read_csv(work / "runs/classes/importance/importance.tsv", sep="\t")
+    importance = pd.read_csv(work / "runs/classes/importance/importance.tsv", sep="\t", comment="#")
     assert importance["aam_score"].iloc[0] > 0 and (importance["forest_score"] != 0).any()
 
 

@@ -46,10 +46,12 @@ def plot_importance(
     )
     _target_strip(fig, strip, study, study.targets[order], target)
     image = heat.imshow(values, aspect="auto", cmap="magma", vmin=np.log10(FLOOR), vmax=0)
-    heat.set_yticks(range(len(rows)), row_labels(rows, int(table["forest_scored"].sum())))
+    scored = int(table["forest_scored"].sum())
+    heat.set_yticks(range(len(rows)), row_labels(rows, scored, bool(study.classes)))
     heat.tick_params(axis="y", labelsize=7)
-    heat.set_xlabel(f"{len(order)} test samples, by increasing {target}")
-    fig.colorbar(image, ax=heat, label="log10 relative abundance", fraction=0.03, pad=0.02)
+    heat.set_xlabel(f"test samples ranked by the target above (1 = lowest, of {len(order)})")
+    label = f"log10 relative abundance (black: absent, drawn at {FLOOR:g})"
+    fig.colorbar(image, ax=heat, label=label, fraction=0.03, pad=0.02)
     agreement = "undefined" if not np.isfinite(spearman) else f"{spearman:.2f}"
     strip.set_title(
         f"{heading}: top {len(rows)} ASVs by AAM's; Spearman of AAM's and the forest's "
@@ -83,17 +85,21 @@ def _target_strip(fig, strip, study: Study, values: np.ndarray, target: str) -> 
     strip.set_yticks([0], [target])
 
 
-def row_labels(rows: pd.DataFrame, scored: int) -> list[str]:
+def row_labels(rows: pd.DataFrame, scored: int, classifier: bool = False) -> list[str]:
     """Each ASV's name (``aam.analysis.taxonomy.asv_labels``: its deepest confident rank where
     a taxonomy names it, and its short ID), AAM's rank, and the forest's: its rank among the
-    ``scored`` ASVs it measured with the score itself (negative: shuffling the ASV improved the
-    forest), or that it was not measured."""
+    ``scored`` ASVs it measured with the score itself, the drop of the forest's test R^2 (its
+    accuracy for a ``classifier``) when the ASV is shuffled (negative: shuffling helped), or
+    that it was not measured."""
+    drop = "accuracy" if classifier else "R²"
     taxa = rows["taxon"].tolist() if rows["taxon"].notna().any() else None
     names = asv_labels(rows["asv_id"].tolist(), taxa)
     labels = []
     for name, (_, row) in zip(names, rows.iterrows(), strict=True):
         if row["forest_scored"]:
-            forest = f"forest #{row['forest_rank']} of {scored} ({row['forest_score']:+.2g})"
+            forest = (
+                f"forest #{row['forest_rank']} of {scored} ({drop} drop {row['forest_score']:+.2g})"
+            )
         else:
             forest = "forest: not measured"
         labels.append(f"{name}  AAM #{row['aam_rank']}, {forest}")

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aam.analysis.figures import IN_TARGET_UNITS
 from aam.analysis.predictions import MICROBIOME, inputs_text, model_label
 from aam.analysis.workdir_index import Figure, StageRecord
 from aam.training.config import LOWER_IS_BETTER
@@ -120,6 +121,31 @@ def verdict(metrics: Mapping, baseline: str | None = None, group: str | None = N
     return f"AAM is {'better' if better else 'worse'} than the {other} in {name}: {span}."
 
 
+def beats(metrics: Mapping, baseline: str) -> bool:
+    """AAM is better than ``baseline`` on the first metric: the paired 95% interval of their
+    difference excludes 0 on the better side."""
+    differences = metrics.get("differences", {}).get(baseline)
+    if not differences:
+        return False
+    key, difference = next(iter(differences.items()))
+    value, (low, high) = difference["value"], difference["interval"]
+    if value is None or low is None or low <= 0 <= high:
+        return False
+    return (high < 0) == (key in LOWER_IS_BETTER)
+
+
+def skill_caveat(metrics: Mapping) -> str | None:
+    """One sentence where AAM did not beat the training mean (its skill is not shown, so an
+    importance of it ranks noise); None where it did."""
+    if beats(metrics, "mean_baseline"):
+        return None
+    return (
+        f"AAM did not beat the training mean on its test split "
+        f"({verdict(metrics, 'mean_baseline').rstrip('.')}): its ASV importance is that of a "
+        "model without shown skill."
+    )
+
+
 def _cell(value: float | None, interval: Sequence | None, signed: bool = False) -> str:
     form = "+.3g" if signed else ".3g"
     if value is None or not math.isfinite(value):
@@ -145,7 +171,7 @@ def glance_table(results: Sequence[RunMetrics]) -> str:
         cells = [
             html.escape(result.run),
             html.escape(inputs_text(inputs["model"])) if "model" in inputs else "not recorded",
-            METRIC_NAMES.get(key, key),
+            html.escape(_metric_header(key, metrics)),
             _cell(metrics["model"][key], metrics["intervals"]["model"].get(key)),
             _cell(metrics.get(forest, {}).get(key), metrics["intervals"].get(forest, {}).get(key)),
             _cell(difference["value"], difference["interval"], signed=True)
@@ -159,7 +185,14 @@ def glance_table(results: Sequence[RunMetrics]) -> str:
         f"<th>{h}</th>"
         for h in ("run", "AAM reads", "metric", "AAM", "the forest with its inputs", "AAM - forest")
     )
-    return f"<h2>At a glance</h2><table><tr>{header}</tr>{''.join(rows)}</table>"
+    note = (
+        "Each value: the test-split estimate [its 95% bootstrap interval]; AAM - forest: the "
+        "paired difference on the same samples and draws [its 95% interval]."
+    )
+    return (
+        f"<h2>At a glance</h2><table><tr>{header}</tr>{''.join(rows)}</table>"
+        f"<p class=note>{note}</p>"
+    )
 
 
 def run_section(result: RunMetrics) -> str:
@@ -175,11 +208,7 @@ def run_section(result: RunMetrics) -> str:
         return f"{title}<p>Not scored: {html.escape(str(reason))}</p>"
     sections = [k for k in metrics if k == "model" or k.endswith("_baseline")]
     keys = list(metrics["model"])
-    header = "".join(
-        f"<th>{METRIC_NAMES.get(k, k)} ({'lower' if k in LOWER_IS_BETTER else 'higher'} "
-        "is better)</th>"
-        for k in keys
-    )
+    header = "".join(f"<th>{html.escape(_metric_header(k, metrics))}</th>" for k in keys)
     rows = []
     inputs = metrics.get("inputs", {})
     for section in sections:
@@ -204,13 +233,23 @@ def run_section(result: RunMetrics) -> str:
         f"{metrics['n']} test samples; [95% bootstrap interval]; the rows 'AAM - ...' are "
         "paired differences (the same bootstrap draws for both); inputs: what each model read."
     )
+    caveat = skill_caveat(metrics)
     return (
         f"{title}<p class=verdict>{html.escape(verdict(metrics, group=group))}</p>"
         f"{split_note(metrics)}"
         f"<table><tr><th>model</th><th class=l>inputs</th>{header}</tr>{''.join(rows)}</table>"
         f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}"
         f"<p class=note>{html.escape(cost_text(result))}</p>"
+        + (f"<p class=warn>{html.escape(caveat)}</p>" if caveat else "")
     )
+
+
+def _metric_header(key: str, metrics: Mapping) -> str:
+    """A metric's column header: its name, its unit where the target has one and the metric
+    is in it, and which way is better."""
+    unit = metrics.get("target_unit") if key in IN_TARGET_UNITS else None
+    better = "lower" if key in LOWER_IS_BETTER else "higher"
+    return f"{METRIC_NAMES.get(key, key)}{f' ({unit})' if unit else ''}, {better} is better"
 
 
 def split_note(metrics: Mapping) -> str:
@@ -310,13 +349,15 @@ def made_from(stages: Sequence[StageRecord]) -> str:
     def kinds(key: str) -> str:
         return ", ".join(sorted({str(r.get(key)) for r in records}))
 
+    containers = kinds("container_image")
     commits = sorted(
         {f"{r.get('git_commit') or 'unknown'}{' (dirty)' if r.get('git_dirty') else ''}"
          for r in records}
     )  # fmt: skip
     return (
         f"{len(records)} stages, from commit {', '.join(commits)}; device {kinds('device')}; "
-        f"python {kinds('python')}, torch {kinds('torch')}; container {kinds('container_image')}"
+        f"python {kinds('python')}, torch {kinds('torch')}; "
+        + (f"container {containers}" if containers != "None" else "no container")
     )
 
 

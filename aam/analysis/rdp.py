@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -23,11 +22,10 @@ import pandas as pd
 from aam.analysis.taxonomy import UNASSIGNED, md5_hex
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
-from aam.runtime.tool_versions import record_file, record_tool
+from aam.runtime.external_tools import DEBIAN_JAR, record_file, record_tool
 
 log = logging.getLogger(__name__)
 
-DEBIAN_JAR = Path("/usr/share/rdp-classifier/rdp_classifier.jar")  # apt-get install rdp-classifier
 # The dispatcher of `train` and `classify` (Debian's rdp_classifier script runs the legacy
 # ClassifierCmd, which only classifies).
 MAIN_CLASS = "edu.msu.cme.rdp.classifier.cli.ClassifierMain"
@@ -49,12 +47,6 @@ probabilityIndex=wordConditionalProbIndexArr.txt
 wordPrior=logWordPrior.txt
 classifierVersion=RDP Naive Bayesian rRNA Classifier, trained by aam taxonomy
 """
-
-
-def unavailable(jar: Path = DEBIAN_JAR) -> list[str]:
-    """What running the classifier needs and this machine lacks: ``java`` on PATH, the jar."""
-    missing = [] if shutil.which("java") else ["java (on PATH)"]
-    return missing + ([] if jar.is_file() else [str(jar)])
 
 
 def rdp(jar: Path, heap: str, *args: str | Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from aam.analysis.cross_validation import read_test_metrics
 from aam.analysis.figures import add_label_arguments, target_label, title
 from aam.analysis.importance import (
     FOREST_CANDIDATES,
@@ -20,6 +21,7 @@ from aam.analysis.importance import (
     rank_agreement,
 )
 from aam.analysis.importance_plot import plot_importance, row_labels
+from aam.analysis.overview import skill_caveat
 from aam.analysis.taxonomy import read_taxonomy
 from aam.commands.baselines import add_forest_options
 from aam.errors import InputError, NonFiniteError
@@ -55,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--top", type=checked(int, minimum=1), default=20, help="ASVs in the heatmap"
+    )
+    parser.add_argument(
+        "--metrics",
+        type=Path,
+        help="the model's metrics.json from `aam predict`: where AAM did not beat the training "
+        "mean, importance.tsv (a '#' line first), .json and the figure say so",
     )
     parser.add_argument(
         "--taxonomy",
@@ -114,15 +122,18 @@ def run(args: argparse.Namespace) -> None:
             f"{args.model}: an importance is NaN or infinite (the model's weights or gradients "
             "overflow); retrain the model (e.g. with a lower --lr)"
         )
+    caveat = skill_caveat(read_test_metrics(args.metrics, "the model")) if args.metrics else None
     taxonomy = read_taxonomy(args.taxonomy) if args.taxonomy else None
     table = importance_table(study, train, aam, forest, candidates, taxonomy)
     spearman = rank_agreement(table)
     with atomic_output(out_dir / "importance.tsv") as tmp:
-        table.to_csv(tmp, sep="\t", index=False, float_format="%.6g")
+        tmp.write_text(f"# {caveat}\n" if caveat else "")
+        table.to_csv(tmp, sep="\t", index=False, float_format="%.6g", mode="a")
     write_json(
         out_dir / "importance.json",
         {
             "spearman_aam_forest": spearman,
+            "skill_caveat": caveat,
             "spearman_over": f"the forest's {len(candidates)} candidate ASVs (both scores)",
             "asvs": len(table),
             "explained_test_samples": len(explained),
@@ -142,12 +153,15 @@ def run(args: argparse.Namespace) -> None:
         args.top,
         spearman,
         target_label(target["column"], args.target_unit),
-        title("ASV importance", args.dataset, args.run),
+        title("ASV importance", args.dataset, args.run)
+        + (
+            "\nof a model without shown skill: AAM did not beat the training mean" if caveat else ""
+        ),
     )
     log.info(
         "%s: %d ASVs; Spearman of AAM's and the forest's importance %.2f; top ASV: %s",
         out_dir,
         len(table),
         spearman,
-        row_labels(table.head(1), int(table["forest_scored"].sum()))[0],
+        row_labels(table.head(1), int(table["forest_scored"].sum()), bool(study.classes))[0],
     )

@@ -220,6 +220,8 @@ def run(args: argparse.Namespace) -> None:
             "model": [MICROBIOME, *categorical["columns"]],
             **{f"{k}_baseline": theirs[k] for k in baselines},
         }
+        if args.target_unit:
+            metrics["target_unit"] = args.target_unit
         if len(args.model) > 1:
             metrics["ensemble"] = [str(path) for path in args.model]
         if tested is not None:

@@ -22,8 +22,8 @@ from aam.data.feature_sequences import parse_fasta
 from aam.data.outputs import check_output_file
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
+from aam.runtime.external_tools import record_tool
 from aam.runtime.threads import usable_threads
-from aam.runtime.tool_versions import record_tool
 
 log = logging.getLogger(__name__)
 

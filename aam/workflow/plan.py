@@ -19,6 +19,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from aam.errors import InputError
+from aam.runtime.external_tools import rdp_unavailable
 from aam.runtime.figures import figure_name
 from aam.workflow import checks
 from aam.workflow.config import (
@@ -409,10 +410,8 @@ def _skip_unavailable_taxonomy(datasets: dict[str, dict[str, Any]]) -> list[str]
         spec = data["taxonomy"]
         if not isinstance(spec, dict) or not spec.get("optional"):
             continue
-        from aam.analysis.rdp import unavailable
-
         files = (spec["training_sequences"], spec["training_taxa"])
-        missing = unavailable() + [path for path in files if not Path(path).is_file()]
+        missing = rdp_unavailable() + [path for path in files if not Path(path).is_file()]
         if missing:
             data["taxonomy"] = None
             notes.append(

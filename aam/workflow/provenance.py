@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from aam.runtime.tool_versions import TOOLS
+from aam.runtime.external_tools import TOOLS
 from aam.workflow.fingerprint import PACKAGE_DIR, code_fingerprint
 
 

@@ -97,6 +97,7 @@ rule importance:
         metadata=staged("metadata.tsv"),
         split=split_of,
         taxonomy=run_taxonomy,
+        metrics=WORK / "runs/{run}/predict/metrics.json",
     output:
         table=in_report(WORK / "runs/{run}/importance/importance.tsv"),
         summary=WORK / "runs/{run}/importance/importance.json",
@@ -110,5 +111,6 @@ rule importance:
         paths=input_flags(taxonomy="taxonomy"),
     shell:
         "python -m aam importance --model {input.model:q} --table {input.table:q}"
-        " --metadata {input.metadata:q} --split {input.split:q} --threads {threads}"
+        " --metadata {input.metadata:q} --split {input.split:q} --metrics {input.metrics:q}"
+        " --threads {threads}"
         " --output-dir {params.out_dir:q} {params.options} {params.paths} > {log:q} 2>&1"

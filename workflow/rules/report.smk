@@ -1,6 +1,3 @@
-from aam.analysis.figures import IN_TARGET_UNITS
-
-
 localrules:
     profiling_report,
     overview,
@@ -18,8 +15,7 @@ SUMMARY_RUNS = [
         "run": run,
         "dataset": dataset,
         "target": DATASETS[dataset]["target"],
-        "target_unit": (unit := DATASETS[dataset]["target_unit"]),
-        "units": {metric: unit for metric in sorted(IN_TARGET_UNITS) if unit},
+        "target_unit": DATASETS[dataset]["target_unit"],
     }
     for run, dataset, _ in PLAN.scored
 ]

@@ -23,18 +23,16 @@ PARTS = {
 def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the summary.
 
-    Each run is ``{"run", "dataset", "target", "target_unit", "units", "metrics"}``
-    (``target_unit`` and ``units``, each metric's unit, may be missing), ``metrics`` being the
-    content of its metrics.json. Columns: run, dataset, target, target_unit, n, then per
-    metric (in first-seen order) ``AAM_<metric>`` and, when any run has them, the baselines'
-    (``mean_baseline_<metric>``, ``random_forest_baseline_<metric>``,
-    ``random_forest_covariates_baseline_<metric>``, ``group_mean_baseline_<metric>``), each
-    followed by its 95% interval's ``_low`` and ``_high`` (metrics.json ``intervals``) when any
-    run has one. A metric with a unit (rule summary gives the target's to
-    aam.analysis.figures.IN_TARGET_UNITS) has it in its headers: ``AAM_mae (years)`` when its
-    runs share one, ``AAM_mae (target_unit)`` when they differ (each row's target_unit column
-    says it). An undefined R^2 or AUC is null in metrics.json, and a run may
-    lack a section or an interval: such cells are ``NA``.
+    Each run is ``{"run", "dataset", "target", "target_unit", "metrics"}`` (``target_unit``
+    may be missing), ``metrics`` being the content of its metrics.json. Columns: run, dataset,
+    target, target_unit, n, then per metric (in first-seen order) ``AAM_<metric>`` and, when
+    any run has them, the baselines' (``mean_baseline_<metric>``,
+    ``random_forest_baseline_<metric>``, ``random_forest_covariates_baseline_<metric>``,
+    ``group_mean_baseline_<metric>``), each followed by its 95% interval's ``_low`` and
+    ``_high`` (metrics.json ``intervals``) when any run has one. Headers are names without
+    spaces; the metrics in the target's unit (MAE, RMSE) are in each row's ``target_unit``. An
+    undefined R^2 or AUC is null in metrics.json, and a run may lack a section or an interval:
+    such cells are ``NA``.
     """
     runs, parts_of = list(runs), list(PARTS)
     sections = [[run["metrics"].get(part) or {} for part in parts_of] for run in runs]
@@ -51,11 +49,10 @@ def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
     header, cells = ["run", "dataset", "target", "target_unit", "n"], []
     for i, metric in columns:
         name = f"{PARTS[parts_of[i]]}_{metric}"
-        unit = _unit(runs, sections, metric)
-        header.append(name + unit)
+        header.append(name)
         cells.append(lambda parts, _, i=i, m=metric: parts[i].get(m))
         if any(bound[i].get(metric) for bound in bounds):
-            header += [f"{name}_low{unit}", f"{name}_high{unit}"]
+            header += [f"{name}_low", f"{name}_high"]
             cells.append(lambda _, bound, i=i, m=metric: (bound[i].get(m) or [None, None])[0])
             cells.append(lambda _, bound, i=i, m=metric: (bound[i].get(m) or [None, None])[1])
     rows = [
@@ -70,19 +67,6 @@ def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
         for run, parts, bound in zip(runs, sections, bounds, strict=True)
     ]
     return header, rows
-
-
-def _unit(runs: Sequence[Mapping], sections: Sequence[Sequence[Mapping]], metric: str) -> str:
-    """A header's unit suffix of ``metric``: `` (<unit>)`` when its runs share a unit,
-    `` (target_unit)`` when they differ, none when none has one."""
-    units = {
-        (run.get("units") or {}).get(metric)
-        for run, parts in zip(runs, sections, strict=True)
-        if any(metric in part for part in parts)
-    }
-    if units == {None}:
-        return ""
-    return f" ({units.pop()})" if len(units) == 1 else " (target_unit)"
 
 
 def _cell(value) -> str:

@@ -1,14 +1,24 @@
-"""The external tools a command ran (MAFFT, FastTree, the RDP classifier, java) and their
-versions, collected while it runs for its provenance record (``aam.workflow.provenance``)."""
+"""The external tools the commands run (MAFFT, FastTree, the RDP classifier on java): whether
+the RDP classifier can run here (the plan asks, for an optional taxonomy), and the version of
+each tool a command ran, collected for its provenance record (``aam.workflow.provenance``)."""
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+DEBIAN_JAR = Path("/usr/share/rdp-classifier/rdp_classifier.jar")  # apt-get install rdp-classifier
 TOOLS: dict[str, str] = {}  # tool -> its version line, in the order first run
+
+
+def rdp_unavailable(jar: Path = DEBIAN_JAR) -> list[str]:
+    """What running the RDP classifier needs and this machine lacks: ``java`` on PATH, the
+    jar."""
+    missing = [] if shutil.which("java") else ["java (on PATH)"]
+    return missing + ([] if jar.is_file() else [str(jar)])
 
 
 def record_tool(name: str, version_argv: Sequence[str]) -> None:
