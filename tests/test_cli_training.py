@@ -211,6 +211,31 @@ def test_pretrain_outputs(demo, pretrained):
     assert (pretrained / "checkpoints" / "latest.pt").is_file()
 
 
+def test_training_writes_tensorboard_events_of_every_epoch(pretrained, micro, tmp_path):
+    """OUTPUT_DIR/events: each history column of each epoch as a TensorBoard scalar, read back
+    with TensorBoard's own event reader; a fresh run first removes an earlier run's events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from aam.training.events import tag
+
+    events = EventAccumulator(str(pretrained / "events"))
+    events.Reload()
+    history = read_history(pretrained / "history.tsv")
+    assert {"train/loss", "val/loss", "val/unifrac_r", "run/lr", "run/samples_per_s"} <= set(
+        events.Tags()["scalars"]
+    )
+    for column in ("train_loss", "val_unifrac_r", "lr"):
+        scalars = events.Scalars(tag(column))
+        assert [s.step for s in scalars] == list(history["epoch"])
+        assert np.allclose([s.value for s in scalars], history[column], rtol=1e-5), column
+    out = tmp_path / "run"
+    (out / "events").mkdir(parents=True)
+    (out / "events/events.out.tfevents.old").write_text("an earlier run's")
+    assert micro_train(*micro, out, "--epochs", "2") == 0
+    written = list((out / "events").iterdir())
+    assert len(written) == 1 and written[0].name != "events.out.tfevents.old"
+
+
 @pytest.mark.slow
 def test_pretrain_rerun_after_finishing_does_not_retrain(demo, pretrained, caplog):
     before = torch.load(pretrained / "encoder.pt", weights_only=True)["model"]

@@ -48,6 +48,7 @@ from aam.training.distributed import (
     init_distributed,
     pair_group,
 )
+from aam.training.events import EVENTS_DIR
 from aam.training.fsdp import shard_model
 from aam.training.inference import encode_table_asvs
 from aam.training.metrics import baseline_metrics, write_history
@@ -360,6 +361,7 @@ def run_training(
         resume_config,
         progress=show_progress(opts.runtime),
         stale_checkpoints=opts.runtime.stale_checkpoints,
+        events_dir=opts.paths.output_dir / EVENTS_DIR,
     )
     try:
         result = trainer.fit()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from aam.training.device import peak_memory_mb
 from aam.training.distributed import DistContext, gradient_sync
 from aam.training.ema import WeightAverage
 from aam.training.evaluation import PairTruth, evaluate
+from aam.training.events import EpochEvents
 from aam.training.fsdp import is_sharded, model_state
 from aam.training.memory import release_free_memory
 from aam.training.objective import Objective
@@ -109,6 +111,7 @@ class Trainer:
         resume_config: dict[str, Any],
         progress: bool = False,
         stale_checkpoints: str = "refuse",
+        events_dir: Path | None = None,
     ) -> None:
         cfg = replace(
             cfg, best_metric=best_metric_of(cfg.best_metric, validation_metrics(objective))
@@ -179,6 +182,7 @@ class Trainer:
         )
         self.stepped = False  # whether this process has trained on a batch yet
         self.busy = DeviceBusy(device)
+        self.events_dir = events_dir if ctx.is_main else None
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """The global batches of ``epoch`` (study positions), the same on every rank: each
@@ -208,7 +212,9 @@ class Trainer:
         """Train to the end (or early stop), resuming from ``latest.pt`` when it exists."""
         state, cfg = self.state, self.cfg
         self.checkpointer.resume()
-        with PreemptionFlag() as flag:
+        fresh = state.epoch == 0 and state.batch == 0
+        events = EpochEvents(self.events_dir, fresh)
+        with PreemptionFlag() as flag, closing(events):
             while state.epoch < cfg.epochs and not self._stop_early():
                 started, samples = time.perf_counter(), 0
                 state.start_epoch()
@@ -240,6 +246,7 @@ class Trainer:
                             raise Preempted(f"{signal_name}: saved {latest}; rerun to resume")
                 row = self._validate(samples, time.perf_counter() - started)
                 self.checkpointer.end_epoch(row)
+                events.write(row)
         return self._result()
 
     def _bar(self, batches: list[np.ndarray]) -> tqdm:
