@@ -44,10 +44,13 @@ def run_each(
     return list(pool.executor.map(task, items))
 
 
+RANK_CPUS = "AAM_RANK_CPUS"  # set once a rank is bound to its own CPUs (aam.runtime.affinity)
+
+
 def cpu_share() -> int:
     """This process's share of ``available_cpus()``: torchrun's ranks on the node
-    (LOCAL_WORLD_SIZE) share them."""
-    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    (LOCAL_WORLD_SIZE) share them, unless each rank was bound to its own (RANK_CPUS)."""
+    ranks = 1 if os.environ.get(RANK_CPUS) else int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     return max(1, available_cpus() // max(1, ranks))
 
 

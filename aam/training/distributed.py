@@ -15,6 +15,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from aam.runtime.affinity import bind, cpulist, gpu_locality, rank_cpus
+from aam.runtime.threads import RANK_CPUS
+
 
 @dataclass(frozen=True)
 class DistContext:
@@ -43,6 +46,39 @@ def init_distributed(device_type: str) -> DistContext:
     return DistContext(
         rank=dist.get_rank(), world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", "0"))
     )
+
+
+def bind_rank_cpus(on_gpu: bool) -> str | None:
+    """Under torchrun with several ranks on the node: bind this rank to its own CPUs (near its
+    GPU where sysfs says which, ``aam.runtime.affinity``), before any thread pool is sized;
+    the line to log (its GPU, CPUs, NUMA node). None for a lone process."""
+    local, world = (
+        int(os.environ.get("LOCAL_RANK", "0")),
+        int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+    )
+    if world < 2 or not hasattr(os, "sched_getaffinity"):
+        return None
+    gpu, node, near = "none (CPU)", None, [None] * world
+    if on_gpu and torch.cuda.device_count() >= world:
+        places = [_pci_address(torch.cuda.get_device_properties(r)) for r in range(world)]
+        localities = [gpu_locality(place) if place else None for place in places]
+        near = [where.cpus if where else None for where in localities]
+        node = localities[local].numa_node if localities[local] else None
+        gpu = f"{torch.cuda.get_device_name(local)} ({places[local] or 'PCI address unknown'})"
+    cpus = rank_cpus(local, world, sorted(os.sched_getaffinity(0)), near)
+    bind(cpus)
+    os.environ[RANK_CPUS] = cpulist(cpus)
+    return f"local rank {local} of {world}: GPU {gpu}, CPUs {cpulist(cpus)}, NUMA node {node}"
+
+
+def _pci_address(properties: object) -> str | None:
+    """The PCI address sysfs names a GPU by, from torch's device properties (None where this
+    torch does not give it)."""
+    parts = [getattr(properties, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
+    if any(part is None for part in parts):
+        return None
+    domain, bus, device = parts
+    return f"{domain:04x}:{bus:02x}:{device:02x}.0"
 
 
 def gather(local: torch.Tensor, ctx: DistContext) -> torch.Tensor:

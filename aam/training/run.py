@@ -44,6 +44,7 @@ from aam.training.device import (
 )
 from aam.training.distributed import (
     DistContext,
+    bind_rank_cpus,
     broadcast_from_main,
     init_distributed,
     pair_group,
@@ -227,11 +228,14 @@ def setup_run(runtime: RuntimeConfig) -> tuple[torch.device, DistContext]:
     """Threads, device and (under torchrun) the process group; under the workflow, a watch that
     stops this process when the workflow is gone (``aam.training.orphan``)."""
     stop_with_workflow()
-    if runtime.threads:
-        torch.set_num_threads(usable_threads(runtime.threads))
     on_gpu = runtime.device.startswith("cuda") or (
         runtime.device == "auto" and torch.cuda.is_available()
     )
+    bound = bind_rank_cpus(on_gpu)  # each rank its own CPUs, before threads are sized
+    if bound:
+        log.info("%s", bound)
+    if runtime.threads:
+        torch.set_num_threads(usable_threads(runtime.threads))
     ctx = init_distributed("cuda" if on_gpu else "cpu")
     device = resolve_device(runtime.device, ctx.local_rank)
     if device.type == "cuda":
