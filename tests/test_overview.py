@@ -288,6 +288,10 @@ def test_the_landing_page_shows_figures_provenance_config_and_every_file_linked(
         "data:image/png;base64," + base64.b64encode(png).decode(),  # the dataset's PCoA
     ]
     assert "runs/tiny/importance/importance.pdf" in hrefs and "pretraining history" not in page
+    # each inline figure is a link to its file (click to see it at full size, offline), as
+    # wide as the page allows
+    assert "<a href='runs/tiny/predict/predicted_vs_true.png'><img src='data:image/png" in page
+    assert "figure img{max-width:100%" in page and "width:47%" not in page
     files = {p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()} - {
         "overview.html"
     }

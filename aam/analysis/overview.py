@@ -308,8 +308,8 @@ STYLE = (
     ".ci{color:#666;font-size:.9em}.verdict{font-weight:bold}.note{color:#555;font-size:.9em}"
     ".warn{color:#a33;font-size:.9em}"
     "small{font-weight:normal;color:#555}td.l,th.l{text-align:left}"
-    "figure{display:inline-block;width:47%;margin:.5em;vertical-align:top}"
-    "figure img{width:100%;border:1px solid #ddd}figcaption{font-size:.9em;color:#444}"
+    "figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}"
+    "figcaption{font-size:.9em;color:#444}"
     "pre{background:#f6f6f6;padding:.6em;overflow-x:auto}"
 )
 
@@ -329,11 +329,18 @@ class Page:
 
 
 def figures_html(figures: Sequence[Figure]) -> str:
-    """The figures inline (a link to each file; PDF: the link only)."""
+    """The figures inline, each as wide as the page allows (a wide figure of several panels
+    stays readable) and a link to its file: click it to see it at full size, offline (PDF: the
+    link only)."""
     out = []
     for fig in figures:
-        link = f"<a href='{html.escape(fig.path)}'>{html.escape(fig.path)}</a>"
-        image = f"<img src='{fig.data_uri}' alt='{html.escape(fig.title)}'>" if fig.data_uri else ""
+        href = html.escape(fig.path)
+        link = f"<a href='{href}'>{href}</a>"
+        image = (
+            f"<a href='{href}'><img src='{fig.data_uri}' alt='{html.escape(fig.title)}'></a>"
+            if fig.data_uri
+            else ""
+        )
         out.append(
             f"<figure>{image}<figcaption>{html.escape(fig.title)}: {link}</figcaption></figure>"
         )
