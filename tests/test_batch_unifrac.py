@@ -47,14 +47,8 @@ from aam.unifrac.batch import (
 from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.batch_spread import proportions_below
 from aam.unifrac.engines import compute_unifrac
-from aam.unifrac.metrics import (
-    METRICS,
-    SUM_FOR_METRIC,
-    mirror_upper,
-    row_distances,
-    sample_totals,
-    upper_distances,
-)
+from aam.unifrac.metrics import mirror_upper, row_distances, sample_totals, upper_distances
+from aam.unifrac.pair_sums import METRICS, SUM_FOR_METRIC
 from aam.unifrac.tree import load_tree, tree_arrays
 
 sys.path.insert(0, str(Path(__file__).parent))

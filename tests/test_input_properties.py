@@ -27,7 +27,7 @@ from aam.data.table import load_counts, load_table
 from aam.errors import InputError
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.io import read_distance_matrix, write_distance_matrix
-from aam.unifrac.metrics import METRICS
+from aam.unifrac.pair_sums import METRICS
 from aam.unifrac.tree import load_tree
 
 # A warning would print extra stderr lines next to the one-line error: make it a failure.

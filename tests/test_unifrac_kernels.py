@@ -15,7 +15,8 @@ from aam.unifrac import cpu_kernel
 from aam.unifrac.abundance import NodeAbundance, node_abundance
 from aam.unifrac.cpu_kernel import TILE, block_pair_sums, pair_sums_cpu
 from aam.unifrac.cpu_kernel import _progress as progress_bar
-from aam.unifrac.metrics import METRICS, distance_matrix
+from aam.unifrac.metrics import distance_matrix
+from aam.unifrac.pair_sums import METRICS
 from aam.unifrac.torch_kernel import pair_sums_torch
 from aam.unifrac.tree import tree_arrays
 

@@ -30,7 +30,7 @@ from aam.errors import InputError
 from aam.unifrac import cpu_kernel, metrics
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.io import read_distance_matrix
-from aam.unifrac.metrics import METRICS
+from aam.unifrac.pair_sums import METRICS
 from aam.unifrac.shard_plan import shard_bounds, shard_rows
 from aam.unifrac.shards import ShardSpec, compute_shard, gather, write_shard
 from aam.unifrac.tree import load_tree

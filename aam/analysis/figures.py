@@ -8,6 +8,14 @@ from __future__ import annotations
 import argparse
 
 IN_TARGET_UNITS = frozenset({"mae", "rmse"})  # metrics measured in the target's unit
+METRIC_NAMES = {  # metrics.json's key -> a reader's name
+    "mae": "MAE",
+    "rmse": "RMSE",
+    "r2": "R²",
+    "accuracy": "accuracy",
+    "f1": "F1",
+    "auc": "AUC",
+}
 
 
 def target_label(target: str, unit: str | None = None) -> str:
@@ -17,10 +25,6 @@ def target_label(target: str, unit: str | None = None) -> str:
 
 def metric_label(metric: str, target: str, unit: str | None = None) -> str:
     """A metric of the target: ``MAE of age (years)``; R², accuracy, F1 and AUC have no unit."""
-    # here, not at the top: the commands that never name a metric (predict, pcoa) do not
-    # depend on the front page's module (their code fingerprints, aam.workflow.provenance)
-    from aam.analysis.overview import METRIC_NAMES
-
     name = METRIC_NAMES.get(metric, metric)
     return f"{name} of {target_label(target, unit if metric in IN_TARGET_UNITS else None)}"
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aam.analysis.figures import IN_TARGET_UNITS
+from aam.analysis.figures import IN_TARGET_UNITS, METRIC_NAMES
 from aam.analysis.predictions import MICROBIOME, inputs_text, model_label
 from aam.analysis.workdir_index import Figure, StageRecord
 from aam.training.config import LOWER_IS_BETTER
@@ -42,14 +42,6 @@ OUTPUT_FOLDERS = {
     "profiling": "kernel profile and report.html (target profiling_report)",
     "logs": "each job's log",
     "benchmarks": "each job's wall time and memory",
-}
-METRIC_NAMES = {
-    "mae": "MAE",
-    "rmse": "RMSE",
-    "r2": "R²",
-    "accuracy": "accuracy",
-    "f1": "F1",
-    "auc": "AUC",
 }
 # The forests, in the order the headline verdict looks for one reading what AAM reads.
 FORESTS = ("random_forest_covariates_baseline", "random_forest_baseline")

@@ -7,9 +7,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from aam.analysis.figures import add_label_arguments
+from aam.analysis.figures import METRIC_NAMES, add_label_arguments
 from aam.analysis.learning_curve import curve_figure, curve_table, headline_metric, per_doubling
-from aam.analysis.overview import METRIC_NAMES
 from aam.analysis.predictions import model_label
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.runtime.atomic import atomic_output, check_output_path

@@ -21,7 +21,7 @@ from aam.unifrac.io import (
     check_distance_output,
     write_distance_matrix,
 )
-from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
+from aam.unifrac.pair_sums import DEFAULT_ALPHA, DTYPES, METRICS
 from aam.unifrac.tree import load_tree
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from aam.data.outputs import check_output_file
 from aam.data.table import load_counts
 from aam.options import StoreOnce, checked
 from aam.unifrac.io import HDF5_SUFFIXES
-from aam.unifrac.metrics import DEFAULT_ALPHA, DTYPES, METRICS
+from aam.unifrac.pair_sums import DEFAULT_ALPHA, DTYPES, METRICS
 from aam.unifrac.shards import ShardSpec, compute_shard, file_sha256, write_shard
 from aam.unifrac.tree import load_tree
 

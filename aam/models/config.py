@@ -131,10 +131,6 @@ class ModelConfig:
                 )
 
     @property
-    def head_dim(self) -> int:
-        return self.embedding_dim // self.attention_heads
-
-    @property
     def max_positions(self) -> int:
         """Nucleotide positions per ASV including the START token."""
         return self.max_bp + 1

@@ -30,13 +30,6 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
-def platform_name() -> str:
-    """``rocm``, ``cuda`` or ``cpu``: which build of torch this is and what it can reach."""
-    if torch.version.hip:
-        return "rocm"
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
     """bf16 autocast when asked (``auto``: on GPUs that support it); fp32 otherwise."""
     use_bf16 = precision == "bf16" or (

@@ -26,7 +26,7 @@ from aam.errors import InputError
 from aam.training.distances import MatrixDistances, PairDistances, TreeDistances
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
-from aam.unifrac.metrics import DTYPES
+from aam.unifrac.pair_sums import DTYPES
 from aam.unifrac.tree import load_tree
 
 if TYPE_CHECKING:

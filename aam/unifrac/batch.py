@@ -37,13 +37,8 @@ from aam.unifrac.abundance import (
     match_tips,
 )
 from aam.unifrac.engines import checked_tree_arrays
-from aam.unifrac.metrics import (
-    SUM_FOR_METRIC,
-    PairSums,
-    packed_size,
-    row_distances,
-    sample_totals,
-)
+from aam.unifrac.metrics import row_distances, sample_totals
+from aam.unifrac.pair_sums import SUM_FOR_METRIC, PairSums, packed_size
 from aam.unifrac.tree import TreeArrays
 
 # A node's row of the pair sums against the spread of one read per sample to it: at 1.0 the 16

@@ -29,7 +29,7 @@ import torch
 
 from aam.errors import InputError
 from aam.unifrac.batch import BatchUniFrac
-from aam.unifrac.metrics import packed_size
+from aam.unifrac.pair_sums import packed_size
 from aam.unifrac.torch_kernel import generalized_chunk, generalized_solo
 
 CHUNK_ELEMENTS = 1 << 25  # dense node x sample elements per chunk (256 MB in float64)

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from aam.runtime.threads import ThreadPool, run_each, usable_threads
-from aam.unifrac.metrics import PairSums, packed_size
+from aam.unifrac.pair_sums import PairSums, packed_size
 
 TILE = 128
 DENSE_RUN = 12  # a node's run of tile-J samples at least this long takes the dense path

@@ -16,7 +16,7 @@ from numba import types
 from numba.extending import overload
 
 from aam.unifrac.cpu_kernel import row_start
-from aam.unifrac.metrics import METRICS
+from aam.unifrac.pair_sums import METRICS
 
 CODES = {name: code for code, name in enumerate(METRICS)}  # what the compiled loops take
 _UNWEIGHTED = CODES["unweighted"]

@@ -14,7 +14,8 @@ from aam.data.table import Counts, check_counts, counts_of
 from aam.errors import InputError
 from aam.runtime.threads import usable_threads
 from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
-from aam.unifrac.metrics import DEFAULT_ALPHA, METRICS, SUM_FOR_METRIC, distance_matrix
+from aam.unifrac.metrics import distance_matrix
+from aam.unifrac.pair_sums import DEFAULT_ALPHA, METRICS, SUM_FOR_METRIC
 from aam.unifrac.tree import TreeArrays, as_tree_arrays, to_skbio
 
 if TYPE_CHECKING:

@@ -8,52 +8,14 @@ percent of node x sample-pair combinations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import scipy.sparse as sp
 
 from aam.runtime.threads import ThreadPool, run_each
 from aam.unifrac.abundance import NodeAbundance
+from aam.unifrac.pair_sums import METRICS, SUM_FOR_METRIC, PairSums
 
 _CHUNK = 1 << 16  # elements of a block of rows: the grain of the row work threads share
-
-METRICS = ("unweighted", "weighted_normalized", "weighted_unnormalized", "generalized")
-DEFAULT_ALPHA = 0.5  # generalized UniFrac's alpha unless one is given
-DTYPES = {"float64": np.float64, "float32": np.float32}  # the kernels' precisions, by name
-
-# Which pair sum each metric needs.
-SUM_FOR_METRIC = {
-    "unweighted": "shared_length",
-    "weighted_normalized": "shared_min",
-    "weighted_unnormalized": "shared_min",
-    "generalized": "generalized",
-}
-
-
-@dataclass
-class PairSums:
-    """N x N sums over nodes present in both samples of a pair (None if not asked).
-
-    Kernels fill the upper triangle (``j > i``); the rest of each array is unspecified. A
-    batch's sums are that triangle packed row by row instead (1-D arrays of ``packed_size``,
-    ``cpu_kernel.batch_pair_sums``), read by ``row_distances``.
-
-    shared_length[i, j] = sum_v L_v
-    shared_min[i, j]    = sum_v L_v min(p_vi, p_vj)
-    gen_num[i, j]       = sum_v L_v ((p_vi + p_vj)^(a-1) |p_vi - p_vj| - p_vi^a - p_vj^a)
-    gen_den[i, j]       = sum_v L_v ((p_vi + p_vj)^a - p_vi^a - p_vj^a)
-    """
-
-    shared_length: np.ndarray | None = None
-    shared_min: np.ndarray | None = None
-    gen_num: np.ndarray | None = None
-    gen_den: np.ndarray | None = None
-
-
-def packed_size(n: int) -> int:
-    """Entries of n samples' strict upper triangle of pairs, packed (``PairSums``)."""
-    return n * (n - 1) // 2
 
 
 def distance_matrix(

@@ -26,7 +26,8 @@ from aam.unifrac.abundance import node_abundance
 from aam.unifrac.cpu_kernel import block_pair_sums
 from aam.unifrac.engines import checked_tree_arrays
 from aam.unifrac.io import hdf5_bytes
-from aam.unifrac.metrics import DEFAULT_ALPHA, SUM_FOR_METRIC, sample_totals, upper_distances
+from aam.unifrac.metrics import sample_totals, upper_distances
+from aam.unifrac.pair_sums import DEFAULT_ALPHA, SUM_FOR_METRIC
 from aam.unifrac.shard_plan import check_shard_count, shard_bounds, shard_rows
 from aam.unifrac.tree import TreeArrays
 

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import torch
 from tqdm import tqdm
 
-from aam.unifrac.metrics import PairSums
+from aam.unifrac.pair_sums import PairSums
 
 SLAB_ELEMENTS = 1 << 24  # elements in one generalized-UniFrac intermediate
 
