@@ -27,10 +27,9 @@ rule predict:
 
 
 # A run and its ensemble members (runs <run>_e<k>): one `aam predict` of all their models.
-rule ensemble:
-    """The ensemble's test-split predictions (the mean of its members'), scored like predict."""
+use rule predict as ensemble with:
     input:
-        models=lambda wc: [
+        model=lambda wc: [
             WORK / f"runs/{run}/finetune/model.pt" for run in PLAN.ensembles[wc.run]
         ],
         table=run_table("finetune"),
@@ -44,16 +43,6 @@ rule ensemble:
         provenance=WORK / "runs/{run}/ensemble/provenance.json",
     log:
         WORK / "logs/ensemble/{run}.log",
-    threads: config["threads"]
-    params:
-        out_dir=out_dir,
-        options=FLAGS.predict,
-    shell:
-        "python -m aam --provenance {output.provenance:q} predict --model {input.models:q}"
-        " --table {input.table:q} --metadata {input.metadata:q} --split {input.split:q}"
-        " --baselines {input.baselines:q}"
-        " --subset test --threads {threads} --output-dir {params.out_dir:q} {params.options}"
-        " > {log:q} 2>&1"
 
 
 # Metrics beside the baselines where the other dataset's target is known; domain_shift.json:
