@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from injection import INJECTION, WritePoints, published, temporaries
+from qiime2_artifacts import demo_artifacts
 from test_cli_training import TINY, aam, error_line
 from test_disk_full import DEMO, demo_subset
 
@@ -49,6 +50,10 @@ def study(tmp_path_factory) -> dict[str, Path]:
     predict = [*model, "--metadata", paths["metadata"], "--threads", "1"]
     assert aam("predict", *predict, "--output-dir", root / "predict") == 0
     paths["metrics"] = root / "predict" / "metrics.json"
+    pretraining = ["--table", paths["table"], "--split", paths["split"], "--tree", paths["tree"]]
+    assert aam("pretrain", *pretraining, *TINY, "--output-dir", root / "pretrain") == 0
+    paths["encoder"] = root / "pretrain" / "encoder.pt"
+    paths |= {f"q2_{kind}": path for kind, path in demo_artifacts(root / "q2").items()}
     return paths
 
 
@@ -75,6 +80,16 @@ CASES: dict[str, Argv] = {
     "stage": lambda s, out: [
         *("stage", "--output-dir", out, "--tree", f"tree.nwk={s['tree']}"),
         *("--file", f"table.biom={s['table']}", "--file", f"metadata.tsv={s['metadata']}"),
+    ],
+    "stage-qiime2": lambda s, out: [
+        *("stage", "--output-dir", out, "--table", f"table.biom={s['q2_table']}"),
+        *("--tree", f"tree.nwk={s['q2_tree']}", "--sequences", s["q2_sequences"]),
+        *("--taxonomy", f"taxonomy.tsv={s['q2_taxonomy']}"),
+    ],
+    "embedding-forest": lambda s, out: [
+        *("embedding-forest", "--encoder", s["encoder"], "--table", s["table"]),
+        *("--metadata", s["metadata"], "--target-column", "age", "--split", s["split"]),
+        *("--trees", "10", "--output", out / "forests.tsv"),
     ],
     "rarefy": lambda s, out: [
         *("rarefy", "--table", s["table"], "--rarefy-depth", "500", "--seed", "1"),
@@ -165,7 +180,7 @@ def test_a_write_error_at_any_point_keeps_the_previous_outputs(
         shutil.copytree(previous[case], work)
         before = published(work)
         rc = run_counted(monkeypatch, command(case, study, work), WritePoints(fault, at))
-        line = error_line(capsys, case)
+        line = error_line(capsys, CASES[case](study, work)[0])
         assert rc == 2, (at, line)
         failed = work / targets[at - 1].relative_to(tmp_path / "count")
         assert str(failed) in line, (at, line)
