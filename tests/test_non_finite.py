@@ -33,6 +33,7 @@ from aam.commands import (
 from aam.profiling import probe
 from aam.training import losses, trainer
 from aam.training import run as training_run
+from aam.training.events import EVENTS_DIR
 from aam.training.trainer import TrainResult
 from aam.validation import golden
 from aam.workflow.provenance import write_provenance
@@ -48,7 +49,12 @@ def strict_json(path: Path):
 
 
 def files(directory: Path) -> dict[Path, bytes]:
-    return {p: p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+    """Every file's bytes but the TensorBoard events (a log: each attempt appends its own)."""
+    return {
+        p: p.read_bytes()
+        for p in directory.rglob("*")
+        if p.is_file() and EVENTS_DIR not in p.relative_to(directory).parts
+    }
 
 
 @pytest.fixture
@@ -131,6 +137,7 @@ def test_divergence_after_a_resume_keeps_the_last_good_files(micro, tmp_path, ca
     line = diverged(train(*micro, out, "--epochs", "2"), capsys, "finetune")
     assert "target_loss is nan at epoch 2, step" in line, line
     assert files(out) == before  # latest.pt, best.pt untouched; no temporaries
+    assert len(list((out / EVENTS_DIR).iterdir())) == 2  # each attempt its own event log
 
 
 def test_non_finite_gradient_norm_exits_3(micro, tmp_path, capsys, monkeypatch):

@@ -212,42 +212,56 @@ class Trainer:
         """Train to the end (or early stop), resuming from ``latest.pt`` when it exists."""
         state, cfg = self.state, self.cfg
         self.checkpointer.resume()
-        fresh = state.epoch == 0 and state.batch == 0
-        events = EpochEvents(self.events_dir, fresh)
+        events = EpochEvents(self.events_dir, fresh=state.epoch == 0 and state.batch == 0)
         with PreemptionFlag() as flag, closing(events):
             while state.epoch < cfg.epochs and not self._stop_early():
-                started, samples = time.perf_counter(), 0
-                state.start_epoch()
-                batches = self._epoch_batches(state.epoch)
-                self.model.train()
-                todo = range(state.batch, len(batches))
-                calls = [(batches[b], state.epoch, b) for b in todo]
-                with Prefetch(self._make_batch, calls) as ahead, self._bar(batches) as bar:
-                    for b, batch in zip(todo, ahead, strict=True):
-                        at_step = (b + 1) % cfg.grad_accum == 0 or b + 1 == len(batches)
-                        generator, where = self._seed(state.epoch, b), self._where(state)
-                        with self.busy.step():
-                            with gradient_sync(self.model, at_step):  # DDP: at the last batch
-                                batch = batch.to(self.device)
-                                loss, terms = self.step.loss(batch, generator, where)
-                                (loss / cfg.grad_accum).backward()
-                            if at_step:
-                                self.step.update(where)  # clip, AdamW, learning-rate schedule
-                                state.step += 1
-                                if self.ema:
-                                    self.ema.update()
-                        self._first_step_done(b)
-                        samples += len(batches[b])
-                        state.add(terms, len(batches[b]))
-                        bar.update(1)
-                        if at_step and self.checkpointer.step_done(flag.requested):
-                            signal_name = flag.signal_name or "a signal to another rank"
-                            latest = self.checkpointer.latest
-                            raise Preempted(f"{signal_name}: saved {latest}; rerun to resume")
-                row = self._validate(samples, time.perf_counter() - started)
+                row = self._epoch(flag)
                 self.checkpointer.end_epoch(row)
                 events.write(row)
         return self._result()
+
+    def _epoch(self, flag: PreemptionFlag) -> dict:
+        """One epoch from where the state stands (a resumed one from its next batch), its
+        batches made ahead in a thread; its history row. A signal (``flag``) stops it at the
+        next checkpoint: Preempted."""
+        state, cfg = self.state, self.cfg
+        started, samples = time.perf_counter(), 0
+        state.start_epoch()
+        batches = self._epoch_batches(state.epoch)
+        self.model.train()
+        todo = range(state.batch, len(batches))
+        calls = [(batches[b], state.epoch, b) for b in todo]
+        with Prefetch(self._make_batch, calls) as ahead, self._bar(batches) as bar:
+            for b, batch in zip(todo, ahead, strict=True):
+                at_step = (b + 1) % cfg.grad_accum == 0 or b + 1 == len(batches)
+                terms = self._train_batch(batch, b, at_step)
+                self._first_step_done(b)
+                samples += len(batches[b])
+                state.add(terms, len(batches[b]))
+                bar.update(1)
+                if at_step and self.checkpointer.step_done(flag.requested):
+                    signal_name = flag.signal_name or "a signal to another rank"
+                    latest = self.checkpointer.latest
+                    raise Preempted(f"{signal_name}: saved {latest}; rerun to resume")
+        return self._validate(samples, time.perf_counter() - started)
+
+    def _train_batch(self, batch: Batch, b: int, at_step: bool) -> dict:
+        """Forward and backward of batch ``b`` (gradients accumulate over a step's batches); at
+        a step's last batch (``at_step``) the update (clip, AdamW, learning-rate schedule) and
+        the weight average. The batch's loss terms."""
+        state = self.state
+        generator, where = self._seed(state.epoch, b), self._where(state)
+        with self.busy.step():
+            with gradient_sync(self.model, at_step):  # DDP: at the last batch
+                batch = batch.to(self.device)
+                loss, terms = self.step.loss(batch, generator, where)
+                (loss / self.cfg.grad_accum).backward()
+            if at_step:
+                self.step.update(where)
+                state.step += 1
+                if self.ema:
+                    self.ema.update()
+        return terms
 
     def _bar(self, batches: list[np.ndarray]) -> tqdm:
         desc = f"epoch {self.state.epoch + 1}/{self.cfg.epochs}"
