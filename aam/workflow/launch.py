@@ -144,6 +144,20 @@ def partition_of(*resources: Mapping[str, object]) -> str:
     return ""
 
 
+def check_pretrain_partition(
+    layout: Layout,
+    executor: str,
+    overwrite: Mapping[str, Mapping[str, object]],
+    default: Mapping[str, object] | None,
+) -> None:
+    """Before the first SLURM job (the executor is known only once the workflow runs): a
+    multi-node pretraining's partition (its set-resources, else the default-resources) has
+    its nodes; ValueError (one line) if not."""
+    if layout.multi_node and executor == "slurm":
+        partition = partition_of(overwrite.get("pretrain", {}), default or {})
+        check_partition_nodes("pretrain", layout.nodes, partition)
+
+
 def check_partition_nodes(stage: str, nodes: int, partition: str) -> None:
     """ValueError (one line) if the SLURM partition has fewer than `nodes` nodes; nothing when
     `sinfo` is not here or does not answer (sbatch then has the last word)."""

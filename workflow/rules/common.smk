@@ -149,3 +149,17 @@ def metrics_of(runs):
 def run_taxonomy(wildcards):
     """Input function: the taxonomy.tsv of a run's dataset, if it has one."""
     return PLAN.taxonomy_file(RUNS[wildcards.run]["dataset"])
+
+
+# Names hold no "/" (config schema), so a dataset's files never match a fold's, a learning-curve
+# point's or a new-study point's (baselines/{dataset}.tsv against baselines/<dataset>/<part>.tsv).
+wildcard_constraints:
+    dataset="[^/]+",
+    run="[^/]+",
+    folds=r"\d+",
+    seed=r"-?\d+",
+    fold=r"\d+",
+    shard=r"\d+",
+    fraction=r"[0-9.e-]+",
+    size=r"\d+",
+    part=r"cv/\d+x-?\d+/fold\d+|lc/-?\d+/[0-9.e-]+|new_study/\d+/\d+",
