@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 from checkout import copy_checkout
+from errors import failure_lines
 from slurm_cluster import NODES
 from slurm_runs import SiteRun, jobs_by_rule
 
@@ -65,7 +66,7 @@ def _local_encoder(run: SiteRun, output: str, out: Path, launcher: list[str]) ->
     local = subprocess.run(
         [sys.executable, *launcher, *words], capture_output=True, text=True, env=env, timeout=300
     )
-    assert local.returncode == 0, local.stderr[-3000:]
+    assert local.returncode == 0, failure_lines(local.stderr)
     return torch.load(out / "encoder.pt", weights_only=False)["model"]
 
 
