@@ -103,7 +103,7 @@ def test_predicted_vs_true_names_the_unit_dataset_and_run(drawn, tmp_path):
     texts = _texts(fig)
     assert saved == path and fig._suptitle.get_text().startswith("demo, run tiny: ")
     assert "true age (years)" in texts and "predicted age (years)" in texts
-    assert "AAM: n=30, MAE 1.00 years" in texts
+    assert "AAM\nn=30, MAE 1.00 years" in texts
     assert not any("/" in t or "predicted_vs_true" in t for t in texts)  # never a file
     prediction_plots.plot_predictions(path, models, truth, target)  # no unit: the name alone
     assert "true age" in _texts(drawn[-1][0])

@@ -29,5 +29,5 @@ def test_demo_dag_from_qiime2_artifacts(tmp_path):
     demo = biom.load_table(str(DEMO / "table.biom"))
     assert list(staged.ids("observation")) == list(demo.ids("observation"))
     assert (staged.matrix_data != demo.matrix_data).nnz == 0
-    importance = pd.read_csv(next(work.glob("runs/*/importance/*.tsv")), sep="\t")
+    importance = pd.read_csv(next(work.glob("runs/*/importance/*.tsv")), sep="\t", comment="#")
     assert importance.astype(str).apply(lambda c: c.str.contains("Genus")).any().any()

@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.logging import logger
 
 REPO = Path(workflow.basedir).parent
 sys.path.insert(0, str(REPO))
@@ -24,8 +23,6 @@ try:
 except PlanError as err:
     raise WorkflowError(str(err)) from None
 config.update(PLAN.config)
-for _note in PLAN.notes:  # what the plan left out (an optional taxonomy): one line each
-    logger.warning(_note)
 
 WORK, IMAGE, RUNS, DATASETS = PLAN.work, PLAN.image, PLAN.runs, PLAN.datasets
 # options=FLAGS.<rule> (config values), paths=input_flags(...) (files): aam/workflow/flags.py
@@ -149,17 +146,3 @@ def metrics_of(runs):
 def run_taxonomy(wildcards):
     """Input function: the taxonomy.tsv of a run's dataset, if it has one."""
     return PLAN.taxonomy_file(RUNS[wildcards.run]["dataset"])
-
-
-# Names hold no "/" (config schema), so a dataset's files never match a fold's, a learning-curve
-# point's or a new-study point's (baselines/{dataset}.tsv against baselines/<dataset>/<part>.tsv).
-wildcard_constraints:
-    dataset="[^/]+",
-    run="[^/]+",
-    folds=r"\d+",
-    seed=r"-?\d+",
-    fold=r"\d+",
-    shard=r"\d+",
-    fraction=r"[0-9.e-]+",
-    size=r"\d+",
-    part=r"cv/\d+x-?\d+/fold\d+|lc/-?\d+/[0-9.e-]+|new_study/\d+/\d+",
