@@ -14,7 +14,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 import aam.training.trainer as trainer_module
 from aam.models import SequenceEncoder
 from aam.training.batches import TrainBatches
-from aam.training.config import TrainConfig
+from aam.training.config import StudyOptions, TrainConfig
 from aam.training.distributed import DistContext
 from aam.training.objective import Objective
 from aam.training.study import load_study
@@ -28,7 +28,7 @@ def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
         study_dir / "table.biom",
         max_bp=100,
         unifrac_path=study_dir / "unifrac.h5",
-        val_fraction=0.0,
+        reading=StudyOptions(val_fraction=0.0),
     )
     torch.manual_seed(0)
     model = SequenceEncoder(tiny_model())

@@ -9,7 +9,7 @@ from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder
 from aam.training.batches import TrainBatches
-from aam.training.config import TrainConfig
+from aam.training.config import StudyOptions, TrainConfig
 from aam.training.distributed import DistContext, rank_slice
 from aam.training.objective import Objective
 from aam.training.step import step_loss
@@ -26,7 +26,7 @@ def step(study_dir: Path, ctx: DistContext) -> tuple[float, dict[str, torch.Tens
         study_dir / "table.biom",
         max_bp=100,
         unifrac_path=study_dir / "unifrac.h5",
-        val_fraction=0.0,
+        reading=StudyOptions(val_fraction=0.0),
     )
     torch.manual_seed(0)
     model = SequenceEncoder(MODEL)

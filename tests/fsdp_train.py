@@ -17,7 +17,7 @@ from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder, SequencePredictor
 from aam.training.batches import TrainBatches
-from aam.training.config import TrainConfig
+from aam.training.config import StudyOptions, TrainConfig
 from aam.training.distributed import DistContext, init_distributed
 from aam.training.evaluation import evaluate
 from aam.training.fsdp import model_state, optimizer_state, shard_model
@@ -47,8 +47,7 @@ def train(study_dir: Path, ctx: DistContext, stage: str) -> dict:
         unifrac_path=study_dir / "unifrac.h5",
         metadata_path=METADATA if predictor else None,
         target="age" if predictor else None,
-        val_fraction=0.0,
-        allow_missing=True,
+        reading=StudyOptions(val_fraction=0.0, allow_missing_samples=True),
     )
     cpu = torch.device("cpu")
     torch.manual_seed(0)

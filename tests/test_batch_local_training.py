@@ -26,7 +26,7 @@ from aam.data.rarefy import EVALUATION
 from aam.training import evaluation
 from aam.training.batches import TrainBatches
 from aam.training.checkpoint import load_checkpoint
-from aam.training.config import TrainConfig, UniFracOptions
+from aam.training.config import StudyOptions, TrainConfig, UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.distributed import DistContext
 from aam.training.evaluation import PAIR_GROUP, PairTruth, pair_groups
@@ -169,10 +169,8 @@ def drawn_study(small_study, demo_dir, seed: int):
         max_bp=100,
         tree_path=demo_dir / "tree.nwk",
         unifrac_options=UniFracOptions(),
-        rarefy_depth=DEPTH,
-        rarefy_each_epoch=True,
+        reading=StudyOptions(rarefy_depth=DEPTH, rarefy_each_epoch=True, val_fraction=0.25),
         seed=seed,
-        val_fraction=0.25,
     )
 
 

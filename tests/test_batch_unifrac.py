@@ -33,7 +33,7 @@ from aam.data.samples import SampleSet
 from aam.data.table import counts_of, load_counts
 from aam.profiling.dispatched import DispatchedOps
 from aam.runtime.threads import ThreadPool
-from aam.training.config import UniFracOptions
+from aam.training.config import StudyOptions, UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.study import load_study
 from aam.unifrac import batch_device, cpu_kernel
@@ -198,7 +198,7 @@ def test_a_studys_tree_distances_follow_its_unifrac_options(demo_dir, full, dtyp
         unifrac_options=UniFracOptions(
             unifrac_metric="generalized", unifrac_alpha=0.3, unifrac_dtype=dtype
         ),
-        val_fraction=0.0,
+        reading=StudyOptions(val_fraction=0.0),
     )
     ids = load_counts(demo_dir / "table.biom").sample_ids
     row_of = np.array([ids.index(sid) for sid in study.samples.sample_ids])

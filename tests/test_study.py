@@ -13,6 +13,7 @@ from biom.util import biom_open
 from aam.cli import main
 from aam.data.split import write_split
 from aam.errors import InputError
+from aam.training.config import StudyOptions
 from aam.training.study import load_study
 from aam.unifrac.io import write_distance_matrix
 
@@ -78,7 +79,7 @@ def test_split_missing_a_sample_that_has_a_target_is_still_an_error(tmp_path):
         metadata_path=metadata,
         target="age",
         split_path=split,
-        allow_missing=True,
+        reading=StudyOptions(allow_missing_samples=True),
     )
     assert study.samples.sample_ids == ["s0", "s2", "s3"]
 
@@ -202,9 +203,16 @@ def test_samples_below_the_rarefaction_depth_leave_the_study_not_a_mismatch(tmp_
     shallow = f"s{int(np.argmin(depths))}"
     split = _split(tmp_path, ["s0", "s2", "s3", "s5"])
     study = load_study(
-        table, max_bp=10, metadata_path=metadata, target="age", split_path=split, rarefy_depth=depth
+        table,
+        max_bp=10,
+        metadata_path=metadata,
+        target="age",
+        split_path=split,
+        reading=StudyOptions(rarefy_depth=depth),
     )
     kept = [s for s in ["s0", "s2", "s3", "s5"] if s != shallow]
     assert study.samples.sample_ids == kept
     with pytest.raises(InputError, match="--rarefy-depth 1000: no sample has that many reads"):
-        load_study(table, max_bp=10, metadata_path=metadata, rarefy_depth=1000)
+        load_study(
+            table, max_bp=10, metadata_path=metadata, reading=StudyOptions(rarefy_depth=1000)
+        )

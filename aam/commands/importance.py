@@ -26,7 +26,7 @@ from aam.analysis.taxonomy import read_taxonomy
 from aam.commands.baselines import add_forest_options
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
-from aam.options import add_options, checked
+from aam.options import add_options, checked, from_args
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.figures import add_format_argument, figure_name
 from aam.runtime.threads import usable_threads
@@ -98,8 +98,7 @@ def run(args: argparse.Namespace) -> None:
         categorical=categorical["columns"],
         category_levels=categorical["levels"],
         split_path=args.split,
-        rarefy_depth=args.rarefy_depth,
-        allow_missing=args.allow_missing_samples,
+        reading=from_args(StudyOptions, args),
         training=False,
     )
     train, test = study.subset("train"), study.subset("test")

@@ -29,7 +29,7 @@ from aam.data.samples import SampleSet
 from aam.data.split import SPLITS
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
-from aam.options import add_options, checked
+from aam.options import add_options, checked, from_args
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.figures import add_format_argument, figure_name
 from aam.runtime.staging import localized
@@ -148,9 +148,7 @@ def run(args: argparse.Namespace) -> None:
             categorical=categorical["columns"],
             category_levels=categorical["levels"],
             split_path=local.get("split"),
-            val_fraction=0.0,
-            rarefy_depth=args.rarefy_depth,
-            allow_missing=args.allow_missing_samples,
+            reading=from_args(StudyOptions, args, val_fraction=0.0),
             training=False,
         )
         shift = None

@@ -24,6 +24,7 @@ from aam.data.split import (
 )
 from aam.errors import InputError
 from aam.options import checked
+from aam.training.config import StudyOptions
 from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> None:
         metadata_path=args.metadata,
         target=args.target_column,
         classifier=args.classifier,
-        allow_missing=args.allow_missing_samples,
+        reading=StudyOptions(allow_missing_samples=args.allow_missing_samples),
     )
     ids = study.samples.sample_ids
     groups = _groups(args, ids)

@@ -101,11 +101,8 @@ def _pretrain(opts: TrainingOptions, device, ctx: DistContext, memory_curve: Mem
             unifrac_options=opts.distances,
             unifrac_path=local.get("unifrac"),
             split_path=local.get("split"),
-            val_fraction=opts.study.val_fraction,
+            reading=opts.study,
             seed=cfg.seed,
-            rarefy_depth=opts.study.rarefy_depth,
-            rarefy_each_epoch=opts.study.rarefy_each_epoch,
-            allow_missing=opts.study.allow_missing_samples,
         )
         torch.manual_seed(cfg.seed)
         model = SequenceEncoder(mcfg)
@@ -150,12 +147,8 @@ def finetune(opts: TrainingOptions, target: Target, memory_curve: MemoryCurve) -
                 classifier=target.classifier,
                 categorical=target.categorical,
                 split_path=local.get("split"),
-                val_fraction=opts.study.val_fraction,
-                test_fraction=opts.study.test_fraction,
+                reading=opts.study,
                 seed=cfg.seed,
-                rarefy_depth=opts.study.rarefy_depth,
-                rarefy_each_epoch=opts.study.rarefy_each_epoch,
-                allow_missing=opts.study.allow_missing_samples,
             )
             mcfg = opts.model.config(
                 base,

@@ -23,6 +23,7 @@ from aam.data.samples import ReadDraw, SampleSet
 from aam.data.split import MIN_TRAIN, SPLITS, make_split, read_split, split_counts
 from aam.data.table import check_training_counts, counts_of, load_table
 from aam.errors import InputError
+from aam.training.config import StudyOptions
 from aam.training.distances import MatrixDistances, PairDistances, TreeDistances
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
@@ -116,26 +117,26 @@ def load_study(
     categorical: list[str] | None = None,
     category_levels: dict[str, list[str]] | None = None,
     split_path: Path | None = None,
-    val_fraction: float = 0.1,
-    test_fraction: float = 0.0,
+    reading: StudyOptions | None = None,
     seed: int = 42,
-    rarefy_depth: int | None = None,
-    rarefy_each_epoch: bool = False,
-    allow_missing: bool = False,
     training: bool = True,
 ) -> Study:
     """Load, reconcile sample IDs across the inputs, and align everything to one order.
 
     UniFrac comes from ``tree_path`` (each batch's distances computed from its reads, with
     ``unifrac_options``) or ``unifrac_path`` (a matrix read by rows), or is absent.
-    Samples whose target is missing, or with fewer reads than ``rarefy_depth``, are dropped
-    and counted (an error if all are); the other inputs may list the latter. With
+    How the samples are read is ``reading`` (the run's ``StudyOptions``; default: its
+    defaults). Samples whose target is missing, or with fewer reads than its ``rarefy_depth``,
+    are dropped and counted (an error if all are); the other inputs may list the latter. With
     ``rarefy_each_epoch`` nothing is rarefied here: every sample must have ``rarefy_depth``
-    reads, drawn afresh each epoch. Without ``split_path`` a seeded split is made (the caller
-    records ``study.split``). Every sample's counts must sum within float32 (training and
-    prediction read them so); a study for ``training`` (prediction: False) needs at least
-    ``MIN_TRAIN`` train samples with a target in ``split_path``.
+    reads, drawn afresh each epoch. Without ``split_path`` a seeded split (its ``val_fraction``,
+    ``test_fraction``, ``seed``) is made (the caller records ``study.split``). Every sample's
+    counts must sum within float32 (training and prediction read them so); a study for
+    ``training`` (prediction: False) needs at least ``MIN_TRAIN`` train samples with a target
+    in ``split_path``.
     """
+    reading = reading or StudyOptions()
+    rarefy_depth, rarefy_each_epoch = reading.rarefy_depth, reading.rarefy_each_epoch
     if tree_path is not None and unifrac_path is not None:
         raise InputError(
             f"--tree {tree_path} and --unifrac {unifrac_path}: give one source of UniFrac "
@@ -179,7 +180,7 @@ def load_study(
             # dropped below anyway, so their absence from the split is no mismatch.
             unassigned = metadata.index[metadata[target].isna()].difference(split.index)
             sources[str(split_path)] += list(unassigned)
-    ids = reconcile_sample_ids(sources, allow_missing=allow_missing)
+    ids = reconcile_sample_ids(sources, allow_missing=reading.allow_missing_samples)
     ids = [sid for sid in ids if sid not in too_shallow]
     if not ids:
         raise InputError(
@@ -232,7 +233,10 @@ def load_study(
         distances.block(np.arange(min(2, len(samples))))  # loads the compiled kernels now
     if split is None:
         split = make_split(
-            samples.sample_ids, val_fraction=val_fraction, test_fraction=test_fraction, seed=seed
+            samples.sample_ids,
+            val_fraction=reading.val_fraction,
+            test_fraction=reading.test_fraction,
+            seed=seed,
         )
     return Study(
         samples=samples,
