@@ -340,7 +340,7 @@ def test_grouped_splits_keep_every_study_on_one_side_of_the_split_and_of_each_fo
         assert len(seen) == len(set(seen)), (path, sides.to_dict())
     metrics = json.loads((extended / "results/test/runs/tiny/predict/metrics.json").read_text())
     assert metrics["split_groups"]["in_training"] == []  # the page: scores on new studies
-    assert "class=warn" not in run_section_of(extended, "tiny")
+    assert "<p class=warn>Split" not in run_section_of(extended, "tiny")  # no split warning
 
 
 def test_every_key_of_every_feature_reruns_what_it_changes(extended, tmp_path):
