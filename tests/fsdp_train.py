@@ -17,7 +17,7 @@ from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder, SequencePredictor
 from aam.training.batches import TrainBatches
-from aam.training.config import StudyOptions, TrainConfig
+from aam.training.config import TrainConfig
 from aam.training.distributed import DistContext, init_distributed
 from aam.training.evaluation import evaluate
 from aam.training.fsdp import model_state, optimizer_state, shard_model
@@ -25,6 +25,7 @@ from aam.training.inference import encode_table_asvs
 from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
 from aam.training.study import load_study
+from aam.training.study_options import StudyOptions
 from aam.training.target_scale import fit_target_scale
 
 METADATA = Path(__file__).resolve().parents[1] / "data" / "demo" / "metadata.tsv"

@@ -26,12 +26,13 @@ from aam.data.rarefy import EVALUATION
 from aam.training import evaluation
 from aam.training.batches import TrainBatches
 from aam.training.checkpoint import load_checkpoint
-from aam.training.config import StudyOptions, TrainConfig, UniFracOptions
+from aam.training.config import TrainConfig, UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.distributed import DistContext
 from aam.training.evaluation import PAIR_GROUP, PairTruth, pair_groups
 from aam.training.objective import Objective
 from aam.training.study import load_study
+from aam.training.study_options import StudyOptions
 from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.io import read_distance_matrix

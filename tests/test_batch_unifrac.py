@@ -33,9 +33,10 @@ from aam.data.samples import SampleSet
 from aam.data.table import counts_of, load_counts
 from aam.profiling.dispatched import DispatchedOps
 from aam.runtime.threads import ThreadPool
-from aam.training.config import StudyOptions, UniFracOptions
+from aam.training.config import UniFracOptions
 from aam.training.distances import TreeDistances
 from aam.training.study import load_study
+from aam.training.study_options import StudyOptions
 from aam.unifrac import batch_device, cpu_kernel
 from aam.unifrac.abundance import NodeAbundance, node_abundance
 from aam.unifrac.batch import (

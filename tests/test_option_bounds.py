@@ -32,16 +32,11 @@ from aam.options import (
     value_type,
 )
 from aam.training.batches import TrainBatches
-from aam.training.config import (
-    BEST_METRICS,
-    RuntimeConfig,
-    StudyOptions,
-    TrainConfig,
-    UniFracOptions,
-)
+from aam.training.config import BEST_METRICS, RuntimeConfig, TrainConfig, UniFracOptions
 from aam.training.evaluation import evaluate
 from aam.training.objective import Objective
 from aam.training.study import load_study
+from aam.training.study_options import StudyOptions
 from aam.training.trainer import Trainer, validation_metrics
 
 REPO = Path(__file__).resolve().parents[1]
@@ -346,10 +341,13 @@ def test_a_metric_the_run_does_not_measure_is_refused_before_training(
 @pytest.fixture(scope="module")
 def studies(small_study) -> dict:
     """The 48-sample study without a target, with age (regression) and with a class target."""
-    common = dict(max_bp=100, unifrac_path=small_study / "unifrac.h5", val_fraction=0.25)
-    meta = dict(metadata_path=DEMO / "metadata.tsv", allow_missing=True, **common)
+    common = dict(max_bp=100, unifrac_path=small_study / "unifrac.h5")
+    missing = StudyOptions(val_fraction=0.25, allow_missing_samples=True)
+    meta = dict(metadata_path=DEMO / "metadata.tsv", reading=missing, **common)
     return {
-        "pretrain": load_study(small_study / "table.biom", **common),
+        "pretrain": load_study(
+            small_study / "table.biom", reading=StudyOptions(val_fraction=0.25), **common
+        ),
         "regression": load_study(small_study / "table.biom", target="age", **meta),
         "classifier": load_study(
             small_study / "table.biom", target="qiita_study_id", classifier=True, **meta

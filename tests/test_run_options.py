@@ -30,10 +30,10 @@ from aam.training.config import (
     FINETUNE,
     REGRESSION_METRICS,
     RuntimeConfig,
-    StudyOptions,
     TrainConfig,
     UniFracOptions,
 )
+from aam.training.study_options import StudyOptions
 
 SCHEMA = run_options.run_options_schema()
 # Rule flags the rules do not pass: the workflow keeps the default checkpoint location, the

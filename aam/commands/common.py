@@ -12,11 +12,11 @@ from aam.options import add_options, checked, from_args, given_options
 from aam.training.config import (
     RunPaths,
     RuntimeConfig,
-    StudyOptions,
     TrainConfig,
     TrainingOptions,
     UniFracOptions,
 )
+from aam.training.study_options import StudyOptions
 from aam.workflow.fingerprint import code_fingerprint
 
 MODEL_GROUP = "model (ModelConfig)"  # its options are the workflow config's runs.*.model

@@ -34,7 +34,7 @@ from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.figures import add_format_argument, figure_name
 from aam.runtime.staging import localized
 from aam.runtime.threads import usable_threads
-from aam.training.config import RuntimeConfig, StudyOptions
+from aam.training.config import RuntimeConfig
 from aam.training.device import resolve_device
 from aam.training.inference import predict
 from aam.training.metrics import (
@@ -45,6 +45,7 @@ from aam.training.metrics import (
     regression_metrics,
 )
 from aam.training.study import load_study
+from aam.training.study_options import StudyOptions
 from aam.training.target_scale import TargetScale, check_scalable
 
 log = logging.getLogger(__name__)

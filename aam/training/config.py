@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aam.devices import TORCH_DEVICE
 from aam.options import OptionError, check_options, option
+from aam.training.study_options import FINETUNE, TRAINING, StudyOptions
 from aam.unifrac.pair_sums import DEFAULT_ALPHA, DTYPES, METRICS
 
 if TYPE_CHECKING:  # the torch-free commands read this module: aam.models imports torch
@@ -19,9 +20,7 @@ if TYPE_CHECKING:  # the torch-free commands read this module: aam.models import
 PRECISIONS = ("auto", "fp32", "bf16")
 REGRESSION_LOSSES = ("huber", "mse", "mae")
 ASV_SAMPLINGS = ("first", "abundance", "random")
-FINETUNE = ("finetune",)  # options that only fine-tuning has
 UNIFRAC_ENGINES = ("auto", "gpu", "cpu")  # where a training batch's UniFrac runs
-TRAINING = ("pretrain", "finetune")  # options of the training commands, not of `aam predict`
 SEED_MAX = 2**64 - 1  # torch.manual_seed's largest
 
 # What validation reports each epoch (``aam.training.evaluation.evaluate``), by what it scores;
@@ -244,45 +243,6 @@ class RuntimeConfig:
 
     def __post_init__(self) -> None:
         check_options(self)
-
-
-@dataclass
-class StudyOptions:
-    """How a training command reads its samples (``aam.training.study.load_study``)."""
-
-    val_fraction: float = option(
-        0.1,
-        "validation fraction of a split made without --split",
-        commands=TRAINING,
-        minimum=0,
-        exclusive_maximum=1,
-    )
-    test_fraction: float = option(
-        0.0,
-        "test fraction of a split made without --split",
-        commands=FINETUNE,
-        minimum=0,
-        exclusive_maximum=1,
-    )
-    rarefy_depth: int | None = option(
-        None, "rarefy every sample to this many reads first", minimum=1
-    )
-    rarefy_each_epoch: bool = option(
-        False,
-        "draw --rarefy-depth reads of every sample afresh each epoch (seeded by seed, epoch and "
-        "sample; the batch's UniFrac is computed on the draw; evaluation reads one fixed draw); "
-        "needs --tree",
-        commands=TRAINING,
-    )
-    allow_missing_samples: bool = option(
-        False, "use the samples shared by all inputs instead of failing"
-    )
-
-    def __post_init__(self) -> None:
-        check_options(self)
-        if self.val_fraction + self.test_fraction >= 1:
-            reason = f"with --val-fraction {self.val_fraction} leaves no training samples"
-            raise OptionError("test_fraction", self.test_fraction, reason)
 
 
 @dataclass

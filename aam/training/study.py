@@ -23,8 +23,8 @@ from aam.data.samples import ReadDraw, SampleSet
 from aam.data.split import MIN_TRAIN, SPLITS, make_split, read_split, split_counts
 from aam.data.table import check_training_counts, counts_of, load_table
 from aam.errors import InputError
-from aam.training.config import StudyOptions
 from aam.training.distances import MatrixDistances, PairDistances, TreeDistances
+from aam.training.study_options import StudyOptions
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
 from aam.unifrac.pair_sums import DTYPES
