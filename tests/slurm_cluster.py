@@ -8,20 +8,21 @@ Usage in a test module (tests/ is on sys.path, as for tests/ddp_runs.py)::
     def test_something(slurm_cluster, tmp_path):
         ...  # run `python -m snakemake --executor slurm ...`; jobs run on this machine
 
-The recipe is notes/local-slurm.md: Debian's slurm-wlm + munge (installed by .ci/run), the config
-at the default path /etc/slurm/slurm.conf (jobs call srun, which does not see a SLURM_CONF of the
-submitting shell), task/affinity, proctrack/linuxproc, eight fake GPUs (character devices with
-/dev/null's numbers, named in gres.conf: jobs get SLURM_GPUS_ON_NODE and ROCR_VISIBLE_DEVICES),
-no slurmdbd (no sacct: use `--slurm-status-command squeue`; finished jobs stay visible to squeue
-and `scontrol show job` for MinJobAge=3600 s, longer than any test waits; accounts are not
-validated).
+The recipe is ../shared/notes/local-slurm.md (beside the checkout): Debian's slurm-wlm + munge
+(installed by .ci/run), the config at the default path /etc/slurm/slurm.conf (jobs call srun,
+which does not see a SLURM_CONF of the submitting shell), task/affinity, proctrack/linuxproc,
+eight fake GPUs (character devices with /dev/null's numbers, named in gres.conf: jobs get
+SLURM_GPUS_ON_NODE and ROCR_VISIBLE_DEVICES), no slurmdbd (no sacct: use `--slurm-status-command
+squeue`; finished jobs stay visible to squeue and `scontrol show job` for MinJobAge=3600 s,
+longer than any test waits; accounts are not validated).
 
-Two nodes on this one machine (notes/local-slurm.md, item 11): each slurmd runs in its own network
-namespace (`aamn1`, `aamn2`) with its own address (10.77.0.1, 10.77.0.2 on the interface `aam0`),
-joined by a bridge (`aambr0`, 10.77.0.254, where slurmctld listens); the filesystem and munged's
-socket are shared. Only these addresses are used, so a job's processes on the two nodes talk over
-the bridge exactly as over a cluster network (gloo: GLOO_SOCKET_IFNAME=aam0). The namespaces,
-the bridge and the daemons are removed at the end, also when a test fails.
+Two nodes on this one machine (../shared/notes/local-slurm.md, item 11): each slurmd runs in its
+own network namespace (`aamn1`, `aamn2`) with its own address (10.77.0.1, 10.77.0.2 on the
+interface `aam0`), joined by a bridge (`aambr0`, 10.77.0.254, where slurmctld listens); the
+filesystem and munged's socket are shared. Only these addresses are used, so a job's processes
+on the two nodes talk over the bridge exactly as over a cluster network (gloo:
+GLOO_SOCKET_IFNAME=aam0). The namespaces, the bridge and the daemons are removed at the end,
+also when a test fails.
 
 Both nodes (CPUs and memory from `slurmd -C`) are in every partition. Partitions
 mirror the real sites, with their wall-time limits enforced at submission (EnforcePartLimits=ALL):
