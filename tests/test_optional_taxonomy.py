@@ -52,11 +52,11 @@ def test_an_optional_taxonomy_with_a_missing_training_file_is_left_out(tmp_path)
     assert any(str(tmp_path / "absent.txt") in note for note in plan.notes)
 
 
-def test_the_demo_dag_without_java_has_no_taxonomy_job_and_says_so(tmp_path):
+def test_the_demo_dag_without_java_has_no_taxonomy_job_and_says_so(tmp_path, checkout_copy):
     env = {**os.environ, "PATH": _path_without_java(tmp_path)}
     cmd = [sys.executable, "-m", "snakemake", "all", "-n", "--profile", "profiles/local"]
     cmd += ["--config", f"workdir={tmp_path / 'work'}"]
-    run = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    run = subprocess.run(cmd, cwd=checkout_copy, env=env, capture_output=True, text=True)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     assert "datasets.demo.taxonomy skipped (optional)" in out
