@@ -106,11 +106,18 @@ def verdict(metrics: Mapping, baseline: str | None = None, group: str | None = N
     if value is None or low is None:
         return f"AAM - {other}: {name} undefined on these samples"
     span = f"AAM - {other} = {value:+.3g} (95% interval {low:+.3g} to {high:+.3g})"
-    if low <= 0 <= high:
+    better = _better(key, low, high)
+    if better is None:
         return f"No clear difference in {name}: {span} includes 0."
-    aam_lower = high < 0
-    better = aam_lower == (key in LOWER_IS_BETTER)
     return f"AAM is {'better' if better else 'worse'} than the {other} in {name}: {span}."
+
+
+def _better(key: str, low: float, high: float) -> bool | None:
+    """Whether AAM is better on metric ``key`` by the paired interval [low, high] of AAM minus
+    a baseline; None where the interval includes 0."""
+    if low <= 0 <= high:
+        return None
+    return (high < 0) == (key in LOWER_IS_BETTER)
 
 
 def beats(metrics: Mapping, baseline: str) -> bool:
@@ -121,9 +128,7 @@ def beats(metrics: Mapping, baseline: str) -> bool:
         return False
     key, difference = next(iter(differences.items()))
     value, (low, high) = difference["value"], difference["interval"]
-    if value is None or low is None or low <= 0 <= high:
-        return False
-    return (high < 0) == (key in LOWER_IS_BETTER)
+    return value is not None and low is not None and _better(key, low, high) is True
 
 
 def skill_caveat(metrics: Mapping) -> str | None:
