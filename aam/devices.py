@@ -1,6 +1,7 @@
-"""The device names the commands take, declared once: argparse (``option(pattern=...)``), the
-workflow's config schema (generated from the flags) and ``resolve_device`` check them with these
-(regular expression a name matches whole, the names in words). And whether a GPU is here."""
+"""The device names (and compile modes) the commands take, declared once: argparse
+(``option(pattern=...)``), the workflow's config schema (generated from the flags) and
+``resolve_device`` check them with these (regular expression a name matches whole, the names in
+words). And whether a GPU is here."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 TORCH_DEVICE = (r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda or cuda:N")
 # the UniFrac matrix kernels (rule unifrac): a device, no `auto`
 KERNEL_DEVICE = (r"cpu|cuda(:\d+)?", "cpu, cuda or cuda:N")
+# --compile of the training commands: what torch.compile covers (``aam.training.compiling``)
+COMPILE_MODES = ("auto", "model", "layers", "off")
 
 
 def no_gpu_line(device: str = "cuda") -> str | None:

@@ -51,11 +51,12 @@ def test_the_device_timer_measures_nothing_on_a_cpu():
     assert busy.fraction(1.0) is None and busy.intervals == []
 
 
-def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, static: bool = False):
-    """Graphs dynamo has made (eager backend: traced, not code-generated) after each step of
-    the tiny encoder (``layers`` per stack) on pretraining batches of ``sizes`` samples (and
-    different shapes), and each step's loss beside the same model's uncompiled loss.
-    ``static``: the whole model with static shapes, what --compile did before issue 38."""
+def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, mode: str = "layers"):
+    """Graphs dynamo has made (eager backend: traced, not code-generated) and graph breaks it
+    met after each step of the tiny encoder (``layers`` per stack) on pretraining batches of
+    ``sizes`` samples (and different shapes), and each step's loss beside the same model's
+    uncompiled loss. ``mode``: ``layers`` or ``model`` (``--compile``), or ``static``: the whole
+    model with static shapes, what --compile did before issue 38."""
     import copy
 
     import numpy as np
@@ -64,8 +65,8 @@ def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, static
 
     from aam.models import SequenceEncoder
     from aam.training.batches import TrainBatches
+    from aam.training.compiling import compile_layers, compile_model, compiled_graphs, graph_breaks
     from aam.training.config import TrainConfig
-    from aam.training.device import compile_layers, compiled_graphs
     from aam.training.objective import Objective
     from aam.training.step import step_loss
     from aam.training.study import load_study
@@ -81,11 +82,11 @@ def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, static
     config = tiny_model(token_limit=32, asv_layers=layers, sample_layers=layers, dropout=0.0)
     eager = SequenceEncoder(config)
     model = copy.deepcopy(eager)
-    if static:
+    if mode == "static":
         model = torch.compile(model, backend="eager", dynamic=False)
     else:
-        compile_layers(model, backend="eager")
-    graphs, losses = [], []
+        (compile_model if mode == "model" else compile_layers)(model, backend="eager")
+    graphs, breaks, losses = [], [], []
     for size in sizes:
         batch = batches.batch(np.arange(size * 3, size * 4))
         pair = [
@@ -94,36 +95,57 @@ def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, static
         ]
         pair[0].backward()
         graphs.append(compiled_graphs())
+        breaks.append(graph_breaks())
         losses.append([float(x.detach()) for x in pair])
-    return graphs, losses
+    return graphs, breaks, losses
 
 
 @pytest.mark.slow  # three dynamo traces of a few steps
 def test_compile_makes_a_bounded_number_of_graphs_whatever_the_batch_shapes(small_study):
-    """--compile: the graphs of the first step (one per mode of the shared layer code) serve
-    every later batch, whose samples, distinct ASVs and widths all differ, and every layer of
-    every stack (3 layers per stack make as many graphs as 1); the compiled layers compute
-    what the eager ones do. Static shapes compile again for new shapes (the count can fail)."""
-    graphs, losses = _compiled_steps(small_study, (4, 6, 8))
+    """--compile layers: the graphs of the first step (one per mode of the shared layer code)
+    serve every later batch, whose samples, distinct ASVs and widths all differ, and every
+    layer of every stack (3 layers per stack make as many graphs as 1); the compiled layers
+    compute what the eager ones do. Static shapes compile again for new shapes (the count can
+    fail)."""
+    graphs, _, losses = _compiled_steps(small_study, (4, 6, 8))
     assert graphs[0] > 0 and graphs == [graphs[0]] * 3, graphs
     assert all(compiled == pytest.approx(eager, rel=1e-6) for compiled, eager in losses), losses
-    deeper, _ = _compiled_steps(small_study, (4, 6), layers=3)
+    deeper, _, _ = _compiled_steps(small_study, (4, 6), layers=3)
     assert deeper == graphs[:2], (deeper, graphs)
-    static, _ = _compiled_steps(small_study, (4, 6), static=True)
+    static, _, _ = _compiled_steps(small_study, (4, 6), mode="static")
     assert static[-1] > static[0], static
 
 
-def test_compile_is_the_default_on_cuda_only_and_never_on_rocm(monkeypatch, caplog):
-    """--compile unset: compiled on CUDA, eager on the CPU; given: as asked; on ROCm: eager,
-    and a warning when it was asked for."""
+@pytest.mark.slow  # a dynamo trace of the whole model
+def test_the_whole_model_compiles_to_one_graph_without_breaks(small_study):
+    """--compile model: the forward reads nothing back to the host (no ``.tolist()`` in the ASV
+    encoder), so a pretraining step, masked nucleotides and their data-dependent count included,
+    is one graph with 0 graph breaks, reused by batches of other shapes, and it computes what
+    the eager model does."""
+    graphs, breaks, losses = _compiled_steps(small_study, (4, 6, 8), mode="model")
+    assert graphs == [1, 1, 1] and breaks == [0, 0, 0], (graphs, breaks)
+    assert all(compiled == pytest.approx(eager, rel=1e-6) for compiled, eager in losses), losses
+
+
+def test_compile_auto_is_the_whole_model_on_cuda_for_long_runs_and_never_on_cpu_or_rocm(
+    monkeypatch, caplog
+):
+    """--compile auto: on CUDA the whole model from MODEL_PAYS_FROM planned samples, the layers
+    below; nothing on the CPU or on ROCm; an explicit mode is kept (warned on ROCm)."""
     import torch
 
-    from aam.training.device import compile_wanted
+    from aam.errors import InputError
+    from aam.training.compiling import MODEL_PAYS_FROM, compile_mode
 
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
-    assert compile_wanted(None, cuda) and not compile_wanted(None, cpu)
-    assert compile_wanted(True, cpu) and not compile_wanted(False, cuda)
+    assert compile_mode("auto", cuda, MODEL_PAYS_FROM)[0] == "model"
+    assert compile_mode("auto", cuda, MODEL_PAYS_FROM - 1)[0] == "layers"
+    assert compile_mode("auto", cpu, 10 * MODEL_PAYS_FROM)[0] == "off"
+    assert compile_mode("layers", cpu, 1) == ("layers", "asked for")
+    assert compile_mode("off", cuda, 10 * MODEL_PAYS_FROM)[0] == "off"
     monkeypatch.setattr(torch.version, "hip", "6.3")
-    assert not compile_wanted(None, cuda) and not caplog.records
-    assert not compile_wanted(True, cuda)
-    assert "skipped on ROCm" in caplog.text
+    mode, why = compile_mode("auto", cuda, 10 * MODEL_PAYS_FROM)
+    assert mode == "off" and "ROCm" in why and not caplog.records
+    assert compile_mode("model", cuda, 1)[0] == "model" and "on ROCm" in caplog.text
+    with pytest.raises(InputError, match="--compile fast: use one of auto, model, layers, off"):
+        compile_mode("fast", cpu, 1)

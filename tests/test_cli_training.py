@@ -46,7 +46,7 @@ MICRO = (
 ).split()
 HISTORY_COLUMNS = {
     *("epoch", "step", "lr", "train_loss", "val_loss"),
-    *("samples_per_s", "epoch_seconds", "peak_memory_mb"),
+    *("samples_per_s", "epoch_seconds", "peak_memory_mb", "tflops"),
 }
 
 
@@ -205,6 +205,7 @@ def test_pretrain_outputs(demo, pretrained):
         history.columns
     )
     assert (history["samples_per_s"] > 0).all() and (history["peak_memory_mb"] > 0).all()
+    assert (history["tflops"] > 0).all() and "mfu" not in history  # no peak known for a CPU
     assert np.isfinite(history["train_loss"]).all()
     recorded, given = read_split(pretrained / "split.tsv"), read_split(demo["split"])
     assert recorded.sort_index().equals(given.sort_index())
@@ -897,6 +898,8 @@ def test_the_epoch_line_holds_the_few_numbers_that_matter():
     assert epoch_line(row, "val_loss").startswith("train loss 1.5, 32 samples/s")
     row["device_busy"] = 0.934  # on a GPU: the share of the training window it computed
     assert epoch_line(row, "val_loss").endswith("9.1 s, GPU busy 93% (every column: history.tsv)")
+    row |= {"tflops": 412.3, "mfu": 0.4167}  # on a GPU of known peak
+    assert "9.1 s, 412.3 TFLOP/s (42% MFU), GPU busy 93% (every" in epoch_line(row, "val_loss")
 
 
 def test_history_figure_marks_the_chosen_epoch_and_the_mean_baseline(tmp_path, capsys):

@@ -53,3 +53,26 @@ def test_grad_accum_all_reduces_once_per_step_to_the_same_weights(ddp_runs):
     assert no_sync["grads"].keys() == every_batch["grads"].keys() and len(no_sync["grads"]) > 10
     for name, grad in every_batch["grads"].items():
         torch.testing.assert_close(no_sync["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_pair_sums_are_added_in_place_on_the_group_that_reaches_their_device(tmp_path, monkeypatch):
+    """The ranks' UniFrac partial sums: a CPU share is added in place on gloo (no copy); the
+    gpu engine's group is NCCL (RCCL on ROCm), which adds device tensors where they are (the
+    GPU side: `make gpu-check`'s unifrac check); CPU training keeps gloo."""
+    import torch.distributed as dist
+
+    from aam.training.distributed import pair_group, sum_shares
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        share = torch.arange(6, dtype=torch.float64)
+        summed = sum_shares(share, dist.new_group(backend="gloo"))
+        assert summed.data_ptr() == share.data_ptr() and summed.equal(torch.arange(6.0).double())
+        made = []
+        monkeypatch.setattr(dist, "new_group", lambda backend: made.append(backend))
+        two = DistContext(rank=0, world_size=2)
+        pair_group(two, on_device=True), pair_group(two, on_device=False)
+        assert made == ["nccl", "gloo"] and pair_group(DistContext(), on_device=True) is None
+    finally:
+        dist.destroy_process_group()

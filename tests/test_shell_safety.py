@@ -69,10 +69,11 @@ def test_cli_flags_round_trip_through_the_shell_lexer(options):
 
 
 def test_false_is_a_flag_where_unset_is_a_choice_of_its_own():
-    """``compile: false`` must reach the command as --no-compile (unset: compiled on CUDA);
-    ``freeze_base: false`` is the command's default, so no flag."""
-    assert NEGATABLE == {"compile", "progress"}
-    assert cli_flags({"compile": False, "freeze_base": False, "progress": None}) == "--no-compile"
+    """``progress: false`` must reach the command as --no-progress (unset: bars on a terminal);
+    ``freeze_base: false`` is the command's default, so no flag; ``compile: off`` is a word."""
+    assert NEGATABLE == {"progress"}
+    flags = {"compile": "off", "freeze_base": False, "progress": False}
+    assert cli_flags(flags) == "--compile off --no-progress"
 
 
 @pytest.mark.parametrize("template", HOSTILE)

@@ -38,6 +38,18 @@ def sequence_keys(tokens: torch.Tensor, weights: torch.Tensor, buckets: int) -> 
     return (tokens.long() * weights[: tokens.shape[1]]).sum(dim=1) % buckets
 
 
+def trim_width(tokens: torch.Tensor) -> torch.Tensor:
+    """``tokens`` [U, L] without the columns beyond its longest row (one host read)."""
+    width = int((tokens != PAD).any(dim=0).nonzero().max()) + 1 if tokens.numel() else 0
+    return tokens[:, :width]
+
+
+def check_nuc_mask(nuc_mask: torch.Tensor, valid: torch.Tensor) -> None:
+    """ValueError where ``nuc_mask`` selects a PAD position (one host read)."""
+    if bool((nuc_mask & ~valid).any()):
+        raise ValueError("nuc_mask selects PAD positions; mask only real nucleotides")
+
+
 class ASVEncoder(nn.Module):
     """Tokens [U, L] (START + bases, right-padded with PAD) -> ASV embeddings [U, D].
 
@@ -45,8 +57,9 @@ class ASVEncoder(nn.Module):
     pooling over non-PAD positions, plus (``asv_identity_buckets`` > 0) a learned embedding of
     the sequence itself (row ``sequence_keys`` of a zero-initialised table): the nucleotide path
     generalises to ASVs never seen, the identity path can tell apart ASVs one base apart. Rows
-    that are entirely PAD skip the transformer and get zero embeddings. Columns beyond the
-    longest row are trimmed, so callers may pad to any width up to max_bp + 1.
+    that are entirely PAD get zero embeddings. The forward reads nothing back to the host, so a
+    compiled model is one graph: PAD columns beyond the longest row change nothing but cost
+    work, and callers trim them (``make_batch`` does; ``encode`` trims each chunk).
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -85,11 +98,12 @@ class ASVEncoder(nn.Module):
         sequences or already masked; the identity embedding needs the originals). Returns
         (embeddings [U, D], nuc_logits). nuc_logits is None without ``nuc_mask``, else [N, V] for
         the N True positions of nuc_mask in row-major order (targets: ``original[nuc_mask]``).
-        nuc_mask must be False at PAD positions.
+        nuc_mask must be False at PAD positions (checked eagerly; a compiled forward skips the
+        check's host read: ``mask_nucleotides`` never picks PAD).
         """
         if tokens.dim() != 2:
             raise ValueError(f"ASV tokens must be [U, L], got shape {tuple(tokens.shape)}")
-        u, width = tokens.shape
+        width = tokens.shape[1]
         if width > self.max_positions:
             raise ValueError(
                 f"ASV tokens have {width} positions but the model takes at most "
@@ -99,53 +113,20 @@ class ASVEncoder(nn.Module):
             raise ValueError(
                 f"nuc_mask shape {tuple(nuc_mask.shape)} != tokens shape {tuple(tokens.shape)}"
             )
-        d = self.token_embedding.embedding_dim
         valid = tokens != PAD
-        rows = valid.any(dim=1)
-        cols = valid.any(dim=0)
-        positions = torch.arange(1, width + 1, device=tokens.device)
-        # One host sync for everything data-dependent: non-empty rows, trimmed width, mask check.
-        stats = [rows.sum(), (positions * cols).max() if width else positions.new_zeros(())]
-        if nuc_mask is not None:
-            stats.append((nuc_mask & ~valid).sum())
-        stats = torch.stack(stats).tolist()
-        n_rows, width = stats[0], stats[1]
-        if nuc_mask is not None and stats[2]:
-            raise ValueError("nuc_mask selects PAD positions; mask only real nucleotides")
-
-        if n_rows == 0:
-            emb = self.token_embedding.weight.new_zeros(u, d)
-            logits = None
-            if nuc_mask is not None:
-                logits = self.nucleotide_head.weight.new_zeros(0, self.nucleotide_head.out_features)
-            return emb, logits
-
-        index = None if n_rows == u else rows.nonzero().squeeze(1)
-        x, m = tokens[:, :width], valid[:, :width]
-        if nuc_mask is not None:
-            x = x.masked_fill(nuc_mask[:, :width], MASK)
-        if index is not None:
-            x, m = x[index], m[index]
+        if nuc_mask is not None and not torch.compiler.is_compiling():
+            check_nuc_mask(nuc_mask, valid)
+        x = tokens if nuc_mask is None else tokens.masked_fill(nuc_mask, MASK)
         h = self.token_embedding(x.long())
         if self.position_embedding is not None:
             h = h + self.position_embedding.weight[:width]
-        h = self.stack(h, m)
-        emb = self.pooling(h, m)
+        h = self.stack(h, valid)
+        emb = self.pooling(h, valid)
         if self.identity is not None:
-            keys = sequence_keys(
-                tokens[:, :width], self.identity_weights, self.identity.num_embeddings
-            )
-            rows = self.identity(keys[index] if index is not None else keys)
-            emb = emb + self.identity_gain * rows
-        if index is not None:
-            emb = emb.new_zeros(u, d).index_copy(0, index, emb)
-
-        logits = None
-        if nuc_mask is not None:
-            sel = nuc_mask[:, :width]
-            if index is not None:
-                sel = sel[index]
-            logits = self.nucleotide_head(h[sel])
+            keys = sequence_keys(tokens, self.identity_weights, self.identity.num_embeddings)
+            emb = emb + self.identity_gain * self.identity(keys)
+        emb = emb * valid.any(dim=1, keepdim=True)  # all-PAD rows: zeros
+        logits = None if nuc_mask is None else self.nucleotide_head(h[nuc_mask])
         return emb, logits
 
     @torch.no_grad()
@@ -153,5 +134,5 @@ class ASVEncoder(nn.Module):
         """Embeddings [U, D] without autograd, ``chunk_size`` rows at a time (each chunk trimmed to
         its own longest row, so sorting by length first saves work)."""
         if not chunk_size or tokens.shape[0] <= chunk_size:
-            return self(tokens)[0]
-        return torch.cat([self(part)[0] for part in tokens.split(chunk_size)])
+            return self(trim_width(tokens))[0]
+        return torch.cat([self(trim_width(part))[0] for part in tokens.split(chunk_size)])

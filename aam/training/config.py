@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aam.devices import TORCH_DEVICE
+from aam.devices import COMPILE_MODES, TORCH_DEVICE
 from aam.options import OptionError, check_options, option
 from aam.training.study_options import FINETUNE, TRAINING, StudyOptions
 from aam.unifrac.pair_sums import DEFAULT_ALPHA, DTYPES, METRICS
@@ -217,10 +217,12 @@ class RuntimeConfig:
 
     device: str = option("auto", f"{TORCH_DEVICE[1]} (ROCm: cuda)", pattern=TORCH_DEVICE)
     threads: int | None = option(None, "CPU threads for torch", minimum=1)
-    compile: bool | None = option(
-        None,
-        "torch.compile the transformer layers (default: on CUDA GPUs; never on ROCm, where "
-        "its Triton path fails)",
+    compile: str = option(
+        "auto",
+        "what torch.compile covers: the whole model, its transformer layers, or nothing (off); "
+        "auto: on CUDA GPUs the whole model when the run's epochs x training samples repay its "
+        "compiling, else the layers; nothing on CPUs or ROCm (its Triton path has failed)",
+        choices=COMPILE_MODES,
         commands=TRAINING,
     )
     fsdp: bool = option(

@@ -1,4 +1,4 @@
-"""Device, precision and compilation choices, explicit for CUDA, ROCm and CPU."""
+"""Device and precision choices, explicit for CUDA, ROCm and CPU."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from torch import nn
 
 from aam.devices import TORCH_DEVICE
 from aam.errors import InputError
-from aam.models.layers import TransformerLayer
 
 log = logging.getLogger(__name__)
 
@@ -30,60 +29,18 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """bf16 autocast when asked (``auto``: on GPUs that support it); fp32 otherwise."""
-    use_bf16 = precision == "bf16" or (
+def uses_bf16(device: torch.device, precision: str) -> bool:
+    """Whether training autocasts to bf16: asked for, or ``auto`` on a GPU that supports it."""
+    return precision == "bf16" or (
         precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()
     )
-    if not use_bf16:
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast when ``uses_bf16``; fp32 otherwise."""
+    if not uses_bf16(device, precision):
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
-# Every batch has its own number of distinct ASVs, samples' widths and, with token batching,
-# samples: compiled with static shapes, each new shape is a new graph (~90 s of compiling at
-# batch 512 on an H100, measured 2026-11-25). Dynamic shapes give one graph per mode.
-COMPILE_OPTIONS = {"dynamic": True}
-
-
-def compile_wanted(asked: bool | None, device: torch.device) -> bool:
-    """Whether to compile: as asked, else (``None``) on CUDA only; never on ROCm (warned)."""
-    if torch.version.hip:
-        if asked:
-            log.warning("--compile: skipped on ROCm (torch.compile fails there); running eagerly")
-        return False
-    return device.type == "cuda" if asked is None else asked
-
-
-def compile_layers(model: nn.Module, backend: str = "inductor") -> nn.Module:
-    """``torch.compile`` the forward of every transformer layer of ``model``, in place.
-
-    Regional compilation: the layers share their code, so dynamo traces it once per mode
-    (training, evaluation, with and without a mask) and every layer of every stack reuses the
-    graphs, instead of one whole-model graph per mode (74 s against 18 s of compiling for the
-    demo's tiny model on a CPU). The rest of the model (embeddings, pooling, heads, losses) runs
-    eagerly. Only ``forward`` is compiled, so FSDP's and DDP's module hooks stay outside the
-    graphs, and the state dict keeps its keys. ``backend="eager"`` traces without generating
-    code (tests).
-    """
-    for module in model.modules():
-        if isinstance(module, TransformerLayer):
-            module.forward = torch.compile(module.forward, backend=backend, **COMPILE_OPTIONS)
-    return model
-
-
-def compiled_graphs() -> int:
-    """Graphs torch.compile has made in this process so far (each one a compilation)."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
-
-
-def compile_seconds() -> float:
-    """Wall seconds torch.compile has spent compiling in this process so far."""
-    from torch._dynamo.utils import calculate_time_spent
-
-    return float(calculate_time_spent().get("total_wall_time", 0.0))
 
 
 def unwrap(model: nn.Module) -> nn.Module:

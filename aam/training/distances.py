@@ -41,6 +41,7 @@ class PairDistances(Protocol):
     """Distances between any samples of a study, by study position."""
 
     shareable: bool  # whether ranks can compute partial sums of a block (``tensor``)
+    sums_on_device: bool  # whether those partial sums live on the GPU (the gpu engine)
 
     def block(self, positions: np.ndarray, draw: ReadDraw | None = None) -> np.ndarray:
         """(B, B) float32 distances among ``positions`` (their reads as ``draw`` draws them)."""
@@ -85,6 +86,10 @@ class TreeDistances:
     rank_unifrac: BatchUniFrac | None = None  # this rank's node share (``combine``)
     rank_device_unifrac: DeviceBatchUniFrac | None = None  # the same on the gpu engine
     shareable = True
+
+    @property
+    def sums_on_device(self) -> bool:
+        return self.device_unifrac is not None
 
     def on(
         self,
@@ -194,6 +199,7 @@ class MatrixDistances:
     rows: MatrixRows
     row_of: np.ndarray  # study position -> matrix row
     shareable = False
+    sums_on_device = False
 
     def on(
         self,

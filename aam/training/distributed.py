@@ -99,17 +99,23 @@ def all_reduce_sum(value: torch.Tensor, ctx: DistContext) -> torch.Tensor:
     return total
 
 
-def pair_group(ctx: DistContext) -> dist.ProcessGroup | None:
-    """A gloo group of all ranks for the UniFrac partial sums of each batch (every rank calls
-    this at the same point): batches are made in a prefetch thread, and a group of their own keeps
-    those exchanges apart from the training step's collectives on the default group."""
-    return dist.new_group(backend="gloo") if ctx.enabled else None
+def pair_group(ctx: DistContext, on_device: bool = False) -> dist.ProcessGroup | None:
+    """A group of all ranks for the UniFrac partial sums of each batch (every rank calls this at
+    the same point, with the same ``on_device``): batches are made in a prefetch thread, and a
+    group of their own keeps those exchanges apart from the training step's collectives on the
+    default group. ``on_device`` (the gpu engine's sums live on the GPU): NCCL (RCCL on ROCm),
+    so they are added without leaving the device; else gloo, on the host."""
+    if not ctx.enabled:
+        return None
+    return dist.new_group(backend="nccl" if on_device else "gloo")
 
 
 def sum_shares(share: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
-    """The sum over the ranks of ``group`` of each one's ``share`` (exchanged on the host: a
-    gloo group), on ``share``'s device."""
-    total = share.cpu()
+    """The sum over the ranks of ``group`` of each one's ``share``, on ``share``'s device, added
+    in place where the group's backend reaches that device (NCCL on a GPU, gloo on the CPU),
+    else through a host copy (a GPU tensor on a gloo group)."""
+    through_host = share.device.type != "cpu" and dist.get_backend(group) == "gloo"
+    total = share.cpu() if through_host else share
     dist.all_reduce(total, group=group)
     return total.to(share.device)
 

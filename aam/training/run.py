@@ -34,14 +34,15 @@ from aam.runtime.staging import localized
 from aam.runtime.threads import usable_threads
 from aam.training.auto_batch import resolve_batch_size
 from aam.training.batches import TrainBatches
-from aam.training.config import RunPaths, RuntimeConfig, TrainConfig, TrainingOptions
-from aam.training.device import (
+from aam.training.compiling import (
     compile_layers,
-    compile_seconds,
-    compile_wanted,
+    compile_mode,
+    compile_model,
+    compile_summary,
     compiled_graphs,
-    resolve_device,
 )
+from aam.training.config import RunPaths, RuntimeConfig, TrainConfig, TrainingOptions
+from aam.training.device import resolve_device
 from aam.training.distributed import (
     DistContext,
     bind_rank_cpus,
@@ -303,17 +304,34 @@ def lock_run(directories: tuple[Path, ...], ctx: DistContext, command: str) -> R
     return locks
 
 
+# What each --compile mode compiles, for the log.
+COMPILED = {
+    "model": "the whole model, compiled at its first calls",
+    "layers": "the transformer layers, compiled at their first calls",
+    "off": "off, the model runs eagerly",
+}
+
+
 def show_progress(runtime: RuntimeConfig) -> bool:
     return sys.stderr.isatty() if runtime.progress is None else runtime.progress
 
 
 def parallelize(
-    model: torch.nn.Module, runtime: RuntimeConfig, ctx: DistContext, device: torch.device
+    model: torch.nn.Module,
+    runtime: RuntimeConfig,
+    ctx: DistContext,
+    device: torch.device,
+    planned_samples: int,
 ) -> torch.nn.Module:
-    """The model as it trains: its layers compiled (``compile_wanted``), then sharded (--fsdp)
-    or replicated (DDP) under torchrun."""
-    if compile_wanted(runtime.compile, device):
-        log.info("torch.compile: the transformer layers (compiled at their first calls)")
+    """The model as it trains: compiled (``compile_mode`` of a run of ``planned_samples``),
+    then sharded (--fsdp) or replicated (DDP) under torchrun."""
+    mode, why = compile_mode(runtime.compile, device, planned_samples)
+    if mode == "model" and runtime.fsdp and ctx.enabled:
+        mode, why = "layers", f"{why}; --fsdp shards the model, so its layers only"
+    log.info("torch.compile: %s (%s)", COMPILED[mode], why)
+    if mode == "model":
+        compile_model(model)
+    elif mode == "layers":
         compile_layers(model)
     if runtime.fsdp and not ctx.enabled:
         log.info("--fsdp: one process, nothing to shard; training as without it")
@@ -339,14 +357,15 @@ def run_training(
     resume_config: dict,
 ) -> TrainResult:
     """Train (resuming if possible); exit status 75 after a SLURM signal so the job reruns."""
-    model = parallelize(model.to(device), opts.runtime, ctx, device)
+    planned = opts.train.epochs * len(batches.study.subset("train"))
+    model = parallelize(model.to(device), opts.runtime, ctx, device, planned)
     log.info("%s; device %s", describe(batches.study), device)
     study, where = batches.study, opts.distances
     if batches.distances and study.distances is not None:  # on its engine, ranks sharing pairs
         share = (ctx.rank, ctx.world_size)
         engine = study.distances.on(where.unifrac_engine, where.unifrac_threads, device, share)
         batches = replace(batches, study=replace(study, distances=engine))
-        batches.pair_group = pair_group(ctx)
+        batches.pair_group = pair_group(ctx, engine.sums_on_device)
     trainer = Trainer(
         model,
         objective,
@@ -363,8 +382,7 @@ def run_training(
     try:
         result = trainer.fit()
         if compiled_graphs():
-            graphs, seconds = compiled_graphs(), compile_seconds()
-            log.info("torch.compile: %d graph(s) compiled in %.0f s", graphs, seconds)
+            log.info(compile_summary())
         return result
     except Preempted as stop:
         log.warning("preempted: %s", stop)

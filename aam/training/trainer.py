@@ -32,11 +32,12 @@ from aam.training.batches import TrainBatches
 from aam.training.busy import DeviceBusy
 from aam.training.checkpoint import Checkpointer
 from aam.training.config import TrainConfig, best_metric_of, check_best_metric, metric_names
-from aam.training.device import peak_memory_mb
+from aam.training.device import peak_memory_mb, unwrap, uses_bf16
 from aam.training.distributed import DistContext, gradient_sync
 from aam.training.ema import WeightAverage
 from aam.training.evaluation import PairTruth, evaluate
 from aam.training.events import EpochEvents
+from aam.training.flops import MatmulRate
 from aam.training.fsdp import is_sharded, model_state
 from aam.training.memory import release_free_memory
 from aam.training.objective import Objective
@@ -63,6 +64,8 @@ def epoch_line(row: dict, best_metric: str) -> str:
     keys = [k for k in dict.fromkeys((*EPOCH_LINE, best_metric)) if isinstance(row.get(k), float)]
     cells = [f"{k.replace('_', ' ')} {row[k]:.4g}" for k in keys]
     cells.append(f"{row['samples_per_s']:.0f} samples/s, {row['epoch_seconds']:.1f} s")
+    if "mfu" in row:
+        cells.append(f"{row['tflops']:.1f} TFLOP/s ({row['mfu']:.0%} MFU)")
     if "device_busy" in row:
         cells.append(f"GPU busy {row['device_busy']:.0%}")
     return ", ".join(cells) + " (every column: history.tsv)"
@@ -147,6 +150,8 @@ class Trainer:
             for epoch in range(cfg.epochs)
         )
         self.optimizer = build_optimizer(model, cfg)
+        bf16 = uses_bf16(device, cfg.precision)
+        self.rate = MatmulRate(unwrap(model), device, bf16, batches.asv_embeddings is None)
         self.scheduler = warmup_cosine(self.optimizer, max(1, total_steps), cfg.warmup_fraction)
         self.step = TrainStep(
             model,
@@ -235,6 +240,7 @@ class Trainer:
             for b, batch in zip(todo, ahead, strict=True):
                 at_step = (b + 1) % cfg.grad_accum == 0 or b + 1 == len(batches)
                 terms = self._train_batch(batch, b, at_step)
+                self.rate.add(batch)
                 self._first_step_done(b)
                 samples += len(batches[b])
                 state.add(terms, len(batches[b]))
@@ -319,6 +325,7 @@ class Trainer:
             release_free_memory()
         row["samples_per_s"] = samples / seconds if seconds > 0 else 0.0
         row["epoch_seconds"] = seconds
+        row.update(self.rate.columns(seconds))
         busy = self.busy.fraction(seconds)
         if busy is not None:  # a GPU: the share of the training window it computed
             row["device_busy"] = busy

@@ -218,9 +218,40 @@ def check_unifrac(ctx: Context) -> dict[str, Any]:
             if not diff <= tol:  # NaN fails too
                 bad.append(f"{metric}/{dtype} {diff:.3g} > {tol:g}")
     bad += _batch_engines(counts, tree, ctx.device, numbers)
+    bad += _device_sums(ctx, numbers)
     if bad:
         raise CheckFailed("device != CPU kernel: " + ", ".join(bad))
     return {"numbers": numbers, "message": "device kernels = CPU kernels (matrix and batches)"}
+
+
+def _device_sums(ctx: Context, numbers: dict[str, Any]) -> list[str]:
+    """The ranks' partial sums added on a device group (``sum_shares`` on NCCL/RCCL, a world of
+    this one process): in place on the GPU, no host copy; and on gloo, through the host; what
+    is wrong."""
+    import torch
+    import torch.distributed as dist
+
+    from aam.training.distributed import sum_shares
+
+    if ctx.device.type != "cuda":
+        return []
+    store = dist.FileStore(str(ctx.work / "sums.store"), 1)
+    dist.init_process_group("nccl", store=store, rank=0, world_size=1, device_id=ctx.device)
+    try:
+        share = torch.rand(2048 + 2048 * 2049 // 2, dtype=torch.float64, device=ctx.device)
+        bad = []
+        for backend in ("nccl", "gloo"):
+            given = share.clone()
+            summed = sum_shares(given, dist.new_group(backend=backend))
+            in_place = summed.data_ptr() == given.data_ptr()
+            numbers[f"pair_sums/{backend}_in_place"] = in_place
+            if in_place != (backend == "nccl") or summed.device != share.device:
+                bad.append(f"pair sums on {backend}: in place {in_place}, on {summed.device}")
+            if not summed.equal(share):
+                bad.append(f"pair sums on {backend} != the share")
+        return bad
+    finally:
+        dist.destroy_process_group()
 
 
 def _batch_engines(counts: Any, tree: Any, device: Any, numbers: dict[str, Any]) -> list[str]:
@@ -408,7 +439,7 @@ def check_throughput(ctx: Context) -> dict[str, Any]:
     ctx.aam(
         *("pretrain", "--table", table, "--unifrac", unifrac, *BENCH_MODEL, "--epochs", "1"),
         *("--device", ctx.dev, "--no-progress", "--checkpoint-every-minutes", "0"),
-        *("--output-dir", out, "--no-compile"),
+        *("--output-dir", out, "--compile", "off"),
     )
     numbers["pretrain"] = history(out)
     return {"numbers": numbers, "message": "UniFrac and pretraining samples/s"}

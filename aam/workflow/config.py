@@ -46,7 +46,7 @@ def cli_flags(options: Mapping[str, Any]) -> str:
 
     ``{"sizes": [4, 8], "batch_size": 8, "freeze_base": True, "x": None}`` ->
     ``--batch-size 8 --freeze-base --sizes 4 8``. ``None`` drops the flag, so does ``False``
-    but for the ``NEGATABLE`` options (``{"compile": False}`` -> ``--no-compile``); a list gives
+    but for the ``NEGATABLE`` options (``{"progress": False}`` -> ``--no-progress``); a list gives
     one quoted word per item. Sorted: the same options give the same string (a rule's params,
     which Snakemake compares with the last run's) whatever the order of the config's keys.
     """

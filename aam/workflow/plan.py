@@ -86,6 +86,11 @@ class Plan:
     notes: list[str]
 
     @property
+    def compile_cache(self) -> Path:
+        """The torch.compile cache every training job shares (``compile_cache``)."""
+        return Path(self.config["compile_cache"] or self.work / "compile-cache")
+
+    @property
     def sweep_runs(self) -> list[str]:
         """The runs of every sweep, in grid order."""
         return [member for members in self.sweeps.values() for member in members]

@@ -199,7 +199,7 @@ def test_a_checkpoint_of_the_previous_layout_resumes_to_the_weights_of_an_unstop
     gap = _flat(weights) - _flat(expected)
     update = _flat(expected) - _flat(epoch_1)
     assert gap.norm() <= RESUME_TOLERANCE * update.norm(), float(gap.norm() / update.norm())
-    timing = {"samples_per_s", "epoch_seconds", "peak_memory_mb"}
+    timing = {"samples_per_s", "epoch_seconds", "peak_memory_mb", "tflops"}
     rows = [
         pd.read_csv(tmp_path / run / "history.tsv", sep="\t") for run in ("straight", "resumed")
     ]

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.workflow]
 # outputs that must come out byte-identical (no timestamps, hosts or paths in them); the
 # histories' measured columns (speed, time, memory) are left out
 COMPARED = ("*.tsv", "runs/*/*/history.tsv", "runs/*/predict/predictions.tsv")
-MEASURED = ["samples_per_s", "epoch_seconds", "peak_memory_mb", "device_busy"]
+MEASURED = ["samples_per_s", "epoch_seconds", "peak_memory_mb", "device_busy", "tflops", "mfu"]
 
 
 def snakemake(work: Path, *extra: str) -> list[str]:

@@ -39,6 +39,7 @@ _python_bin = shlex.quote(str(Path(sys.executable).parent))
 _exports = [f'PYTHONPATH={shlex.quote(str(REPO))}"{os.pathsep}${{{{PYTHONPATH:-}}}}"']
 _exports += [] if IMAGE else [f'PATH={_python_bin}"{os.pathsep}$PATH"']
 _exports += [f"{orphan.ENV}={shlex.quote(orphan.workflow_token())}"]
+_exports += [f"TORCHINDUCTOR_CACHE_DIR={shlex.quote(str(PLAN.compile_cache))}"]
 shell.prefix("".join(f"export {e}; " for e in _exports))
 
 
