@@ -20,8 +20,11 @@ of the partial sums between ranks is not in it), the ranks' calls interleaved in
 and report the slowest (it sets the step's pace) and their mean (the pace of perfectly
 balanced shares). Sources of the second part: ``tree-gpu``/``tree-cpu`` (`--tree`,
 ``--unifrac-engine gpu|cpu``), ``matrix`` (`--unifrac`, the matrix computed first by
-`aam unifrac`), eager (``--no-compile``) or with ``--compile`` (``+compile``: the transformer
-layers, compiled cold, in a cache of the run's own).
+`aam unifrac`), each with every ``--compiles`` mode: ``off`` (eager), ``layers``, ``model``
+compiled cold (a cache of the run's own), ``model-warm`` (a second process in the cache the
+cold run left, as the later jobs of a sweep). Each row has samples/s, GPU busy, TFLOP/s and MFU
+of the last epoch, the compile log line (graphs, breaks, seconds, cache hits) and the wall time
+of 100 epochs extrapolated from the measured ones.
 """
 
 from __future__ import annotations
@@ -164,45 +167,64 @@ def train_part(args: argparse.Namespace) -> list[dict]:
     rows = []
     for batch in args.batches:
         for source in args.sources:
-            base, _, extra = source.partition("+")
-            out = work / f"{base}-{extra or 'eager'}-{batch}"
-            shutil.rmtree(out, ignore_errors=True)  # never resume an earlier run
-            flags = ["--tree", tree, "--unifrac-engine", base[5:]] if base != "matrix" else []
-            flags += ["--unifrac", matrix] if base == "matrix" else []
-            flags += ["--compile"] if extra == "compile" else ["--no-compile"]
-            command = [
-                *aam, "pretrain", "--table", table, "--output-dir", out, *MODEL, *flags,
-                "--batch-size", batch, "--epochs", args.epochs, "--val-fraction", args.val_fraction,
-                "--attn-implementation", "mem_efficient", "--no-progress",
-            ]  # fmt: skip
-            # a cache of its own: every run compiles cold, as a user's first run does
-            cold = {**env, "TORCHINDUCTOR_CACHE_DIR": str(out / "inductor-cache")}
-            start = time.perf_counter()
-            run = subprocess.run(list(map(str, command)), env=cold, capture_output=True, text=True)
-            wall = time.perf_counter() - start
-            row = {
-                "data": str(args.data),
-                "batch": batch,
-                "source": source,
-                "wall_s": round(wall, 1),
-            }
-            if run.returncode != 0:
-                row["error"] = (run.stderr.strip().splitlines() or ["?"])[-1][:300]
-            else:
-                row.update(last_epoch(out / "history.tsv"))
-                graphs = [ln for ln in run.stderr.splitlines() if "graph(s) compiled" in ln]
-                row["compiled"] = graphs[-1].split("torch.compile: ")[-1] if graphs else None
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+            for compiled in args.compiles:
+                mode, _, warm = compiled.partition("-")
+                out = work / f"{source}-{compiled}-{batch}"
+                shutil.rmtree(out, ignore_errors=True)  # never resume an earlier run
+                flags = ["--unifrac", matrix] if source == "matrix" else []
+                flags += [] if source == "matrix" else ["--tree", tree]
+                flags += [] if source == "matrix" else ["--unifrac-engine", source[5:]]
+                command = [
+                    *aam, "pretrain", "--table", table, "--output-dir", out, *MODEL, *flags,
+                    "--batch-size", batch, "--epochs", args.epochs, "--compile", mode,
+                    "--val-fraction", args.val_fraction, "--attn-implementation",
+                    "mem_efficient", "--no-progress",
+                ]  # fmt: skip
+                # cold: a cache of its own, as a user's first job; warm: the cold run's cache
+                cache = work / f"cache-{source}-{mode}-{batch}"
+                if not warm:
+                    shutil.rmtree(cache, ignore_errors=True)
+                row = {"data": str(args.data), "batch": batch, "source": source}
+                row |= {"compile": compiled} | timed_run(command, env, cache, args.epochs)
+                if "error" not in row:
+                    row.update(last_epoch(out / "history.tsv"))
+                print(json.dumps(row), flush=True)
+                rows.append(row)
     return rows
 
 
+def timed_run(command: list, env: dict, cache: Path, epochs: int) -> dict:
+    """Wall seconds of `aam pretrain` ``command`` (compile cache ``cache``), the seconds at
+    which each epoch's line came, what the compile line says, and the wall time of 100
+    epochs extrapolated from them (the first epoch, compile included, then the last epoch's
+    pace, validation included)."""
+    env = {**env, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    start, marks, tail = time.perf_counter(), [], []
+    with subprocess.Popen(
+        list(map(str, command)), env=env, stderr=subprocess.PIPE, text=True
+    ) as run:
+        for line in run.stderr:
+            tail = [*tail[-40:], line.rstrip()]
+            if " epoch " in line and f"/{epochs}: " in line:
+                marks.append(time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    row: dict = {"wall_s": round(wall, 1), "epoch_marks_s": [round(m, 1) for m in marks]}
+    if run.returncode != 0:
+        return row | {"error": (tail or ["?"])[-1][:300]}
+    summary = [ln for ln in tail if "graph(s)" in ln]
+    row["compiled"] = summary[-1].split("torch.compile: ")[-1] if summary else None
+    if len(marks) >= 2:
+        pace = marks[-1] - marks[-2]
+        row["wall_100_epochs_s"] = round(marks[0] + 99 * pace + (wall - marks[-1]), 1)
+    return row
+
+
 def last_epoch(history: Path) -> dict:
-    """samples/s, GPU busy and peak memory of a run's last epoch."""
+    """samples/s, GPU busy, peak memory, TFLOP/s and MFU of a run's last epoch."""
     import pandas as pd
 
     last = pd.read_csv(history, sep="\t").iloc[-1]
-    keys = ("samples_per_s", "device_busy", "peak_memory_mb", "epoch_seconds")
+    keys = ("samples_per_s", "device_busy", "peak_memory_mb", "epoch_seconds", "tflops", "mfu")
     return {k: round(float(last[k]), 3) for k in keys if k in last}
 
 
@@ -218,6 +240,12 @@ def main() -> None:
     )
     parser.add_argument("--worlds", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--sources", nargs="+", default=["tree-gpu", "tree-cpu", "matrix"])
+    parser.add_argument(
+        "--compiles",
+        nargs="+",
+        default=["off", "layers", "model", "model-warm"],
+        help="--compile modes; MODE-warm: again, in the cache MODE's cold run left",
+    )
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--val-fraction", type=float, default=0.05)
     parser.add_argument("--workdir", type=Path, default=Path("results/benchmarks/gpu_pretrain"))

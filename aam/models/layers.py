@@ -92,8 +92,8 @@ class MultiHeadSelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         p = self.dropout if self.training else 0.0
         impl = effective_attn_implementation(self.attn_implementation, x.device)
-        if impl != self.attn_implementation:
-            warnings.warn(
+        if impl != self.attn_implementation and not torch.compiler.is_compiling():
+            warnings.warn(  # eagerly only: in a compiled forward, a warning breaks the graph
                 f"attn_implementation={self.attn_implementation!r} needs a CUDA/ROCm device; "
                 f"using 'math' on {x.device.type}",
                 stacklevel=2,
