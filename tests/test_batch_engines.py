@@ -85,7 +85,8 @@ def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, mode: 
     if mode == "static":
         model = torch.compile(model, backend="eager", dynamic=False)
     else:
-        (compile_model if mode == "model" else compile_layers)(model, backend="eager")
+        compiling = compile_model if mode == "model" else compile_layers
+        compiling(model, torch.device("cpu"), backend="eager")
     graphs, breaks, losses = [], [], []
     for size in sizes:
         batch = batches.batch(np.arange(size * 3, size * 4))

@@ -99,12 +99,35 @@ class MultiHeadSelfAttention(nn.Module):
                 stacklevel=2,
             )
         kernels = sdpa_backends(impl, x.device)
-        if kernels is None:
+        if kernels is None or torch.compiler.is_compiling():  # compiled: ``pin_sdpa_backends``
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
         else:
             with sdpa_kernel(kernels):
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
         return self.out(y.transpose(1, 2).reshape(b, s, d))
+
+
+_SWITCHES = {
+    SDPBackend.FLASH_ATTENTION: torch.backends.cuda.enable_flash_sdp,
+    SDPBackend.EFFICIENT_ATTENTION: torch.backends.cuda.enable_mem_efficient_sdp,
+    SDPBackend.MATH: torch.backends.cuda.enable_math_sdp,
+    SDPBackend.CUDNN_ATTENTION: torch.backends.cuda.enable_cudnn_sdp,
+}
+
+
+def pin_sdpa_backends(module: nn.Module, device: torch.device) -> None:
+    """The SDPA kernels of ``module``'s attention, for this whole process: a compiled forward
+    does not enter ``sdpa_kernel`` (its context manager keeps a graph out of the AOT autograd
+    cache, so a later job would trace it all again), so the process-wide switches choose."""
+    names = {
+        m.attn_implementation for m in module.modules() if isinstance(m, MultiHeadSelfAttention)
+    }
+    if len(names) != 1:
+        raise ValueError(f"one attention implementation per compiled model, got {sorted(names)}")
+    kernels = sdpa_backends(names.pop(), device)
+    if kernels is not None:
+        for backend, switch in _SWITCHES.items():
+            switch(backend in kernels)
 
 
 class Dropout(nn.Dropout):

@@ -18,7 +18,7 @@ from torch import nn
 
 from aam.devices import COMPILE_MODES
 from aam.errors import InputError
-from aam.models.layers import TransformerLayer
+from aam.models.layers import TransformerLayer, pin_sdpa_backends
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +58,21 @@ def compile_mode(asked: str, device: torch.device, planned_samples: int) -> tupl
     return "layers", f"auto: {planned_samples:,} planned samples < {MODEL_PAYS_FROM:,}"
 
 
-def compile_model(model: nn.Module, backend: str = "inductor") -> nn.Module:
+def compile_model(model: nn.Module, device: torch.device, backend: str = "inductor") -> nn.Module:
     """``torch.compile`` the forward of ``model`` whole, in place (one graph per mode: training,
     evaluation, with and without masks; the forward reads nothing back to the host). Only
     ``forward`` is compiled, so DDP's module hooks stay outside and the state dict keeps its
-    keys. The masked nucleotides' logits have a data-dependent count, captured in the graph."""
+    keys. The masked nucleotides' logits have a data-dependent count, captured in the graph.
+    The attention kernels are pinned for the process (``pin_sdpa_backends``)."""
     import torch._dynamo
 
     torch._dynamo.config.capture_dynamic_output_shape_ops = True
+    pin_sdpa_backends(model, device)
     model.forward = torch.compile(model.forward, backend=backend, **COMPILE_OPTIONS)
     return model
 
 
-def compile_layers(model: nn.Module, backend: str = "inductor") -> nn.Module:
+def compile_layers(model: nn.Module, device: torch.device, backend: str = "inductor") -> nn.Module:
     """``torch.compile`` the forward of every transformer layer of ``model``, in place.
 
     Regional compilation: the layers share their code, so dynamo traces it once per mode
@@ -81,6 +83,7 @@ def compile_layers(model: nn.Module, backend: str = "inductor") -> nn.Module:
     graphs, and the state dict keeps its keys. ``backend="eager"`` traces without generating
     code (tests).
     """
+    pin_sdpa_backends(model, device)
     for module in model.modules():
         if isinstance(module, TransformerLayer):
             module.forward = torch.compile(module.forward, backend=backend, **COMPILE_OPTIONS)
@@ -126,6 +129,7 @@ def cache_use() -> dict[str, int]:
         "graph_misses": int(inductor["fxgraph_cache_miss"]),
         "autograd_hits": int(aot["autograd_cache_hit"]),
         "autograd_misses": int(aot["autograd_cache_miss"]),
+        "autograd_bypasses": int(aot["autograd_cache_bypass"]),
     }
 
 
@@ -148,5 +152,6 @@ def compile_summary() -> str:
         f"torch.compile: {compiled_graphs()} graph(s), {graph_breaks()} graph break(s), "
         f"compiled in {compile_seconds():.0f} s; cache {folder} ({folder_mb(folder):.0f} MB): "
         f"graphs {use['graph_hits']} hit(s) {use['graph_misses']} miss(es), autograd "
-        f"{use['autograd_hits']} hit(s) {use['autograd_misses']} miss(es)"
+        f"{use['autograd_hits']} hit(s) {use['autograd_misses']} miss(es) "
+        f"{use['autograd_bypasses']} bypass(es)"
     )

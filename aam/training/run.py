@@ -330,9 +330,9 @@ def parallelize(
         mode, why = "layers", f"{why}; --fsdp shards the model, so its layers only"
     log.info("torch.compile: %s (%s)", COMPILED[mode], why)
     if mode == "model":
-        compile_model(model)
+        compile_model(model, device)
     elif mode == "layers":
-        compile_layers(model)
+        compile_layers(model, device)
     if runtime.fsdp and not ctx.enabled:
         log.info("--fsdp: one process, nothing to shard; training as without it")
     if runtime.fsdp and ctx.enabled:
