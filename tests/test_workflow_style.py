@@ -148,6 +148,7 @@ with SnakemakeApi(OutputSettings()) as api:
             "inputs": list(rule.input._names),
             "input": [str(path) for path in rule.input if not callable(path)],
             "code": dict(rule.params.items()).get("code"),
+            "params": [str(v) for _, v in rule.params.items() if not callable(v)],
             "shellcmd": rule.shellcmd,
             "script": rule.script,
             "local": workflow.is_local(rule),
@@ -229,13 +230,18 @@ def test_jobs_get_the_workflow_token_through_the_shell_prefix_not_the_environmen
         token = f"{workflow['pid']}@{socket.gethostname()}"
         assert f"export {ENV}={token};" in workflow["prefix"]
         assert workflow["environ"] == os.environ.get(ENV)
+        cache = f"export TORCHINDUCTOR_CACHE_DIR={workflow['work']}/compile-cache;"
+        assert cache in workflow["prefix"]  # a cache folder is no rerun trigger either
         for rule in workflow["rules"].values():
             assert ENV not in (rule["shellcmd"] or "") and rule["code"] != token
+            assert "TORCHINDUCTOR" not in (rule["shellcmd"] or "") + str(rule["params"])
 
 
 @pytest.mark.workflow
 def test_a_job_runs_with_the_token_of_its_snakemake(checkout_copy, tmp_path):
-    """A real job of the workflow's rules (stage) with a shell that reports the variable."""
+    """A real job of the workflow's rules (stage) with a shell that reports the variables: the
+    token, and the torch.compile cache every job shares (``compile_cache``, by default in the
+    work directory)."""
     root = tmp_path / "repo"
     shutil.copytree(checkout_copy, root)
     (root / "workflow/Snakefile.token").write_text(
@@ -244,7 +250,7 @@ def test_a_job_runs_with_the_token_of_its_snakemake(checkout_copy, tmp_path):
         "    output:\n"
         '        "token.txt",\n'
         "    shell:\n"
-        '        "echo $AAM_STOP_WITH_PID > {output}"\n'
+        '        "echo $AAM_STOP_WITH_PID $TORCHINDUCTOR_CACHE_DIR > {output}"\n'
     )
     command = [sys.executable, "-m", "snakemake", "token.txt", "-s", "workflow/Snakefile.token"]
     command += ["--cores", "1", "--configfile", "config/test.yaml"]
@@ -255,4 +261,6 @@ def test_a_job_runs_with_the_token_of_its_snakemake(checkout_copy, tmp_path):
     )
     _, err = process.communicate(timeout=300)
     assert process.returncode == 0, err[-3000:]
-    assert (root / "token.txt").read_text().strip() == f"{process.pid}@{socket.gethostname()}"
+    token, cache = (root / "token.txt").read_text().split()
+    assert token == f"{process.pid}@{socket.gethostname()}"
+    assert cache == str(tmp_path / "work" / "compile-cache")  # one torch.compile cache for all

@@ -27,12 +27,12 @@ log = logging.getLogger(__name__)
 # samples: compiled with static shapes, each new shape is a new graph (~90 s of compiling at
 # batch 512 on an H100, measured 2026-11-25). Dynamic shapes give one graph per mode.
 COMPILE_OPTIONS = {"dynamic": True}
-# The whole model against the layers alone, `aam pretrain` at batch 2,048 on an H100/H200
-# (benchmarks/README.md, "Pretraining at GPU speed"): samples/s of each, and the seconds of
-# compiling the whole model costs beyond the layers' when its cache is cold.
-LAYERS_SAMPLES_PER_S, MODEL_SAMPLES_PER_S, MODEL_EXTRA_COMPILE_S = 5_578.0, 13_408.0, 100.0
+# The whole model against the layers alone: `aam pretrain` samples/s of each at batch 2,048 on
+# 100,000 samples on an H200, and the seconds more the whole model takes to compile cold (98 s
+# against 18 s), benchmarks/README.md ("Compiling the whole model", 2026-11-28).
+LAYERS_SAMPLES_PER_S, MODEL_SAMPLES_PER_S, MODEL_EXTRA_COMPILE_S = 5_668.0, 16_674.0, 80.0
 # The planned samples (epochs x training samples) from which the whole model's faster steps
-# repay its extra compiling: ~0.96 M.
+# repay its extra compiling: ~0.69 M.
 MODEL_PAYS_FROM = round(
     MODEL_EXTRA_COMPILE_S / (1 / LAYERS_SAMPLES_PER_S - 1 / MODEL_SAMPLES_PER_S)
 )
