@@ -388,7 +388,7 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     mae = (forest["prediction"] - truth["age"].reindex(forest["sample_id"]).to_numpy()).abs().mean()
     assert metrics["random_forest_baseline"]["mae"] == pytest.approx(mae, rel=1e-4)
     # ... and printed: AAM first, then the baselines, each metric with its interval
-    printed = [r.getMessage() for r in caplog.records if r.name == "aam.commands.predict"]
+    printed = [r.getMessage() for r in caplog.records if r.name == "aam.analysis.predict"]
     table_at = printed.index(f"metrics of {metrics['n']} samples (age), 95% bootstrap intervals:")
     rows = printed[table_at + 1 : table_at + 5]
     labels = [row.split("  ")[1].strip() for row in rows]
@@ -970,7 +970,7 @@ def test_pretrain_rejects_a_batch_size_word_other_than_auto(demo, tmp_path, caps
 
 
 def test_metrics_lines_name_aam_and_say_undefined():
-    from aam.commands.predict import metrics_lines
+    from aam.analysis.predict import metrics_lines
 
     metrics = {
         "n": 3,

@@ -10,7 +10,6 @@ from aam.training.losses import (
     DISTANCE_SCALE,
     count_loss,
     embedding_distances,
-    nucleotide_loss,
     regression_loss,
     unifrac_loss,
     unifrac_row_loss,
@@ -63,13 +62,6 @@ def test_ranks_rows_add_up_to_the_loss_and_twice_their_gradients_to_its_gradient
 def test_embedding_distances_lie_in_unit_interval():
     d = embedding_distances(torch.randn(5, 8) * 3)
     assert (d >= 0).all() and (d < 1).all() and torch.allclose(d, d.T)
-
-
-def test_nucleotide_loss_is_zero_without_masked_positions_and_ce_otherwise():
-    assert nucleotide_loss(torch.zeros(0, 8), torch.zeros(0, dtype=torch.long)).item() == 0.0
-    logits = torch.tensor([[2.0, 0.0], [0.0, 2.0]])
-    expected = -math.log(math.exp(2) / (math.exp(2) + 1))
-    assert nucleotide_loss(logits, torch.tensor([0, 1])).item() == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(("kind", "expected"), [("mse", 4.0), ("mae", 2.0), ("huber", 1.5)])

@@ -232,7 +232,7 @@ def test_predictor_from_cached_embeddings_equals_full_forward(batch):
     # Frozen base stays in eval mode under train(): cached == recomputed, heads still train.
     pred.freeze_base()
     pred.train()
-    assert pred.base_frozen and not pred.base.training and pred.target_stack.training
+    assert not pred.base.training and pred.target_stack.training
     full = pred(tokens, index, counts, cats)
     cached = pred(None, index, counts, cats, unique_embeddings=pred.encode_asvs(tokens))
     assert_close(full["sample_embedding"], cached["sample_embedding"])
@@ -252,8 +252,6 @@ def test_freeze_base_leaves_base_without_grad(batch):
     assert all(p.grad is None and not p.requires_grad for p in pred.base.parameters())
     heads = [p for n, p in pred.named_parameters() if not n.startswith("base.")]
     assert heads and all(p.grad is not None for p in heads)
-    pred.unfreeze_base()
-    assert all(p.requires_grad for p in pred.parameters()) and pred.base.training
 
 
 # -- masking --------------------------------------------------------------------------------
@@ -333,8 +331,6 @@ def test_config_rejects_unknown_and_invalid():
     for kwargs in bad:
         with pytest.raises(ValueError):
             ModelConfig(**kwargs)
-    assert tiny().base_mismatches(tiny(out_dim=5, count_layers=3)) == []
-    assert tiny().base_mismatches(tiny(embedding_dim=64)) == ["embedding_dim: 32 != 64"]
 
 
 def test_input_limits_are_checked(batch):

@@ -261,7 +261,7 @@ def test_closure_follows_imports_including_function_level_ones():
 
 def test_prediction_code_is_only_reached_by_predict():
     for command, module in MODULES.items():
-        reached = ("aam.commands.predict", "run") in fingerprint.reachable(module).definitions
+        reached = ("aam.analysis.predict", "predict") in fingerprint.reachable(module).definitions
         assert reached == (command == "predict"), command
 
 

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aam.data.token_batches import batch_floor, padded_tokens, token_batches
+from aam.data.token_batches import batch_floor, token_batches
 
 lengths_st = st.lists(st.integers(1, 300), min_size=0, max_size=400).map(np.array)
 budget_st = st.integers(1, 4000)
@@ -67,6 +67,12 @@ def test_batches_are_a_function_of_the_seed(lengths, budget, multiple, seed):
         return token_batches(lengths, budget, rng, min_size=2, multiple=multiple)
 
     assert [b.tolist() for b in run()] == [b.tolist() for b in run()]
+
+
+def padded_tokens(lengths: np.ndarray) -> int:
+    """Tokens of a batch of samples with ``lengths`` ASVs, padded to the longest (the budget's
+    measure)."""
+    return len(lengths) * int(lengths.max(initial=0))
 
 
 def test_short_samples_make_large_batches_and_long_ones_small():

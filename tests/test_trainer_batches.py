@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from test_token_batches import padded_tokens
 from tiny_model import tiny_model
 
-from aam.data.token_batches import padded_tokens
 from aam.models import SequenceEncoder
 from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig

@@ -22,11 +22,6 @@ def batch_floor(min_size: int, multiple: int) -> int:
     return -(-min_size // multiple) * multiple
 
 
-def padded_tokens(lengths: np.ndarray) -> int:
-    """Tokens of a batch of samples with ``lengths`` ASVs, padded to the longest."""
-    return len(lengths) * int(lengths.max(initial=0))
-
-
 def token_batches(
     lengths: np.ndarray,
     budget: int,

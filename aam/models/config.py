@@ -186,15 +186,6 @@ class ModelConfig:
         """A copy with some fields changed (validated like a new config)."""
         return dataclasses.replace(self, **changes)
 
-    def base_mismatches(self, other: ModelConfig) -> list[str]:
-        """Human-readable differences in the fields that fix the base (``BASE_FIELDS``), e.g. to
-        check that a pretrained encoder fits a fine-tuning config. Empty list: compatible."""
-        return [
-            f"{name}: {getattr(self, name)!r} != {getattr(other, name)!r}"
-            for name in BASE_FIELDS
-            if getattr(self, name) != getattr(other, name)
-        ]
-
 
 @dataclass(frozen=True)
 class ModelOptions:

@@ -62,10 +62,6 @@ class SequencePredictor(RuntimeOptions, nn.Module):
         self.apply_runtime_options()
 
     # -- frozen base -------------------------------------------------------------------------
-    @property
-    def base_frozen(self) -> bool:
-        return self._base_frozen
-
     def freeze_base(self) -> None:
         """No gradients for the base, and keep it in eval mode (no dropout) even under
         ``train()``, so cached ``encode_asvs`` embeddings equal what the forward computes."""
@@ -73,12 +69,6 @@ class SequencePredictor(RuntimeOptions, nn.Module):
             param.requires_grad_(False)
         self._base_frozen = True
         self.base.eval()
-
-    def unfreeze_base(self) -> None:
-        for param in self.base.parameters():
-            param.requires_grad_(True)
-        self._base_frozen = False
-        self.base.train(self.training)
 
     def train(self, mode: bool = True) -> SequencePredictor:
         super().train(mode)

@@ -54,13 +54,6 @@ def unifrac_row_loss(
     return error.sum() / (n * (n - 1))
 
 
-def nucleotide_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy over masked positions (``logits`` (M, V), ``targets`` (M,))."""
-    if logits.shape[0] == 0:
-        return logits.sum() * 0.0
-    return F.cross_entropy(logits.float(), targets)
-
-
 def regression_loss(predicted: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
     """Huber (smooth L1, beta 1), MSE or MAE on normalized targets."""
     predicted, target = predicted.float(), target.float()
