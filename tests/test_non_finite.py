@@ -25,10 +25,10 @@ from test_cli_training import (
     write_table,
 )
 
+from aam.analysis import predict  # the predict stage: patched where it looks `load_study` up
 from aam.commands import (
     doctor,  # patched where the command looks `diagnose` up
     plot_history,
-    predict,
 )
 from aam.profiling import probe
 from aam.training import losses, trainer
