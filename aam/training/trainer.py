@@ -64,8 +64,9 @@ def epoch_line(row: dict, best_metric: str) -> str:
     keys = [k for k in dict.fromkeys((*EPOCH_LINE, best_metric)) if isinstance(row.get(k), float)]
     cells = [f"{k.replace('_', ' ')} {row[k]:.4g}" for k in keys]
     cells.append(f"{row['samples_per_s']:.0f} samples/s, {row['epoch_seconds']:.1f} s")
-    if "mfu" in row:
-        cells.append(f"{row['tflops']:.1f} TFLOP/s ({row['mfu']:.0%} MFU)")
+    if "tflops" in row:  # and the share of the device's peak where it is known
+        mfu = f" ({row['mfu']:.0%} MFU)" if "mfu" in row else ""
+        cells.append(f"{row['tflops']:.3g} TFLOP/s{mfu}")
     if "device_busy" in row:
         cells.append(f"GPU busy {row['device_busy']:.0%}")
     return ", ".join(cells) + " (every column: history.tsv)"
