@@ -69,21 +69,16 @@ def gpu_visible() -> bool:
     return torch.cuda.is_available()
 
 
-def stack_flops(rows: int, length: int, layers: int) -> float:
-    """Forward matmul FLOPs of ``layers`` transformer layers over ``rows`` sequences of
-    ``length``: qkv, output and the two FFN projections (12 D^2 per token), plus QK^T and AV."""
-    tokens = rows * length
-    return layers * (2 * tokens * 12 * DIM**2 + 4 * rows * length**2 * DIM)
-
-
 def step_flops(study, positions: np.ndarray) -> float:
     """Training FLOPs of one batch: forward x 3 (the backward costs twice the forward)."""
+    from aam.training.flops import stack_flops  # the formula each epoch's `tflops` uses
+
     samples = study.samples
     lengths = samples.lengths(TOKEN_LIMIT)[positions]
     rows = np.unique(np.concatenate([samples.sample_asvs(p)[0] for p in positions]))
     width = int((samples.tokens[rows] != 0).sum(axis=1).max())  # START + bases
-    asv = stack_flops(len(rows), width, LAYERS)
-    sample = stack_flops(len(positions), int(lengths.max()), 2 * LAYERS)  # sample + encoder
+    asv = stack_flops(len(rows), width, LAYERS, DIM)
+    sample = stack_flops(len(positions), int(lengths.max()), 2 * LAYERS, DIM)  # + encoder
     return 3 * (asv + sample)
 
 

@@ -17,8 +17,8 @@ from aam.models import (
     effective_attn_implementation,
     mask_nucleotides,
 )
-from aam.models.asv_encoder import sequence_keys
-from aam.models.layers import sdpa_backends
+from aam.models.asv_encoder import sequence_keys, trim_width
+from aam.models.layers import pin_sdpa_backends, sdpa_backends, set_attn_implementation
 
 MAX_BP = 20
 ATOL = 1e-5
@@ -124,6 +124,32 @@ def test_classifier_returns_log_probabilities(batch):
 
 
 # -- invariances ----------------------------------------------------------------------------
+
+
+def test_encode_trims_each_chunk_and_an_all_pad_chunk_embeds_to_zeros(batch):
+    """``encode`` trims a chunk to its longest row before the (host-read-free) forward; a chunk
+    of PAD rows only keeps one column and embeds to zeros, as it did before the trim moved out
+    of the forward."""
+    tokens, _, _ = make_batch(*batch)
+    encoder = seeded(SequenceEncoder, tiny()).eval().asv_encoder
+    wide = torch.zeros(len(tokens) + 2, MAX_BP + 1, dtype=torch.long)
+    wide[: len(tokens), : tokens.shape[1]] = tokens
+    assert trim_width(wide).shape[1] == int((tokens != PAD).sum(dim=1).max())
+    assert trim_width(torch.zeros(3, MAX_BP + 1, dtype=torch.long)).shape == (3, 1)
+    embedded = encoder.encode(wide, chunk_size=len(tokens))  # the last chunk: PAD rows only
+    assert_close(embedded[: len(tokens)], encoder.encode(tokens))
+    assert (embedded[len(tokens) :] == 0).all()
+
+
+def test_a_model_without_attention_compiles():
+    """--compile pins the attention kernels of the model; a model of 0-layer stacks has none
+    to pin, and a model mixing implementations is refused."""
+    bare = SequenceEncoder(tiny(asv_layers=0, sample_layers=0, encoder_layers=0))
+    pin_sdpa_backends(bare, torch.device("cpu"))  # nothing to choose: no error
+    mixed = SequenceEncoder(tiny())
+    set_attn_implementation(mixed.asv_encoder, "math")
+    with pytest.raises(ValueError, match="one attention implementation per compiled model"):
+        pin_sdpa_backends(mixed, torch.device("cpu"))
 
 
 @pytest.mark.parametrize("count_embedding", ["add", "concat", "none"])

@@ -39,9 +39,12 @@ def sequence_keys(tokens: torch.Tensor, weights: torch.Tensor, buckets: int) -> 
 
 
 def trim_width(tokens: torch.Tensor) -> torch.Tensor:
-    """``tokens`` [U, L] without the columns beyond its longest row (one host read)."""
-    width = int((tokens != PAD).any(dim=0).nonzero().max()) + 1 if tokens.numel() else 0
-    return tokens[:, :width]
+    """``tokens`` [U, L] without the columns beyond its longest row (one host read); one
+    column of an all-PAD block (its rows embed to zeros)."""
+    cols = (tokens != PAD).any(dim=0)
+    positions = torch.arange(1, tokens.shape[1] + 1, device=tokens.device)
+    width = int((positions * cols).max()) if tokens.shape[1] else 0
+    return tokens[:, : max(width, 1)]
 
 
 def check_nuc_mask(nuc_mask: torch.Tensor, valid: torch.Tensor) -> None:

@@ -122,7 +122,9 @@ def pin_sdpa_backends(module: nn.Module, device: torch.device) -> None:
     names = {
         m.attn_implementation for m in module.modules() if isinstance(m, MultiHeadSelfAttention)
     }
-    if len(names) != 1:
+    if not names:  # no attention (every stack of 0 layers): nothing to choose
+        return
+    if len(names) > 1:
         raise ValueError(f"one attention implementation per compiled model, got {sorted(names)}")
     kernels = sdpa_backends(names.pop(), device)
     if kernels is not None:

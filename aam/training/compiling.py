@@ -38,6 +38,14 @@ MODEL_PAYS_FROM = round(
 )
 
 
+# What each mode that ``compile_mode`` returns compiles, for the log.
+COMPILED = {
+    "model": "the whole model, compiled at its first calls",
+    "layers": "the transformer layers, compiled at their first calls",
+    "off": "off, the model runs eagerly",
+}
+
+
 def compile_mode(asked: str, device: torch.device, planned_samples: int) -> tuple[str, str]:
     """What to compile (``model``, ``layers`` or ``off``) and why, for a run of
     ``planned_samples`` on ``device``: as asked, except ``auto``, which never compiles on a
@@ -56,6 +64,15 @@ def compile_mode(asked: str, device: torch.device, planned_samples: int) -> tupl
     if planned_samples >= MODEL_PAYS_FROM:
         return "model", f"auto: {planned_samples:,} planned samples >= {MODEL_PAYS_FROM:,}"
     return "layers", f"auto: {planned_samples:,} planned samples < {MODEL_PAYS_FROM:,}"
+
+
+def compile_as(model: nn.Module, mode: str, device: torch.device) -> nn.Module:
+    """``model`` compiled as ``mode`` (``model``, ``layers`` or ``off``) says, in place."""
+    if mode == "model":
+        return compile_model(model, device)
+    if mode == "layers":
+        return compile_layers(model, device)
+    return model
 
 
 def compile_model(model: nn.Module, device: torch.device, backend: str = "inductor") -> nn.Module:

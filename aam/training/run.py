@@ -35,9 +35,9 @@ from aam.runtime.threads import usable_threads
 from aam.training.auto_batch import resolve_batch_size
 from aam.training.batches import TrainBatches
 from aam.training.compiling import (
-    compile_layers,
+    COMPILED,
+    compile_as,
     compile_mode,
-    compile_model,
     compile_summary,
     compiled_graphs,
 )
@@ -304,14 +304,6 @@ def lock_run(directories: tuple[Path, ...], ctx: DistContext, command: str) -> R
     return locks
 
 
-# What each --compile mode compiles, for the log.
-COMPILED = {
-    "model": "the whole model, compiled at its first calls",
-    "layers": "the transformer layers, compiled at their first calls",
-    "off": "off, the model runs eagerly",
-}
-
-
 def show_progress(runtime: RuntimeConfig) -> bool:
     return sys.stderr.isatty() if runtime.progress is None else runtime.progress
 
@@ -329,10 +321,7 @@ def parallelize(
     if mode == "model" and runtime.fsdp and ctx.enabled:
         mode, why = "layers", f"{why}; --fsdp shards the model, so its layers only"
     log.info("torch.compile: %s (%s)", COMPILED[mode], why)
-    if mode == "model":
-        compile_model(model, device)
-    elif mode == "layers":
-        compile_layers(model, device)
+    compile_as(model, mode, device)
     if runtime.fsdp and not ctx.enabled:
         log.info("--fsdp: one process, nothing to shard; training as without it")
     if runtime.fsdp and ctx.enabled:
