@@ -41,4 +41,4 @@ def step(study_dir: Path, ctx: DistContext) -> tuple[float, dict[str, torch.Tens
     loss, terms = step_loss(wrapped, objective, batch, torch.Generator().manual_seed(0))
     loss.backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
-    return terms["unifrac_loss"], grads
+    return terms["unifrac_loss"].item(), grads

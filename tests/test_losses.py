@@ -111,6 +111,6 @@ def test_the_objective_weighs_its_terms_from_model_outputs_and_batch_targets_alo
     target = regression_loss(out["prediction"].squeeze(-1), (targets - 1.0) / 2.0, "mse")
     expected = 2.0 * unifrac + 0.5 * nucleotides + 3.0 * target
     assert total.item() == pytest.approx(expected.item(), rel=1e-6)
-    assert terms["loss"] == pytest.approx(expected.item(), rel=1e-6)
-    assert terms["nuc_loss"] == pytest.approx(nucleotides.item(), rel=1e-6)
+    assert terms["loss"].item() == pytest.approx(expected.item(), rel=1e-6)
+    assert terms["nuc_loss"].item() == pytest.approx(nucleotides.item(), rel=1e-6)
     assert not {"study", "cfg", "token_limit"} & set(vars(objective))

@@ -303,13 +303,6 @@ def test_mask_nucleotides():
         mask_nucleotides(tokens, 1.5)
 
 
-def test_nuc_mask_on_padding_is_rejected(batch):
-    tokens, index, counts = make_batch(*batch)
-    enc = seeded(SequenceEncoder, tiny())
-    with pytest.raises(ValueError, match="PAD"):
-        enc(tokens, index, counts, nuc_mask=tokens == PAD)
-
-
 # -- config ---------------------------------------------------------------------------------
 
 

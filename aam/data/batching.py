@@ -7,7 +7,7 @@ and never sees padding rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -33,12 +33,23 @@ class Batch:
     categories: torch.Tensor | None = None  # (B, C) long, 0 = unknown
 
     def to(self, device: torch.device | str) -> Batch:
-        """The batch with every tensor on ``device``."""
-        moved = {
-            f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
-            for f in fields(self)
-        }
-        return Batch(**moved)
+        """The batch with every tensor on ``device`` (copies from pinned memory run
+        asynchronously: the host queues the step without waiting for them)."""
+        to_gpu = torch.device(device).type != "cpu"  # a copy to the host must land before use
+        return self._map(lambda t: t.to(device, non_blocking=to_gpu))
+
+    def pinned(self) -> Batch:
+        """The batch with its host tensors in page-locked memory (tensors already on a GPU kept):
+        made ahead of the step, so its copy to the GPU does not stall the host."""
+        return self._map(lambda t: t.pin_memory() if t.device.type == "cpu" else t)
+
+    def _map(self, move: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
+        return Batch(
+            **{
+                f.name: None if getattr(self, f.name) is None else move(getattr(self, f.name))
+                for f in fields(self)
+            }
+        )
 
     @property
     def asv_mask(self) -> torch.Tensor:

@@ -47,12 +47,6 @@ def trim_width(tokens: torch.Tensor) -> torch.Tensor:
     return tokens[:, : max(width, 1)]
 
 
-def check_nuc_mask(nuc_mask: torch.Tensor, valid: torch.Tensor) -> None:
-    """ValueError where ``nuc_mask`` selects a PAD position (one host read)."""
-    if bool((nuc_mask & ~valid).any()):
-        raise ValueError("nuc_mask selects PAD positions; mask only real nucleotides")
-
-
 class ASVEncoder(nn.Module):
     """Tokens [U, L] (START + bases, right-padded with PAD) -> ASV embeddings [U, D].
 
@@ -101,8 +95,8 @@ class ASVEncoder(nn.Module):
         sequences or already masked; the identity embedding needs the originals). Returns
         (embeddings [U, D], nuc_logits). nuc_logits is None without ``nuc_mask``, else [N, V] for
         the N True positions of nuc_mask in row-major order (targets: ``original[nuc_mask]``).
-        nuc_mask must be False at PAD positions (checked eagerly; a compiled forward skips the
-        check's host read: ``mask_nucleotides`` never picks PAD).
+        nuc_mask must be False at PAD positions, as ``mask_nucleotides`` makes it (not checked:
+        the check would read the device in every training step).
         """
         if tokens.dim() != 2:
             raise ValueError(f"ASV tokens must be [U, L], got shape {tuple(tokens.shape)}")
@@ -117,8 +111,6 @@ class ASVEncoder(nn.Module):
                 f"nuc_mask shape {tuple(nuc_mask.shape)} != tokens shape {tuple(tokens.shape)}"
             )
         valid = tokens != PAD
-        if nuc_mask is not None and not torch.compiler.is_compiling():
-            check_nuc_mask(nuc_mask, valid)
         x = tokens if nuc_mask is None else tokens.masked_fill(nuc_mask, MASK)
         h = self.token_embedding(x.long())
         if self.position_embedding is not None:

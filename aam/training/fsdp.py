@@ -89,6 +89,11 @@ def local_part(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if _loaded and isinstance(tensor, _fsdp().DTensor) else tensor
 
 
+def whole(tensor: torch.Tensor) -> torch.Tensor:
+    """A sharded tensor gathered (a partial one reduced) on every rank; any other tensor itself."""
+    return tensor.full_tensor() if _loaded and isinstance(tensor, _fsdp().DTensor) else tensor
+
+
 def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The bare model's ``state_dict()``; under FSDP gathered to rank 0's CPU (empty elsewhere)."""
     bare = unwrap(model)

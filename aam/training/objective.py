@@ -68,10 +68,12 @@ class Objective:
 
     def loss(
         self, out: dict[str, torch.Tensor], batch: Batch, nuc_mask: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Weighted loss of one training batch's model outputs ``out`` (nucleotides masked at
-        ``nuc_mask``) and its detached terms."""
-        terms, total, logged = {}, 0.0, 0.0
+        ``nuc_mask``) and its detached terms: float64 scalars on the device, read by the caller
+        (no host read here, so a step queues its work without waiting for the device)."""
+        terms: dict[str, torch.Tensor] = {}
+        total, logged = 0.0, 0.0
         ctx = self.ctx
         if self.use_unifrac:
             local = out["sample_embedding"].float()
@@ -84,8 +86,8 @@ class Objective:
             else:
                 term = losses.unifrac_loss(local, batch.distances)
                 total = total + self.unifrac_weight * term
-            terms["unifrac_loss"] = term.item()
-            logged += self.unifrac_weight * terms["unifrac_loss"]
+            terms["unifrac_loss"] = term.detach().double()
+            logged = logged + self.unifrac_weight * terms["unifrac_loss"]
         if nuc_mask is not None:
             targets = batch.unique_tokens[nuc_mask]
             ce = torch.nn.functional.cross_entropy(
@@ -94,12 +96,12 @@ class Objective:
             count = all_reduce_sum(torch.tensor(float(len(targets)), device=ce.device), ctx)
             term = ce / count.clamp_min(1.0)
             total = total + self.nuc_weight * term * ctx.world_size
-            terms["nuc_loss"] = term.item() * ctx.world_size
-            logged += self.nuc_weight * terms["nuc_loss"]
+            terms["nuc_loss"] = term.detach().double() * ctx.world_size
+            logged = logged + self.nuc_weight * terms["nuc_loss"]
         if self.predictor:
             predictor_total = self._predictor_terms(out, batch, terms)
             total = total + predictor_total
-            logged += float(predictor_total.detach())
+            logged = logged + predictor_total.detach().double()
         # Under DDP (which averages gradients over ranks) the terms over the global batch are
         # scaled by world_size in ``total`` (a rank's UniFrac rows also by 2, see
         # ``unifrac_row_loss``); the logged loss is the weighted sum of the terms themselves.
@@ -114,10 +116,10 @@ class Objective:
             term = losses.regression_loss(
                 out["prediction"].squeeze(-1), target, self.regression_loss
             )
-        terms["target_loss"] = term.item()
+        terms["target_loss"] = term.detach().double()
         total = self.target_weight * term
         if "count_prediction" in out and self.count_weight > 0:
             count = losses.count_loss(out["count_prediction"], batch.counts, batch.asv_mask)
-            terms["count_loss"] = count.item()
+            terms["count_loss"] = count.detach().double()
             total = total + self.count_weight * count
         return total

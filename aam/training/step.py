@@ -1,10 +1,10 @@
 """One training step, shared by the Trainer and the profiler.
 
 The forward (nucleotides masked for the objective's masked-nucleotide term; a frozen base's ASV
-embeddings read, not encoded) and the objective's loss of its outputs, under autocast; a NaN or
-infinite term stops every rank before the backward; at an accumulation boundary, gradient
-clipping, a finite-norm check and the AdamW (+ scheduler) step. A ``NonFiniteError`` is raised
-before the optimizer step it would spoil.
+embeddings read, not encoded) and the objective's loss of its outputs, under autocast, and the
+backward; at an accumulation boundary, gradient clipping, one host read of the step's loss terms
+and gradient norm, and the AdamW (+ scheduler) step. A NaN or infinite term or norm stops every
+rank with ``NonFiniteError`` before the optimizer step it would spoil.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from aam.errors import NonFiniteError
 from aam.models import mask_nucleotides
 from aam.training.config import TrainConfig
 from aam.training.device import autocast, unwrap
-from aam.training.distributed import DistContext, any_rank
+from aam.training.distributed import DistContext, all_reduce_sum, gradient_sync
+from aam.training.fsdp import whole
 from aam.training.inference import model_outputs
 from aam.training.objective import Objective
 
@@ -57,8 +58,9 @@ def step_loss(
     batch: Batch,
     generator: torch.Generator,
     asv_embeddings: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """``objective``'s weighted loss of ``model``'s outputs for ``batch`` and its detached terms:
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``objective``'s weighted loss of ``model``'s outputs for ``batch`` and its detached terms
+    (on the device):
     with its masked-nucleotide term, the encoder reads MASK at nucleotides drawn with
     ``generator`` (and gets the originals for ASV identity)."""
     nuc_mask = tokens = None
@@ -73,8 +75,10 @@ def step_loss(
 
 @dataclass
 class TrainStep:
-    """A training step in two halves: ``loss`` of a micro-batch (forward), and ``update`` at
-    an accumulation boundary (clip, AdamW, schedule); ``__call__`` runs a whole step."""
+    """A training step over one or more micro-batches: each call queues a micro-batch's forward
+    and backward; at the accumulation boundary (``at_step``) the update clips the gradients,
+    reads the step's loss terms and gradient norm from the device in one host read, checks them
+    on every rank and steps AdamW (+ schedule). Nothing else waits for the device."""
 
     model: nn.Module
     objective: Objective
@@ -84,54 +88,66 @@ class TrainStep:
     ctx: DistContext = field(default_factory=DistContext)
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     asv_embeddings: torch.Tensor | None = None  # a frozen base's, of every table ASV
+    pending: list[dict[str, torch.Tensor]] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.fix = fix_hint(self.cfg, self.objective.predictor)
 
     def __call__(
         self, batch: Batch, generator: torch.Generator, at_step: bool = True, where: str = ""
-    ) -> dict[str, float]:
-        """Train on ``batch`` (on the device); return its loss terms. ``where`` names the step
-        in errors."""
-        loss, terms = self.loss(batch, generator, where)
-        (loss / self.cfg.grad_accum).backward()
-        if at_step:
-            self.update(where)
-        return terms
+    ) -> list[dict[str, float]]:
+        """Forward and backward of ``batch`` (on the device; ``generator``: its nucleotide
+        masks), gradients summed over a step's micro-batches (DDP all-reduces them at the last);
+        at ``at_step`` the update. The loss terms of each micro-batch the update read ([] before
+        the boundary). ``where`` names the step in errors."""
+        with gradient_sync(self.model, at_step):
+            with autocast(self.device, self.cfg.precision):
+                loss, terms = step_loss(
+                    self.model, self.objective, batch, generator, self.asv_embeddings
+                )
+            (loss / self.cfg.grad_accum).backward()
+        self.pending.append(terms)
+        return self.update(where) if at_step else []
 
-    def loss(
-        self, batch: Batch, generator: torch.Generator, where: str
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """The objective's loss of ``batch`` under autocast and its terms (``generator``: the
-        nucleotide masks); NonFiniteError on every rank if a term is NaN or infinite on any rank
-        (before any rank's backward)."""
-        with autocast(self.device, self.cfg.precision):
-            loss, terms = step_loss(
-                self.model, self.objective, batch, generator, self.asv_embeddings
-            )
-        self._check_terms(terms, where)
-        return loss, terms
-
-    def update(self, where: str) -> None:
-        """Clip the gradients (NonFiniteError if their norm is not finite), then step the
-        optimizer and the scheduler."""
+    def update(self, where: str) -> list[dict[str, float]]:
+        """Clip the gradients, read the pending micro-batches' terms and the gradient norm
+        (NonFiniteError on every rank if one is NaN or infinite on any rank: the weights keep
+        their last good values), then step the optimizer and the scheduler; the terms read."""
         max_norm = self.cfg.max_grad_norm if self.cfg.max_grad_norm > 0 else math.inf
-        norm = float(torch.nn.utils.clip_grad_norm_(trainable(self.model), max_norm))
-        if not math.isfinite(norm):  # DDP averaged the gradients: every rank sees the same
-            raise NonFiniteError(f"gradient norm is {norm} at {where}; {self.fix}")
+        norm = whole(torch.nn.utils.clip_grad_norm_(trainable(self.model), max_norm))
+        pending, self.pending = self.pending, []
+        terms = self._read(pending, norm, where)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.scheduler is not None:
             self.scheduler.step()
+        return terms
 
-    def _check_terms(self, terms: dict[str, float], where: str) -> None:
-        names = sorted(terms)
-        # one tiny all-reduce, so no rank waits in a backward the others skip
-        bad = any_rank([not math.isfinite(terms[name]) for name in names], self.ctx, self.device)
-        failed = [name for name, flag in zip(names, bad, strict=True) if flag]
-        if not failed:
-            return
+    def _read(
+        self, pending: list[dict[str, torch.Tensor]], norm: torch.Tensor, where: str
+    ) -> list[dict[str, float]]:
+        """``pending``'s terms and ``norm`` as floats, in the step's one host read (with one
+        tiny all-reduce of the non-finite flags, so every rank takes the same branch)."""
+        values = torch.stack([v for terms in pending for v in terms.values()] + [norm.double()])
+        flags = (~torch.isfinite(values)).double()
+        if self.ctx.enabled:
+            flags = all_reduce_sum(flags, self.ctx)
+        host = torch.cat([values, flags]).tolist()
+        local, bad = host[: len(values)], [flag > 0 for flag in host[len(values) :]]
+        if bad[-1] and not any(bad[:-1]):  # DDP averaged the gradients: every rank sees it
+            raise NonFiniteError(f"gradient norm is {local[-1]} at {where}; {self.fix}")
+        read, at = [], 0
+        for terms in pending:
+            names = list(terms)
+            read.append(dict(zip(names, local[at : at + len(names)], strict=True)))
+            failed = [name for name, flag in zip(names, bad[at:], strict=False) if flag]
+            at += len(names)
+            if failed:
+                self._raise(failed, read[-1], where)
+        return read
+
+    def _raise(self, failed: list[str], terms: dict[str, float], where: str) -> None:
         term = next((name for name in failed if name != "loss"), "loss")  # the culprit, not the sum
-        local = terms[term]
-        value = f"is {local}" if not math.isfinite(local) else "is non-finite on another rank"
-        raise NonFiniteError(f"{term} {value} at {where}; {self.fix}")
+        value = terms[term]
+        said = f"is {value}" if not math.isfinite(value) else "is non-finite on another rank"
+        raise NonFiniteError(f"{term} {said} at {where}; {self.fix}")

@@ -33,7 +33,7 @@ from aam.training.busy import DeviceBusy
 from aam.training.checkpoint import Checkpointer
 from aam.training.config import TrainConfig, best_metric_of, check_best_metric, metric_names
 from aam.training.device import peak_memory_mb, unwrap, uses_bf16
-from aam.training.distributed import DistContext, gradient_sync
+from aam.training.distributed import DistContext
 from aam.training.ema import WeightAverage
 from aam.training.evaluation import PairTruth, evaluate
 from aam.training.events import EpochEvents
@@ -240,31 +240,30 @@ class Trainer:
         with Prefetch(self._make_batch, calls) as ahead, self._bar(batches) as bar:
             for b, batch in zip(todo, ahead, strict=True):
                 at_step = (b + 1) % cfg.grad_accum == 0 or b + 1 == len(batches)
-                terms = self._train_batch(batch, b, at_step)
+                terms = self._train_batch(batch, b, at_step)  # a step's micro-batches, at_step
                 self.rate.add(batch)
                 self._first_step_done(b)
                 samples += len(batches[b])
-                state.add(terms, len(batches[b]))
                 bar.update(1)
-                if at_step and self.checkpointer.step_done(flag.requested):
+                if not at_step:
+                    continue
+                for k, batch_terms in enumerate(terms, start=b + 1 - len(terms)):
+                    state.add(batch_terms, len(batches[k]))
+                if self.checkpointer.step_done(flag.requested):
                     signal_name = flag.signal_name or "a signal to another rank"
                     latest = self.checkpointer.latest
                     raise Preempted(f"{signal_name}: saved {latest}; rerun to resume")
         return self._validate(samples, time.perf_counter() - started)
 
-    def _train_batch(self, batch: Batch, b: int, at_step: bool) -> dict:
+    def _train_batch(self, batch: Batch, b: int, at_step: bool) -> list[dict[str, float]]:
         """Forward and backward of batch ``b`` (gradients accumulate over a step's batches); at
         a step's last batch (``at_step``) the update (clip, AdamW, learning-rate schedule) and
-        the weight average. The batch's loss terms."""
+        the weight average, and the loss terms of the step's batches ([] before)."""
         state = self.state
         generator, where = self._seed(state.epoch, b), self._where(state)
         with self.busy.step():
-            with gradient_sync(self.model, at_step):  # DDP: at the last batch
-                batch = batch.to(self.device)
-                loss, terms = self.step.loss(batch, generator, where)
-                (loss / self.cfg.grad_accum).backward()
+            terms = self.step(batch.to(self.device), generator, at_step, where)
             if at_step:
-                self.step.update(where)
                 state.step += 1
                 if self.ema:
                     self.ema.update()
@@ -298,9 +297,11 @@ class Trainer:
 
     def _make_batch(self, positions: np.ndarray, epoch: int, b: int) -> Batch:
         """Batch ``b`` of ``epoch``: this rank's samples and the global batch's UniFrac (run
-        ahead of the step in the prefetch thread; a function of (seed, epoch, b) only)."""
+        ahead of the step in the prefetch thread; a function of (seed, epoch, b) only), in pinned
+        memory for a GPU."""
         rng = np.random.default_rng([self.cfg.seed, 2, epoch, b])
-        return self.batches.batch(positions, rng, epoch, shared=True)
+        batch = self.batches.batch(positions, rng, epoch, shared=True)
+        return batch.pinned() if self.device.type == "cuda" else batch
 
     def _validate(self, samples: int, seconds: float) -> dict:
         """The epoch's row: train means, validation metrics, speed (``samples`` took
