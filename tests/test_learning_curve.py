@@ -5,6 +5,7 @@ test_workflow_extended.py (fixture `extended`)."""
 
 import json
 import logging
+import re
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from aam.cli import main
 from aam.data.split import UNUSED, make_split, nested_split, read_split, write_split
 from aam.errors import InputError
 from aam.workflow.config import config_error_line, expand_learning_curves
+from aam.workflow.plan import SPLIT_PART
 
 BASE = {"dataset": "demo", "predict_on": ["other"]}
 
@@ -192,6 +194,7 @@ def test_the_plan_gives_each_point_its_split_and_no_importance(tmp_path):
     scheme = planned(_curve_config(tmp_path, seed=7))
     assert scheme.curves["tiny"]["points"] == {"tiny_lc1": 0.25, "tiny_lc2": 0.5}
     assert scheme.split_part("tiny_lc1") == "lc/7/0.25" and scheme.split_part("tiny") is None
+    assert re.fullmatch(SPLIT_PART, scheme.split_part("tiny_lc1"))  # the {part} wildcard's form
     assert scheme.importance_runs == ["tiny"]
     assert scheme.pretraining_runs == ["tiny", "tiny_lc1", "tiny_lc2"]
 

@@ -4,6 +4,7 @@ seed; `aam baselines --pooled-split` fits the forest on other studies' labels to
 new-study` averages each size's errors over its seeds; the workflow's `new_study:` expands into
 points that fine-tune the run's encoder (config/oral-new-study.yaml)."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from aam.analysis.new_study import new_study_table
 from aam.data.split import MIN_TRAIN, UNUSED, new_study_split, read_split, write_split
 from aam.errors import InputError
 from aam.workflow.flags import Flags
+from aam.workflow.plan import SPLIT_PART
 
 
 def _left_out(sizes: list[int], others: int = 7) -> tuple[pd.Series, pd.Series]:
@@ -187,6 +189,7 @@ def test_the_overlay_fine_tunes_each_draw_from_the_encoder_of_the_other_studies(
     assert scheme.encoder("scratch_1841_n50_s2") is None
     assert scheme.scratch_new_study("corpus_1841") == "scratch_1841"
     assert scheme.split_part("scratch_1841_n50_s2") == "new_study/2/50"
+    assert re.fullmatch(SPLIT_PART, scheme.split_part("scratch_1841_n50_s2"))
     assert scheme.datasets["new_1841"]["split_test_group"] == 1841
     flags = Flags(scheme)
     wildcards = type("W", (), {"run": "corpus_2024_n25_s1", "dataset": "new_2024"})

@@ -12,12 +12,17 @@ its rules (duck-typed ``snakemake.rules.Rule``) and its values.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shlex
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from aam.runtime.figures import FORMATS, figure_name
+from aam.training import orphan
+from aam.workflow.plan import SPLIT_PART
 
 # `python -m aam [--provenance <output>] <command>` in a rule's shell command.
 AAM_COMMAND = re.compile(r"-m aam (?:--provenance \{[\w.:]+\} )?([\w-]+)")
@@ -86,6 +91,37 @@ def shared_directives(
             rule.conda_env = conda_env
             rule.set_input(image=image_input)
 
+
+def job_prefix(repo: Path, image: str | None, compile_cache: Path) -> str:
+    """The exports before every job's shell command (Snakemake's ``shell.prefix``; braces
+    doubled for its formatting). Every job runs `python -m aam` from ``repo``: in the
+    ``image`` with its python (the image holds dependencies only), without one with the python
+    running Snakemake. A training job stops when the Snakemake that runs it is gone
+    (``aam.training.orphan``: the token names this process, in a SLURM job the job's own
+    Snakemake); torch.compile's caches are shared in ``compile_cache``. Not in a rule's shell
+    command or params, which are rerun triggers: the prefix is neither."""
+    exports = [f'PYTHONPATH={shlex.quote(str(repo))}"{os.pathsep}${{{{PYTHONPATH:-}}}}"']
+    python_bin = shlex.quote(str(Path(sys.executable).parent))
+    exports += [] if image else [f'PATH={python_bin}"{os.pathsep}$PATH"']
+    exports += [f"{orphan.ENV}={shlex.quote(orphan.workflow_token())}"]
+    exports += [f"TORCHINDUCTOR_CACHE_DIR={shlex.quote(str(compile_cache))}"]
+    return "".join(f"export {e}; " for e in exports)
+
+
+# The wildcards' forms (the Snakefile's global wildcard_constraints). Names hold no "/" (config
+# schema), so a dataset's files never match a fold's, a learning-curve point's or a new-study
+# point's (baselines/{dataset}.tsv against baselines/<dataset>/<part>.tsv).
+WILDCARDS = {
+    "dataset": "[^/]+",
+    "run": "[^/]+",
+    "folds": r"\d+",
+    "seed": r"-?\d+",
+    "fold": r"\d+",
+    "shard": r"\d+",
+    "fraction": r"[0-9.e-]+",
+    "size": r"\d+",
+    "part": SPLIT_PART,
+}
 
 # The report's categories in reading order (Snakemake's report lists them sorted by name).
 CATEGORIES = {

@@ -1,21 +1,20 @@
 import functools
 import os
-import shlex
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 REPO = Path(workflow.basedir).parent
 sys.path.insert(0, str(REPO))
 # No torch and no data file at parse time: every SLURM job parses this again, on any node.
 from aam.cli import COMMANDS  # noqa: E402
-from aam.training import orphan  # noqa: E402
 from aam.workflow.fingerprint import code_fingerprint  # noqa: E402
 from aam.workflow.flags import Flags, input_flags  # noqa: E402
 from aam.workflow.plan import PlanError, plan  # noqa: E402
-from aam.workflow.rules import final_outputs, out_dir, report_entry  # noqa: E402
-from aam.workflow.rules import digests, shared_directives  # noqa: E402
+from aam.workflow.rules import WILDCARDS, digests, final_outputs, out_dir  # noqa: E402
+from aam.workflow.rules import job_prefix, report_entry, shared_directives  # noqa: E402
 
 # The schema check (Snakemake's validate fills in the defaults) and the rest: one error type.
 try:
@@ -23,24 +22,28 @@ try:
 except PlanError as err:
     raise WorkflowError(str(err)) from None
 config.update(PLAN.config)
+for note in PLAN.notes:  # what the plan left out (an optional taxonomy): one line each
+    logger.warning(note)
+
+
+wildcard_constraints:
+    **WILDCARDS,
+
 
 WORK, IMAGE, RUNS, DATASETS = PLAN.work, PLAN.image, PLAN.runs, PLAN.datasets
 # options=FLAGS.<rule> (config values), paths=input_flags(...) (files): aam/workflow/flags.py
 FLAGS = Flags(PLAN)
 # Rules that run in the image wait for its build (`container:` makes no DAG edge).
 IMAGE_INPUT = ancient(PLAN.image_input) if PLAN.image_input else []
+
+
+# Jobs run in the site's image (none locally), all but build_container's.
+container: IMAGE
+
+
 CONDA_ENV = "../envs/aam.yaml"  # used only with --software-deployment-method conda
-# Every job runs `python -m aam` from this checkout: in a container with the image's python
-# (the image holds dependencies only), locally with the python running Snakemake. A training
-# job stops when the Snakemake that runs it is gone (aam.training.orphan): orphan.ENV names
-# this process (in a SLURM job, the job's own Snakemake). Not in a rule's shell command or
-# params, which are rerun triggers: the prefix is neither.
-_python_bin = shlex.quote(str(Path(sys.executable).parent))
-_exports = [f'PYTHONPATH={shlex.quote(str(REPO))}"{os.pathsep}${{{{PYTHONPATH:-}}}}"']
-_exports += [] if IMAGE else [f'PATH={_python_bin}"{os.pathsep}$PATH"']
-_exports += [f"{orphan.ENV}={shlex.quote(orphan.workflow_token())}"]
-_exports += [f"TORCHINDUCTOR_CACHE_DIR={shlex.quote(str(PLAN.compile_cache))}"]
-shell.prefix("".join(f"export {e}; " for e in _exports))
+# Every job's exports (PYTHONPATH, the orphan token, the compile cache): not rerun triggers.
+shell.prefix(job_prefix(REPO, IMAGE, PLAN.compile_cache))
 
 
 @functools.cache
@@ -65,12 +68,7 @@ table_of, tree_of, figure, split_file = (
     PLAN.tree_of,
     PLAN.figure,
     PLAN.split_file,
-)  # paths of the plan
-
-
-def dataset_of(wildcards):
-    """The dataset config of a run."""
-    return DATASETS[RUNS[wildcards.run]["dataset"]]
+)
 
 
 def given(name):
