@@ -11,7 +11,7 @@ import torch
 from tiny_model import tiny_model
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-import aam.training.trainer as trainer_module
+import aam.training.step as step_module
 from aam.models import SequenceEncoder
 from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
@@ -48,9 +48,9 @@ def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
     grads = []
     update = trainer.step.update
 
-    def recording_update(where: str) -> None:
+    def recording_update(where: str) -> list[dict[str, float]]:
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
-        update(where)
+        return update(where)
 
     trainer.step.update = recording_update
     trainer.fit()
@@ -60,6 +60,6 @@ def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
 def both_runs(study_dir: Path, ctx: DistContext, out: Path) -> dict[str, dict]:
     """The Trainer's run, then one with every batch all-reduced (outputs under ``out``)."""
     runs = {"no_sync": train(study_dir, ctx, out / "no_sync")}
-    trainer_module.gradient_sync = lambda model, at_step: nullcontext()  # every batch syncs
+    step_module.gradient_sync = lambda model, at_step: nullcontext()  # every batch syncs
     runs["every_batch"] = train(study_dir, ctx, out / "every_batch")
     return runs

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import torch
+from errors import failure_lines
 
 from aam.training.distributed import DistContext
 
@@ -25,7 +26,7 @@ def ddp_runs(small_study, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("ddp") / "runs.pt"
     command = [*TORCHRUN, str(Path(__file__).parent / "ddp_runs.py"), str(small_study), str(out)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.returncode == 0, failure_lines(run.stderr)
     return torch.load(out, weights_only=True)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from errors import failure_lines
 
 from aam.training.checkpoint import load_checkpoint
 from aam.training.distributed import DistContext
@@ -73,7 +74,7 @@ def test_two_sharded_ranks_train_to_the_weights_of_one_process(small_study, tmp_
         text=True,
         timeout=300,
     )
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.returncode == 0, failure_lines(run.stderr)
     sharded = torch.load(out, weights_only=True)
     for stage in STAGES:
         single = train(small_study, DistContext(), stage)
@@ -142,7 +143,7 @@ def test_a_checkpoint_without_fsdp_resumes_with_it(small_study, tmp_path, one_pr
     run = subprocess.run(
         [*TORCHRUN, *_pretrain(small_study, out, "--fsdp")], capture_output=True, text=True
     )
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.returncode == 0, failure_lines(run.stderr)
     assert "sharding the model over 2 processes" in run.stderr
     assert "resumed from" in run.stderr and "at epoch 3, batch 0" in run.stderr
     _same_as_one_process(out, one_process)
@@ -188,6 +189,6 @@ def test_usr1_to_one_rank_saves_a_checkpoint_that_resumes_without_fsdp(
     resumed = subprocess.run(
         [sys.executable, *_pretrain(small_study, out)], capture_output=True, text=True
     )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.returncode == 0, failure_lines(resumed.stderr)
     assert "resumed from" in resumed.stderr
     _same_as_one_process(out, one_process)
