@@ -71,7 +71,7 @@ def gpu_visible() -> bool:
 
 def step_flops(study, positions: np.ndarray) -> float:
     """Training FLOPs of one batch: forward x 3 (the backward costs twice the forward)."""
-    from aam.training.flops import stack_flops  # the formula each epoch's `tflops` uses
+    from aam.training.meters.flops import stack_flops  # the formula each epoch's `tflops` uses
 
     samples = study.samples
     lengths = samples.lengths(TOKEN_LIMIT)[positions]
@@ -86,7 +86,7 @@ def epoch_flops(table: str, unifrac: str, epochs: int, batch_tokens: int | None)
     """FLOPs of each epoch's training batches, as `aam pretrain` (seed 42) forms them."""
     from aam.data.batching import batch_indices
     from aam.data.token_batches import token_batches
-    from aam.training.study import load_study
+    from aam.training.data.study import load_study
 
     study = load_study(Path(table), max_bp=MAX_BP, unifrac_path=Path(unifrac), seed=SEED)
     train = study.subset("train")

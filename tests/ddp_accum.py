@@ -13,12 +13,12 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 
 import aam.training.step as step_module
 from aam.models import SequenceEncoder
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
+from aam.training.data.study_options import StudyOptions
 from aam.training.objective import Objective
-from aam.training.study import load_study
-from aam.training.study_options import StudyOptions
+from aam.training.parallel.distributed import DistContext
 from aam.training.trainer import Trainer
 
 TRAIN = TrainConfig(epochs=1, batch_size=8, grad_accum=2, checkpoint_every_minutes=0)

@@ -13,7 +13,7 @@ import torch
 from ddp_accum import both_runs
 from ddp_step import step
 
-from aam.training.distributed import init_distributed
+from aam.training.parallel.distributed import init_distributed
 
 if __name__ == "__main__":
     study_dir, out = Path(sys.argv[1]), Path(sys.argv[2])

@@ -8,13 +8,13 @@ import torch
 from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, rank_slice
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
+from aam.training.data.study_options import StudyOptions
 from aam.training.objective import Objective
+from aam.training.parallel.distributed import DistContext, rank_slice
 from aam.training.step import step_loss
-from aam.training.study import load_study
-from aam.training.study_options import StudyOptions
 
 GLOBAL_BATCH = np.arange(8)
 MODEL = tiny_model(dropout=0.0)

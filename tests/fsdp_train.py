@@ -16,17 +16,17 @@ import torch
 from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder, SequencePredictor
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, init_distributed
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
+from aam.training.data.study_options import StudyOptions
+from aam.training.data.target_scale import fit_target_scale
 from aam.training.evaluation import evaluate
-from aam.training.fsdp import model_state, optimizer_state, shard_model
 from aam.training.inference import encode_table_asvs
 from aam.training.objective import Objective
+from aam.training.parallel.distributed import DistContext, init_distributed
+from aam.training.parallel.fsdp import model_state, optimizer_state, shard_model
 from aam.training.step import TrainStep, build_optimizer
-from aam.training.study import load_study
-from aam.training.study_options import StudyOptions
-from aam.training.target_scale import fit_target_scale
 
 METADATA = Path(__file__).resolve().parents[1] / "data" / "demo" / "metadata.tsv"
 GLOBAL_BATCHES = [np.arange(0, 8), np.arange(8, 16), np.arange(16, 24)]

@@ -36,7 +36,7 @@ import yaml
 from checkout import copy_checkout
 from slurm_cluster import NODE_IFACE
 
-from aam.training.checkpoint import load_checkpoint
+from aam.training.checkpointing.checkpoint import load_checkpoint
 
 SITE_ENV = {"cosmos": {"AAM_SLURM_PARTITION": "cluster"}, "lumi": {}}
 # The plugin's own options (snakemake-executor-plugin-slurm): first status check 1 s after

@@ -57,7 +57,7 @@ def test_a_rank_under_torchrun_binds_itself_and_sizes_its_threads_from_its_mask(
     allowed = sorted(os.sched_getaffinity(0))
     script = (
         "import os\n"
-        "from aam.training.distributed import bind_rank_cpus\n"
+        "from aam.training.parallel.distributed import bind_rank_cpus\n"
         "from aam.runtime.threads import cpu_share\n"
         "print(bind_rank_cpus(False))\n"
         "print(sorted(os.sched_getaffinity(0)), cpu_share())\n"

@@ -22,11 +22,11 @@ from aam.training.auto_batch import (
     choose_batch_size,
     resolve_batch_size,
 )
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
 from aam.training.objective import Objective
-from aam.training.study import load_study
+from aam.training.parallel.distributed import DistContext
 
 
 def _affine(base: float, per_sample: float, sizes=(2, 4, 8, 16)) -> list[tuple[int, float]]:

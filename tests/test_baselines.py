@@ -14,6 +14,7 @@ from aam.analysis.baselines import fit_predict, relative_abundances
 from aam.analysis.predictions import read_model_predictions
 from aam.data.samples import SampleSet
 from aam.data.split import read_split
+from aam.training.data.study import Study
 from aam.training.metrics import (
     bootstrap_draws,
     bootstrap_intervals,
@@ -21,7 +22,6 @@ from aam.training.metrics import (
     macro_auc,
     paired_differences,
 )
-from aam.training.study import Study
 
 
 def synthetic_study(n: int = 120, n_asvs: int = 6, classes: bool = False, seed: int = 0) -> Study:

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from aam.runtime.threads import cpu_share
-from aam.training.busy import DeviceBusy
+from aam.training.meters.busy import DeviceBusy
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_batch_local_training import pretrain_args  # noqa: E402
@@ -64,12 +64,12 @@ def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, mode: 
     from tiny_model import tiny_model
 
     from aam.models import SequenceEncoder
-    from aam.training.batches import TrainBatches
     from aam.training.compiling import compile_layers, compile_model, compiled_graphs, graph_breaks
     from aam.training.config import TrainConfig
+    from aam.training.data.batches import TrainBatches
+    from aam.training.data.study import load_study
     from aam.training.objective import Objective
     from aam.training.step import step_loss
-    from aam.training.study import load_study
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()

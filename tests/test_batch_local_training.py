@@ -24,15 +24,15 @@ from biom.util import biom_open
 
 from aam.data.rarefy import EVALUATION
 from aam.training import evaluation
-from aam.training.batches import TrainBatches
-from aam.training.checkpoint import load_checkpoint
+from aam.training.checkpointing.checkpoint import load_checkpoint
 from aam.training.config import TrainConfig, UniFracOptions
-from aam.training.distances import TreeDistances
-from aam.training.distributed import DistContext
+from aam.training.data.batches import TrainBatches
+from aam.training.data.distances import TreeDistances
+from aam.training.data.study import load_study
+from aam.training.data.study_options import StudyOptions
 from aam.training.evaluation import PAIR_GROUP, PairTruth, pair_groups
 from aam.training.objective import Objective
-from aam.training.study import load_study
-from aam.training.study_options import StudyOptions
+from aam.training.parallel.distributed import DistContext
 from aam.unifrac.batch_device import DeviceBatchUniFrac
 from aam.unifrac.engines import compute_unifrac
 from aam.unifrac.io import read_distance_matrix
@@ -124,7 +124,7 @@ def test_every_batch_unifrac_engine_trains_to_the_weights_of_the_matrix(
         monkeypatch.setattr(TreeDistances, "on", _gpu_code_on_the_cpu)
         flags = ["--unifrac-engine", "cpu"]
     else:
-        monkeypatch.setattr("aam.training.distances.cpu_share", lambda: 2)
+        monkeypatch.setattr("aam.training.data.distances.cpu_share", lambda: 2)
         flags = ["--unifrac-threads", "2"]
     args = pretrain_args(small_study / "table.biom", out, "--tree", demo_dir / "tree.nwk", *flags)
     assert aam(*args) == 0

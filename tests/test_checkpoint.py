@@ -1,4 +1,5 @@
-"""aam.training.checkpoint: atomic save, corrupt-file fallback, RNG state, config checks."""
+"""aam.training.checkpointing.checkpoint: atomic save, corrupt-file fallback, RNG state, config
+checks."""
 
 import logging
 import os
@@ -12,7 +13,7 @@ import torch
 
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output, remove_stale_temporaries
-from aam.training.checkpoint import (
+from aam.training.checkpointing.checkpoint import (
     capture_rng_state,
     check_config_matches,
     checkpoint_paths,
@@ -22,6 +23,8 @@ from aam.training.checkpoint import (
     resume_checkpoint,
     save_checkpoint,
 )
+from aam.training.checkpointing.preemption import PreemptionFlag
+from aam.training.checkpointing.state import TrainState
 from aam.training.config import (
     CLASSIFIER_METRICS,
     PRETRAIN_METRICS,
@@ -29,9 +32,7 @@ from aam.training.config import (
     TrainConfig,
     best_metric_of,
 )
-from aam.training.preemption import PreemptionFlag
 from aam.training.schedule import warmup_cosine
-from aam.training.state import TrainState
 
 
 def training_state(steps: int = 3) -> dict:
@@ -121,7 +122,7 @@ def test_truncated_latest_falls_back_to_previous(tmp_path, caplog):
     save_checkpoint(latest, training_state())
     data = latest.read_bytes()
     latest.write_bytes(data[: len(data) // 2])
-    with caplog.at_level(logging.WARNING, logger="aam.training.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="aam.training.checkpointing.checkpoint"):
         assert load_checkpoint(latest) == {"step": 1}
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
@@ -153,7 +154,7 @@ def test_fallback_keeps_the_good_previous_file_through_the_next_save(tmp_path, c
     save_checkpoint(latest, {"step": 2})
     corrupt = latest.read_bytes()[:40]
     latest.write_bytes(corrupt)
-    with caplog.at_level(logging.WARNING, logger="aam.training.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="aam.training.checkpointing.checkpoint"):
         state, used = resume_checkpoint(latest)
     assert state == {"step": 1} and used == previous_path(latest)
     assert not latest.exists()

@@ -217,7 +217,7 @@ def test_training_writes_tensorboard_events_of_every_epoch(pretrained, micro, tm
     with TensorBoard's own event reader; a fresh run first removes an earlier run's events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from aam.training.events import tag
+    from aam.training.meters.events import tag
 
     events = EventAccumulator(str(pretrained / "events"))
     events.Reload()

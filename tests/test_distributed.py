@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from errors import failure_lines
 
-from aam.training.distributed import DistContext
+from aam.training.parallel.distributed import DistContext
 
 sys.path.insert(0, str(Path(__file__).parent))
 import pytest
@@ -62,7 +62,7 @@ def test_pair_sums_are_added_in_place_on_the_group_that_reaches_their_device(tmp
     GPU side: `make gpu-check`'s unifrac check); CPU training keeps gloo."""
     import torch.distributed as dist
 
-    from aam.training.distributed import pair_group, sum_shares
+    from aam.training.parallel.distributed import pair_group, sum_shares
 
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)

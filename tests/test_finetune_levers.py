@@ -22,7 +22,7 @@ from test_learning_curve import _metrics, _points
 
 from aam.analysis.learning_curve import curve_table
 from aam.analysis.predict import ensemble_mean
-from aam.training.checkpoint import load_checkpoint
+from aam.training.checkpointing.checkpoint import load_checkpoint
 from aam.training.ema import WeightAverage
 from aam.workflow.config import expand_ensembles
 

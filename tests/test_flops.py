@@ -1,4 +1,4 @@
-"""The FLOPs behind each epoch's TFLOP/s and MFU (``aam.training.flops``): the shape formula
+"""The FLOPs behind each epoch's TFLOP/s and MFU (``aam.training.meters.flops``): the shape formula
 against torch's own FLOP counter on a real batch, and the device peaks it divides by."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from aam.data.batching import make_batch
 from aam.models import SequenceEncoder, SequencePredictor
-from aam.training.flops import PEAK_TFLOPS, MatmulRate, batch_flops, peak_tflops
-from aam.training.study import load_study
+from aam.training.data.study import load_study
+from aam.training.meters.flops import PEAK_TFLOPS, MatmulRate, batch_flops, peak_tflops
 
 
 @pytest.fixture(scope="module")

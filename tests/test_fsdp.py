@@ -13,8 +13,8 @@ import pytest
 import torch
 from errors import failure_lines
 
-from aam.training.checkpoint import load_checkpoint
-from aam.training.distributed import DistContext
+from aam.training.checkpointing.checkpoint import load_checkpoint
+from aam.training.parallel.distributed import DistContext
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fsdp_train import GLOBAL_BATCHES, STAGES, TRAIN, train  # noqa: E402

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from aam.models import ModelConfig, SequenceEncoder
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
 from aam.training.evaluation import evaluate
 from aam.training.inference import batch_outputs, encode_table_asvs, model_outputs
 from aam.training.objective import Objective
-from aam.training.study import load_study
 
 CPU = torch.device("cpu")
 MODEL = ModelConfig(embedding_dim=16, attention_heads=2, asv_layers=1, sample_layers=1, max_bp=100)

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from aam.training.data.target_scale import TargetScale
 from aam.training.losses import (
     DISTANCE_SCALE,
     count_loss,
@@ -15,7 +16,6 @@ from aam.training.losses import (
     unifrac_row_loss,
 )
 from aam.training.objective import Objective
-from aam.training.target_scale import TargetScale
 
 
 def test_unifrac_loss_uses_every_pair_once():

@@ -7,7 +7,7 @@ import platform
 
 import pytest
 
-from aam.training import memory
+from aam.training.meters import memory
 
 
 @pytest.fixture(autouse=True)

@@ -33,7 +33,7 @@ from aam.commands import (
 from aam.profiling import probe
 from aam.training import losses, trainer
 from aam.training import run as training_run
-from aam.training.events import EVENTS_DIR
+from aam.training.meters.events import EVENTS_DIR
 from aam.training.trainer import TrainResult
 from aam.validation import golden
 from aam.workflow.provenance import write_provenance

@@ -31,12 +31,12 @@ from aam.options import (
     option_fields,
     value_type,
 )
-from aam.training.batches import TrainBatches
 from aam.training.config import BEST_METRICS, RuntimeConfig, TrainConfig, UniFracOptions
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
+from aam.training.data.study_options import StudyOptions
 from aam.training.evaluation import evaluate
 from aam.training.objective import Objective
-from aam.training.study import load_study
-from aam.training.study_options import StudyOptions
 from aam.training.trainer import Trainer, validation_metrics
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,11 +14,11 @@ from tiny_model import tiny_model
 from aam.errors import NonFiniteError
 from aam.models import SequenceEncoder
 from aam.training import losses
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
 from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
-from aam.training.study import load_study
 
 # A tensor's value read on the host (on a GPU: the host waits for the device).
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__")

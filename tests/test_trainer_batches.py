@@ -7,11 +7,11 @@ from test_token_batches import padded_tokens
 from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
-from aam.training.distributed import DistContext, rank_slice
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
 from aam.training.objective import Objective
-from aam.training.study import load_study
+from aam.training.parallel.distributed import DistContext, rank_slice
 from aam.training.trainer import Trainer
 from aam.unifrac.io import read_distance_matrix
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from checkout import REPO
 
-from aam.training.orphan import ENV
+from aam.training.checkpointing.orphan import ENV
 from aam.workflow.flags import Flags, input_flags
 from aam.workflow.rules import aam_command, benchmark_of
 
@@ -222,10 +222,11 @@ def test_every_rule_gets_the_shared_directives(parsed):
 
 @pytest.mark.workflow
 def test_jobs_get_the_workflow_token_through_the_shell_prefix_not_the_environment(parsed):
-    """A training job stops when the Snakemake that runs it is gone (aam.training.orphan): the
-    shell of every job exports AAM_STOP_WITH_PID naming the Snakemake that parsed the workflow
-    (in a SLURM job, the job's own); the parse leaves that Snakemake's environment alone, and
-    the token is in no rule's shell command or params (rerun triggers)."""
+    """A training job stops when the Snakemake that runs it is gone
+    (aam.training.checkpointing.orphan): the shell of every job exports AAM_STOP_WITH_PID naming
+    the Snakemake that parsed the workflow (in a SLURM job, the job's own); the parse leaves that
+    Snakemake's environment alone, and the token is in no rule's shell command or params (rerun
+    triggers)."""
     for workflow in parsed:
         token = f"{workflow['pid']}@{socket.gethostname()}"
         assert f"export {ENV}={token};" in workflow["prefix"]

@@ -22,7 +22,7 @@ from aam.analysis.predictions import LOG_FLOOR
 from aam.data.samples import SampleSet
 from aam.errors import InputError
 from aam.runtime.threads import usable_threads
-from aam.training.study import Study
+from aam.training.data.study import Study
 
 
 def relative_abundances(samples: SampleSet, positions: np.ndarray) -> sp.csr_matrix:

@@ -35,6 +35,9 @@ from aam.runtime.staging import localized
 from aam.runtime.threads import usable_threads
 from aam.training import inference
 from aam.training.config import RuntimeConfig
+from aam.training.data.study import Study, load_study
+from aam.training.data.study_options import StudyOptions
+from aam.training.data.target_scale import TargetScale, check_scalable
 from aam.training.device import resolve_device
 from aam.training.metrics import (
     BOOTSTRAP_RESAMPLES,
@@ -43,9 +46,6 @@ from aam.training.metrics import (
     paired_differences,
     regression_metrics,
 )
-from aam.training.study import Study, load_study
-from aam.training.study_options import StudyOptions
-from aam.training.target_scale import TargetScale, check_scalable
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from aam.data.table import load_table
 from aam.errors import InputError
 from aam.options import checked
 from aam.runtime.atomic import atomic_output
-from aam.training.study import load_study
+from aam.training.data.study import load_study
 
 log = logging.getLogger(__name__)
 

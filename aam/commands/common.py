@@ -16,7 +16,7 @@ from aam.training.config import (
     TrainingOptions,
     UniFracOptions,
 )
-from aam.training.study_options import StudyOptions
+from aam.training.data.study_options import StudyOptions
 from aam.workflow.fingerprint import code_fingerprint
 
 MODEL_GROUP = "model (ModelConfig)"  # its options are the workflow config's runs.*.model

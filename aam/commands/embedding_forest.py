@@ -19,9 +19,9 @@ from aam.errors import InputError
 from aam.models.files import load_model_file
 from aam.options import checked
 from aam.runtime.atomic import atomic_output
+from aam.training.data.study import load_study
 from aam.training.device import resolve_device
 from aam.training.inference import sample_embeddings
-from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from aam.data.split import SPLITS
 from aam.options import add_options, checked, from_args
 from aam.runtime.figures import add_format_argument
 from aam.training.config import RuntimeConfig
-from aam.training.study_options import StudyOptions
+from aam.training.data.study_options import StudyOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

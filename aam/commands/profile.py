@@ -26,8 +26,8 @@ from aam.options import add_options, flag
 from aam.runtime.atomic import check_output_dir
 from aam.runtime.run_lock import lock_directories
 from aam.runtime.threads import usable_threads
+from aam.training.checkpointing.orphan import stop_with_workflow
 from aam.training.config import PRECISIONS, RuntimeConfig
-from aam.training.orphan import stop_with_workflow
 
 log = logging.getLogger(__name__)
 PROFILERS = ("auto", "torch", "rocprofv3", "rocprof")

@@ -24,8 +24,8 @@ from aam.data.split import (
 )
 from aam.errors import InputError
 from aam.options import checked
-from aam.training.study import load_study
-from aam.training.study_options import StudyOptions
+from aam.training.data.study import load_study
+from aam.training.data.study_options import StudyOptions
 
 log = logging.getLogger(__name__)
 

@@ -29,12 +29,12 @@ from aam.models.layers import available_backends, set_attn_implementation
 from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import from_key_averages
 from aam.runtime.atomic import atomic_output, write_json
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig, UniFracOptions
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import load_study
 from aam.training.device import resolve_device
 from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
-from aam.training.study import load_study
 
 log = logging.getLogger(__name__)
 ROCPROF_PREFIX = "aam"

@@ -20,11 +20,11 @@ import torch
 from torch import nn
 
 from aam.errors import InputError
-from aam.training.batches import TrainBatches
 from aam.training.config import TrainConfig
+from aam.training.data.batches import TrainBatches
 from aam.training.device import gpu_memory_mb
-from aam.training.distributed import DistContext, broadcast_from_main
 from aam.training.objective import Objective
+from aam.training.parallel.distributed import DistContext, broadcast_from_main
 
 log = logging.getLogger(__name__)
 MEMORY_FRACTION = 0.8  # of the GPU's total memory; the rest is headroom for longer samples

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aam.devices import COMPILE_MODES, TORCH_DEVICE
 from aam.options import OptionError, check_options, option
-from aam.training.study_options import FINETUNE, TRAINING, StudyOptions
+from aam.training.data.study_options import FINETUNE, TRAINING, StudyOptions
 from aam.unifrac.pair_sums import DEFAULT_ALPHA, DTYPES, METRICS
 
 if TYPE_CHECKING:  # the torch-free commands read this module: aam.models imports torch

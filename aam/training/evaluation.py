@@ -16,7 +16,7 @@ from torch import nn
 
 from aam.models import mask_nucleotides
 from aam.training import losses
-from aam.training.batches import TrainBatches
+from aam.training.data.batches import TrainBatches
 from aam.training.device import unwrap
 from aam.training.inference import batch_outputs
 from aam.training.metrics import classification_metrics, regression_metrics, unifrac_fit

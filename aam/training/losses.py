@@ -25,7 +25,7 @@ def embedding_distances(
 def unifrac_loss(embeddings: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
     """MSE between squashed embedding distances and UniFrac over every pair i < j of the batch.
 
-    ``embeddings`` may be the all-gathered global batch (see ``aam.training.distributed``).
+    ``embeddings`` may be the all-gathered global batch (see ``aam.training.parallel.distributed``).
     """
     n = embeddings.shape[0]
     if n < 2:

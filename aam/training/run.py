@@ -33,7 +33,7 @@ from aam.runtime.run_lock import RunLocks, lock_directories
 from aam.runtime.staging import localized
 from aam.runtime.threads import usable_threads
 from aam.training.auto_batch import resolve_batch_size
-from aam.training.batches import TrainBatches
+from aam.training.checkpointing.orphan import stop_with_workflow
 from aam.training.compiling import (
     COMPILED,
     compile_as,
@@ -42,22 +42,22 @@ from aam.training.compiling import (
     compiled_graphs,
 )
 from aam.training.config import RunPaths, RuntimeConfig, TrainConfig, TrainingOptions
+from aam.training.data.batches import TrainBatches
+from aam.training.data.study import Study, describe, load_study
+from aam.training.data.target_scale import TargetScale, fit_target_scale
 from aam.training.device import resolve_device
-from aam.training.distributed import (
+from aam.training.inference import encode_table_asvs
+from aam.training.meters.events import EVENTS_DIR
+from aam.training.metrics import baseline_metrics, write_history
+from aam.training.objective import Objective
+from aam.training.parallel.distributed import (
     DistContext,
     bind_rank_cpus,
     broadcast_from_main,
     init_distributed,
     pair_group,
 )
-from aam.training.events import EVENTS_DIR
-from aam.training.fsdp import shard_model
-from aam.training.inference import encode_table_asvs
-from aam.training.metrics import baseline_metrics, write_history
-from aam.training.objective import Objective
-from aam.training.orphan import stop_with_workflow
-from aam.training.study import Study, describe, load_study
-from aam.training.target_scale import TargetScale, fit_target_scale
+from aam.training.parallel.fsdp import shard_model
 from aam.training.trainer import Preempted, Trainer, TrainResult
 
 log = logging.getLogger(__name__)
@@ -220,7 +220,7 @@ def architecture(config: dict) -> dict:
 
 def setup_run(runtime: RuntimeConfig) -> tuple[torch.device, DistContext]:
     """Threads, device and (under torchrun) the process group; under the workflow, a watch that
-    stops this process when the workflow is gone (``aam.training.orphan``)."""
+    stops this process when the workflow is gone (``aam.training.checkpointing.orphan``)."""
     stop_with_workflow()
     on_gpu = runtime.device.startswith("cuda") or (
         runtime.device == "auto" and torch.cuda.is_available()

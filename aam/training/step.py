@@ -20,10 +20,10 @@ from aam.errors import NonFiniteError
 from aam.models import mask_nucleotides
 from aam.training.config import TrainConfig
 from aam.training.device import autocast, unwrap
-from aam.training.distributed import DistContext, all_reduce_sum, gradient_sync
-from aam.training.fsdp import whole
 from aam.training.inference import model_outputs
 from aam.training.objective import Objective
+from aam.training.parallel.distributed import DistContext, all_reduce_sum, gradient_sync
+from aam.training.parallel.fsdp import whole
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -1,5 +1,5 @@
 """The training loop: AdamW, warm-up + cosine, clipping, accumulation, early stopping;
-checkpoints and exact resume by ``aam.training.checkpoint.Checkpointer``.
+checkpoints and exact resume by ``aam.training.checkpointing.checkpoint.Checkpointer``.
 
 Randomness is a function of (seed, epoch, batch) and (seed, optimizer step, rank): the batch
 order, ASV sub-sampling, nucleotide masks and dropout of a step do not depend on how the run
@@ -28,23 +28,23 @@ from tqdm import tqdm
 from aam.data.batching import Batch, batch_indices
 from aam.data.token_batches import token_batches
 from aam.errors import InputError, NonFiniteError
-from aam.training.batches import TrainBatches
-from aam.training.busy import DeviceBusy
-from aam.training.checkpoint import Checkpointer
+from aam.training.checkpointing.checkpoint import Checkpointer
+from aam.training.checkpointing.preemption import PreemptionFlag
+from aam.training.checkpointing.state import TrainState
 from aam.training.config import TrainConfig, best_metric_of, check_best_metric, metric_names
+from aam.training.data.batches import TrainBatches
+from aam.training.data.prefetch import Prefetch
 from aam.training.device import peak_memory_mb, unwrap, uses_bf16
-from aam.training.distributed import DistContext
 from aam.training.ema import WeightAverage
 from aam.training.evaluation import PairTruth, evaluate
-from aam.training.events import EpochEvents
-from aam.training.flops import MatmulRate
-from aam.training.fsdp import is_sharded, model_state
-from aam.training.memory import release_free_memory
+from aam.training.meters.busy import DeviceBusy
+from aam.training.meters.events import EpochEvents
+from aam.training.meters.flops import MatmulRate
+from aam.training.meters.memory import release_free_memory
 from aam.training.objective import Objective
-from aam.training.preemption import PreemptionFlag
-from aam.training.prefetch import Prefetch
+from aam.training.parallel.distributed import DistContext
+from aam.training.parallel.fsdp import is_sharded, model_state
 from aam.training.schedule import warmup_cosine
-from aam.training.state import TrainState
 from aam.training.step import TrainStep, build_optimizer
 
 log = logging.getLogger(__name__)

@@ -231,7 +231,7 @@ def _device_sums(ctx: Context, numbers: dict[str, Any]) -> list[str]:
     import torch
     import torch.distributed as dist
 
-    from aam.training.distributed import sum_shares
+    from aam.training.parallel.distributed import sum_shares
 
     if ctx.device.type != "cuda":
         return []

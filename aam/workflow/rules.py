@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from aam.runtime.figures import FORMATS, figure_name
-from aam.training import orphan
+from aam.training.checkpointing import orphan
 from aam.workflow.plan import SPLIT_PART
 
 # `python -m aam [--provenance <output>] <command>` in a rule's shell command.
@@ -97,9 +97,9 @@ def job_prefix(repo: Path, image: str | None, compile_cache: Path) -> str:
     doubled for its formatting). Every job runs `python -m aam` from ``repo``: in the
     ``image`` with its python (the image holds dependencies only), without one with the python
     running Snakemake. A training job stops when the Snakemake that runs it is gone
-    (``aam.training.orphan``: the token names this process, in a SLURM job the job's own
-    Snakemake); torch.compile's caches are shared in ``compile_cache``. Not in a rule's shell
-    command or params, which are rerun triggers: the prefix is neither."""
+    (``aam.training.checkpointing.orphan``: the token names this process, in a SLURM job the
+    job's own Snakemake); torch.compile's caches are shared in ``compile_cache``. Not in a
+    rule's shell command or params, which are rerun triggers: the prefix is neither."""
     exports = [f'PYTHONPATH={shlex.quote(str(repo))}"{os.pathsep}${{{{PYTHONPATH:-}}}}"']
     python_bin = shlex.quote(str(Path(sys.executable).parent))
     exports += [] if image else [f'PATH={python_bin}"{os.pathsep}$PATH"']

@@ -18,7 +18,7 @@ import torch
 from tiny_model import TINY_FLAGS
 
 from aam.runtime.run_lock import LOCK_NAME
-from aam.training.checkpoint import load_checkpoint
+from aam.training.checkpointing.checkpoint import load_checkpoint
 
 # the faults tier; one worker runs the module: the uninterrupted reference run is made once
 pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("resume")]

@@ -1,8 +1,8 @@
 """One writer per run (aam.runtime.run_lock) and training jobs that stop with their workflow
-(aam.training.orphan): a second trainer on a directory fails with one line, and a trainer whose
-Snakemake (or direct parent) died saves latest.pt and exits 75. (A SIGKILLed run's lock taken
-over by its rerun: faults/test_resume.py, whose SIGKILL case resumes to the weights of an unstopped
-run.)"""
+(aam.training.checkpointing.orphan): a second trainer on a directory fails with one line, and a
+trainer whose Snakemake (or direct parent) died saves latest.pt and exits 75. (A SIGKILLed run's
+lock taken over by its rerun: faults/test_resume.py, whose SIGKILL case resumes to the weights of
+an unstopped run.)"""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from aam.runtime.run_lock import (
     process_start,
     unlock_workflow,
 )
-from aam.training.checkpoint import load_checkpoint
-from aam.training.orphan import ENV, parse_token, stop_with_workflow, workflow_token
+from aam.training.checkpointing.checkpoint import load_checkpoint
+from aam.training.checkpointing.orphan import ENV, parse_token, stop_with_workflow, workflow_token
 
 pytestmark = pytest.mark.faults  # concurrency and kills: the fault-injection tier
 
@@ -254,7 +254,7 @@ def test_a_second_trainer_on_one_directory_fails_with_one_line(small_study, tmp_
 WORKFLOW = textwrap.dedent(
     """
     import os, shlex, subprocess, sys, time
-    from aam.training.orphan import ENV, workflow_token
+    from aam.training.checkpointing.orphan import ENV, workflow_token
     os.environ[ENV] = workflow_token()
     command, log, status = sys.argv[1], sys.argv[2], sys.argv[3]
     if sys.argv[4] == "bash":

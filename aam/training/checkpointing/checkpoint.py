@@ -33,10 +33,11 @@ from torch import nn
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import read_torch_file
 from aam.runtime.atomic import atomic_output, remove_stale_temporaries
+from aam.training.checkpointing.state import TrainState
 from aam.training.config import LOWER_IS_BETTER, check_best_metric
-from aam.training.distributed import DistContext, any_rank, broadcast_from_main
 from aam.training.ema import WeightAverage
-from aam.training.fsdp import (
+from aam.training.parallel.distributed import DistContext, any_rank, broadcast_from_main
+from aam.training.parallel.fsdp import (
     is_sharded,
     load_model_state,
     load_optimizer_state,
@@ -44,7 +45,6 @@ from aam.training.fsdp import (
     model_state,
     optimizer_state,
 )
-from aam.training.state import TrainState
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ the job's own one inside a SLURM job), and a training command started with it ca
 - a daemon thread looks every ``POLL_S`` seconds whether that process (same PID and start time,
   so a reused PID does not count) still exists, and when it is gone sends SIGTERM to this
   process: the trainer saves ``latest.pt`` at the next step and exits with status 75 (never 0),
-  as after SLURM's SIGTERM (``aam.training.preemption``); before training starts, SIGTERM simply
-  ends the process;
+  as after SLURM's SIGTERM (``aam.training.checkpointing.preemption``); before training
+  starts, SIGTERM simply ends the process;
 - on Linux, ``prctl(PR_SET_PDEATHSIG, SIGTERM)``: the kernel sends SIGTERM when the direct
   parent (the rule's shell, or torchrun) dies.
 
@@ -32,7 +32,7 @@ import threading
 from collections.abc import Mapping
 
 from aam.runtime.run_lock import process_start
-from aam.training.preemption import signal_self
+from aam.training.checkpointing.preemption import signal_self
 
 log = logging.getLogger(__name__)
 ENV = "AAM_STOP_WITH_PID"

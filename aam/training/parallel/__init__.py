@@ -1,0 +1,1 @@
+"""Training over several processes: DDP's ranks and collectives, and FSDP sharding."""
