@@ -272,36 +272,36 @@ def resolve_auto_batch(
 
 
 def prepare_outputs(paths: RunPaths, ctx: DistContext, name: str, command: str) -> RunLocks:
-    """Before any work: fail if the output or checkpoint directory cannot be written or another
-    process writes this run (``aam.runtime.run_lock``), and remove the temporary files a killed
-    run left next to ``name`` and the run files. Returns the run's locks (held by rank 0;
-    release them, e.g. ``with prepare_outputs(...):``, when the run ends)."""
+    """Before any work, in the process that writes the run (rank 0): fail if the output or
+    checkpoint directory cannot be written or another process writes this run
+    (``aam.runtime.run_lock``), and remove the temporary files a killed run left next to
+    ``name`` and the run files. Under torchrun every rank learns rank 0's refusal and fails with
+    it (instead of waiting in the next collective for a rank that has exited); the other ranks
+    check nothing themselves, as rank 0 creates the directories they would look at. Returns the
+    run's locks (held by rank 0; release them, e.g. ``with prepare_outputs(...):``, when the
+    run ends)."""
+    locks, refusal = RunLocks([]), None
+    if ctx.is_main:
+        try:
+            locks = _check_and_lock(paths, command)
+        except InputError as err:
+            refusal = str(err)
+    refusal = broadcast_from_main(refusal, ctx)
+    if refusal is not None:
+        raise InputError(refusal)
+    if ctx.is_main:
+        remove_stale_temporaries(paths.output_dir, (name, *RUN_FILES))
+    return locks
+
+
+def _check_and_lock(paths: RunPaths, command: str) -> RunLocks:
     check_output_dir(paths.output_dir, "output")
     checkpoints = paths.checkpoints
     if checkpoints.exists():
         check_output_dir(checkpoints, "checkpoint")
     else:  # created at the first save: an empty OUTPUT_DIR stays empty if the inputs are bad
         check_output_path(checkpoints, "checkpoint")
-    locks = lock_run((paths.output_dir, checkpoints), ctx, command)
-    if ctx.is_main:
-        remove_stale_temporaries(paths.output_dir, (name, *RUN_FILES))
-    return locks
-
-
-def lock_run(directories: tuple[Path, ...], ctx: DistContext, command: str) -> RunLocks:
-    """Lock the run's directories for ``command`` in the process that writes them (rank 0);
-    under torchrun every rank learns rank 0's refusal and fails with it (instead of waiting in
-    the next collective for a rank that has exited)."""
-    locks, refusal = RunLocks([]), None
-    if ctx.is_main:
-        try:
-            locks = lock_directories(directories, command)
-        except InputError as err:
-            refusal = str(err)
-    refusal = broadcast_from_main(refusal, ctx)
-    if refusal is not None:
-        raise InputError(refusal)
-    return locks
+    return lock_directories((paths.output_dir, checkpoints), command)
 
 
 def show_progress(runtime: RuntimeConfig) -> bool:
