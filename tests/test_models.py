@@ -19,6 +19,7 @@ from aam.models import (
 )
 from aam.models.asv_encoder import sequence_keys, trim_width
 from aam.models.layers import pin_sdpa_backends, sdpa_backends, set_attn_implementation
+from aam.models.sample_encoder import gather_asvs
 
 MAX_BP = 20
 ATOL = 1e-5
@@ -278,6 +279,33 @@ def test_freeze_base_leaves_base_without_grad(batch):
     assert all(p.grad is None and not p.requires_grad for p in pred.base.parameters())
     heads = [p for n, p in pred.named_parameters() if not n.startswith("base.")]
     assert heads and all(p.grad is not None for p in heads)
+
+
+def test_gathered_asvs_sum_their_gradients_in_the_same_order_every_time():
+    """Each sample slot reads its ASV's row (zeros at padding); the rows' gradients come out
+    the same bit for bit on every backward, on 2 threads (indexing's atomics did not)."""
+    generator = torch.Generator().manual_seed(0)
+    index = torch.randint(0, 50, (32, 128), generator=generator)
+    index[:, 96:] = -1  # padding slots
+    rows = torch.randn(50, 32, generator=generator)
+    upstream = torch.randn(32, 128, 32, generator=generator)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grads = []
+        for _ in range(8):  # indexing's atomics gave a different sum in most of 8
+            leaf = rows.clone().requires_grad_()
+            out = gather_asvs(leaf, index)
+            out.backward(upstream)
+            grads.append(leaf.grad)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(out[:, :96], rows[index[:, :96]]) and not out[:, 96:].any()
+    assert all(torch.equal(grads[0], g) for g in grads[1:])
+    expected = torch.zeros_like(rows).index_add_(
+        0, index[:, :96].reshape(-1), upstream[:, :96].reshape(-1, 32)
+    )
+    assert torch.allclose(grads[0], expected, atol=1e-5)
 
 
 # -- masking --------------------------------------------------------------------------------
