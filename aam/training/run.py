@@ -77,32 +77,6 @@ class Target:
     encoder: Path | None
 
 
-def run_study(
-    local: dict[str, Path], opts: TrainingOptions, max_bp: int, target: Target | None = None
-) -> Study:
-    """The study a run trains on: its staged inputs ``local`` (``localized``) read as its
-    options say, with ``target``'s column and covariates when it fine-tunes."""
-    labels = {}
-    if target is not None:
-        labels = {
-            "metadata_path": local["metadata"],
-            "target": target.column,
-            "classifier": target.classifier,
-            "categorical": target.categorical,
-        }
-    return load_study(
-        local["table"],
-        max_bp=max_bp,
-        tree_path=local.get("tree"),
-        unifrac_options=opts.distances,
-        unifrac_path=local.get("unifrac"),
-        split_path=local.get("split"),
-        reading=opts.study,
-        seed=opts.train.seed,
-        **labels,
-    )
-
-
 def pretrain(opts: TrainingOptions, memory_curve: MemoryCurve) -> None:
     """Pretrain a SequenceEncoder and write OUTPUT_DIR/encoder.pt (+ history, split, summary)."""
     paths = opts.paths
@@ -121,7 +95,16 @@ def _pretrain(opts: TrainingOptions, device, ctx: DistContext, memory_curve: Mem
     mcfg = opts.model.config()
     # Inside the block: a --unifrac matrix is read by rows (from --scratch) while training runs.
     with localized(training_inputs(paths), paths.scratch) as local:
-        study = run_study(local, opts, mcfg.max_bp)
+        study = load_study(
+            local["table"],
+            max_bp=mcfg.max_bp,
+            tree_path=local.get("tree"),
+            unifrac_options=opts.distances,
+            unifrac_path=local.get("unifrac"),
+            split_path=local.get("split"),
+            reading=opts.study,
+            seed=cfg.seed,
+        )
         torch.manual_seed(cfg.seed)
         model = SequenceEncoder(mcfg)
         objective = Objective.of(cfg, predictor=False, study=study, ctx=ctx)
@@ -154,7 +137,20 @@ def finetune(opts: TrainingOptions, target: Target, memory_curve: MemoryCurve) -
         inputs = training_inputs(paths, metadata=target.metadata)
         # Inside: a --unifrac matrix is read by rows (from --scratch) while training runs.
         with localized(inputs, paths.scratch) as local:
-            study = run_study(local, opts, max_bp, target)
+            study = load_study(
+                local["table"],
+                max_bp=max_bp,
+                tree_path=local.get("tree"),
+                unifrac_options=opts.distances,
+                unifrac_path=local.get("unifrac"),
+                metadata_path=local["metadata"],
+                target=target.column,
+                classifier=target.classifier,
+                categorical=target.categorical,
+                split_path=local.get("split"),
+                reading=opts.study,
+                seed=cfg.seed,
+            )
             mcfg = opts.model.config(
                 base,
                 out_dim=len(study.classes) if target.classifier else 1,
