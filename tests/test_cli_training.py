@@ -260,6 +260,14 @@ def test_pretrain_resume_with_another_config_is_refused(demo, pretrained, capsys
     assert "--stale-checkpoints restart" in line
 
 
+@pytest.mark.parametrize("off", [["--mask-rate", "0"], ["--nuc-weight", "0"]])
+def test_pretrain_without_a_loss_term_is_refused(small_study, tmp_path, capsys, off):
+    out = tmp_path / "out"
+    inputs = ["--table", small_study / "table.biom", "--unifrac", small_study / "unifrac.h5"]
+    rc = aam("pretrain", *inputs, "--output-dir", out, *TINY, "--unifrac-weight", "0", *off)
+    assert_failed(rc, capsys, "pretrain", out, "--unifrac-weight 0", "no loss to learn from")
+
+
 def refused_then_restarted(demo, run: Path, capsys, caplog, epochs: int) -> str:
     """``aam pretrain --epochs EPOCHS`` of the finished ``run`` whose checkpoint is stale: the
     error line by hand (returned), then with --stale-checkpoints restart every epoch trained

@@ -85,6 +85,13 @@ def pretrain(opts: TrainingOptions, memory_curve: MemoryCurve) -> None:
             "aam pretrain: pass --tree TREE (each batch's UniFrac computed from the table) or "
             "--unifrac FILE (a precomputed matrix)"
         )
+    cfg = opts.train
+    if cfg.unifrac_weight == 0 and (cfg.mask_rate == 0 or cfg.nuc_weight == 0):
+        raise InputError(
+            "aam pretrain: --unifrac-weight 0 and no masked nucleotides (--mask-rate "
+            f"{cfg.mask_rate:g}, --nuc-weight {cfg.nuc_weight:g}) leave no loss to learn from; "
+            "set --unifrac-weight or both of the others above 0"
+        )
     device, ctx = setup_run(opts.runtime)
     with prepare_outputs(paths, ctx, "encoder.pt", "aam pretrain"):
         _pretrain(opts, device, ctx, memory_curve)
