@@ -86,9 +86,11 @@ def epoch_flops(table: str, unifrac: str, epochs: int, batch_tokens: int | None)
     """FLOPs of each epoch's training batches, as `aam pretrain` (seed 42) forms them."""
     from aam.data.batching import batch_indices
     from aam.data.token_batches import token_batches
-    from aam.training.data.study import load_study
+    from aam.training.data.study import UniFracSource, load_study
 
-    study = load_study(Path(table), max_bp=MAX_BP, unifrac_path=Path(unifrac), seed=SEED)
+    study = load_study(
+        Path(table), max_bp=MAX_BP, unifrac=UniFracSource(matrix=Path(unifrac)), seed=SEED
+    )
     train = study.subset("train")
     lengths = study.samples.lengths(TOKEN_LIMIT)[train]
     out = []

@@ -15,7 +15,7 @@ import aam.training.step as step_module
 from aam.models import SequenceEncoder
 from aam.training.config import TrainConfig
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import load_study
+from aam.training.data.study import UniFracSource, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext
@@ -28,7 +28,7 @@ def train(study_dir: Path, ctx: DistContext, out: Path) -> dict:
     study = load_study(
         study_dir / "table.biom",
         max_bp=100,
-        unifrac_path=study_dir / "unifrac.h5",
+        unifrac=UniFracSource(matrix=study_dir / "unifrac.h5"),
         reading=StudyOptions(val_fraction=0.0),
     )
     torch.manual_seed(0)

@@ -18,7 +18,7 @@ from tiny_model import tiny_model
 from aam.models import SequenceEncoder, SequencePredictor
 from aam.training.config import TrainConfig
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import load_study
+from aam.training.data.study import Labels, UniFracSource, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.training.data.target_scale import fit_target_scale
 from aam.training.evaluation import evaluate
@@ -45,9 +45,8 @@ def train(study_dir: Path, ctx: DistContext, stage: str) -> dict:
     study = load_study(
         study_dir / "table.biom",
         max_bp=100,
-        unifrac_path=study_dir / "unifrac.h5",
-        metadata_path=METADATA if predictor else None,
-        target="age" if predictor else None,
+        unifrac=UniFracSource(matrix=study_dir / "unifrac.h5"),
+        labels=Labels(METADATA, target="age") if predictor else None,
         reading=StudyOptions(val_fraction=0.0, allow_missing_samples=True),
     )
     cpu = torch.device("cpu")

@@ -24,7 +24,7 @@ from aam.training.auto_batch import (
 )
 from aam.training.config import TrainConfig
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import load_study
+from aam.training.data.study import UniFracSource, load_study
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext
 
@@ -119,7 +119,9 @@ def test_one_measured_size_is_not_a_curve():
 def stage(small_study):
     """A pretraining objective, its batches and its config (``--batch-size auto``)."""
     study = load_study(
-        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+        small_study / "table.biom",
+        max_bp=100,
+        unifrac=UniFracSource(matrix=small_study / "unifrac.h5"),
     )
     cfg = TrainConfig(batch_size="auto")
     objective = Objective.of(cfg, predictor=False, study=study)

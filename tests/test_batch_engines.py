@@ -67,14 +67,16 @@ def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, mode: 
     from aam.training.compiling import compile_layers, compile_model, compiled_graphs, graph_breaks
     from aam.training.config import TrainConfig
     from aam.training.data.batches import TrainBatches
-    from aam.training.data.study import load_study
+    from aam.training.data.study import UniFracSource, load_study
     from aam.training.objective import Objective
     from aam.training.step import step_loss
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     study = load_study(
-        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+        small_study / "table.biom",
+        max_bp=100,
+        unifrac=UniFracSource(matrix=small_study / "unifrac.h5"),
     )
     objective = Objective.of(TrainConfig(), predictor=False, study=study)
     batches = TrainBatches(study, 32, distances=True)

@@ -28,7 +28,7 @@ from aam.training.checkpointing.checkpoint import load_checkpoint
 from aam.training.config import TrainConfig, UniFracOptions
 from aam.training.data.batches import TrainBatches
 from aam.training.data.distances import TreeDistances
-from aam.training.data.study import load_study
+from aam.training.data.study import UniFracSource, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.training.evaluation import PAIR_GROUP, PairTruth, pair_groups
 from aam.training.objective import Objective
@@ -168,8 +168,7 @@ def drawn_study(small_study, demo_dir, seed: int):
     return load_study(
         small_study / "table.biom",
         max_bp=100,
-        tree_path=demo_dir / "tree.nwk",
-        unifrac_options=UniFracOptions(),
+        unifrac=UniFracSource(tree=demo_dir / "tree.nwk", options=UniFracOptions()),
         reading=StudyOptions(rarefy_depth=DEPTH, rarefy_each_epoch=True, val_fraction=0.25),
         seed=seed,
     )
@@ -365,7 +364,9 @@ def test_validation_scores_the_pairs_within_each_group(monkeypatch, small_study)
     scored pairs is each group's block of the matrix, nothing across groups."""
     monkeypatch.setattr(evaluation, "PAIR_GROUP", 8)
     study = load_study(
-        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+        small_study / "table.biom",
+        max_bp=100,
+        unifrac=UniFracSource(matrix=small_study / "unifrac.h5"),
     )
     positions = np.arange(len(study.samples))
     pairs = PairTruth(TrainBatches(study, 64), positions, seed=3)

@@ -35,7 +35,7 @@ from aam.profiling.dispatched import DispatchedOps
 from aam.runtime.threads import ThreadPool
 from aam.training.config import UniFracOptions
 from aam.training.data.distances import TreeDistances
-from aam.training.data.study import load_study
+from aam.training.data.study import UniFracSource, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.unifrac import batch_device, cpu_kernel
 from aam.unifrac.abundance import NodeAbundance, node_abundance
@@ -190,14 +190,16 @@ def test_training_blocks_are_the_float64_matrix_cast_to_float32(
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_studys_tree_distances_follow_its_unifrac_options(demo_dir, full, dtype):
-    """`load_study(tree_path=..., unifrac_options=...)`: metric, alpha and dtype reach the
+    """`load_study(unifrac=UniFracSource(tree=..., options=...))`: metric, alpha and dtype reach the
     kernel; positions are the study's (the study's order mapped to the matrix's)."""
     study = load_study(
         demo_dir / "table.biom",
         max_bp=100,
-        tree_path=demo_dir / "tree.nwk",
-        unifrac_options=UniFracOptions(
-            unifrac_metric="generalized", unifrac_alpha=0.3, unifrac_dtype=dtype
+        unifrac=UniFracSource(
+            tree=demo_dir / "tree.nwk",
+            options=UniFracOptions(
+                unifrac_metric="generalized", unifrac_alpha=0.3, unifrac_dtype=dtype
+            ),
         ),
         reading=StudyOptions(val_fraction=0.0),
     )

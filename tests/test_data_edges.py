@@ -19,7 +19,7 @@ from errors import one_line_error
 from aam.cli import main
 from aam.data.metadata import load_metadata
 from aam.data.split import read_split
-from aam.training.data.study import load_study
+from aam.training.data.study import Labels, load_study
 from aam.unifrac.io import write_distance_matrix
 from aam.workflow.dataset_checks import check_dataset
 
@@ -351,10 +351,7 @@ def test_declared_numeric_classes_and_covariates_are_logged(micro, tmp_path, cap
         study = load_study(
             table,
             max_bp=24,
-            metadata_path=metadata,
-            target="age",
-            classifier=True,
-            categorical=["site"],
+            labels=Labels(metadata, target="age", classifier=True, categorical=["site"]),
         )
     assert study.classes == ["1", "2"] or study.classes == ["1.0", "2.0"]
     logged = [r.getMessage() for r in caplog.records]
@@ -541,10 +538,7 @@ def test_levels_unseen_in_training_are_counted_in_a_warning(micro, caplog):
         study = load_study(
             table,
             max_bp=24,
-            metadata_path=metadata,
-            target="age",
-            categorical=["site"],
-            category_levels={"site": ["gut"]},  # the training levels: no "oral"
+            labels=Labels(metadata, target="age", categorical=["site"], levels={"site": ["gut"]}),
             training=False,
         )
     assert (study.categories[:, 0] == 0).sum() == len(IDS) // 2

@@ -8,7 +8,7 @@ import torch
 from aam.models import ModelConfig, SequenceEncoder
 from aam.training.config import TrainConfig
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import load_study
+from aam.training.data.study import UniFracSource, load_study
 from aam.training.evaluation import evaluate
 from aam.training.inference import batch_outputs, encode_table_asvs, model_outputs
 from aam.training.objective import Objective
@@ -20,7 +20,9 @@ MODEL = ModelConfig(embedding_dim=16, attention_heads=2, asv_layers=1, sample_la
 @pytest.fixture(scope="module")
 def setup(small_study):
     study = load_study(
-        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+        small_study / "table.biom",
+        max_bp=100,
+        unifrac=UniFracSource(matrix=small_study / "unifrac.h5"),
     )
     torch.manual_seed(0)
     return study, SequenceEncoder(MODEL)

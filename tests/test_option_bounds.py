@@ -33,7 +33,7 @@ from aam.options import (
 )
 from aam.training.config import BEST_METRICS, RuntimeConfig, TrainConfig, UniFracOptions
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import load_study
+from aam.training.data.study import Labels, UniFracSource, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.training.evaluation import evaluate
 from aam.training.objective import Objective
@@ -341,16 +341,19 @@ def test_a_metric_the_run_does_not_measure_is_refused_before_training(
 @pytest.fixture(scope="module")
 def studies(small_study) -> dict:
     """The 48-sample study without a target, with age (regression) and with a class target."""
-    common = dict(max_bp=100, unifrac_path=small_study / "unifrac.h5")
+    table, metadata = small_study / "table.biom", DEMO / "metadata.tsv"
+    common = dict(max_bp=100, unifrac=UniFracSource(matrix=small_study / "unifrac.h5"))
     missing = StudyOptions(val_fraction=0.25, allow_missing_samples=True)
-    meta = dict(metadata_path=DEMO / "metadata.tsv", reading=missing, **common)
     return {
-        "pretrain": load_study(
-            small_study / "table.biom", reading=StudyOptions(val_fraction=0.25), **common
+        "pretrain": load_study(table, reading=StudyOptions(val_fraction=0.25), **common),
+        "regression": load_study(
+            table, labels=Labels(metadata, target="age"), reading=missing, **common
         ),
-        "regression": load_study(small_study / "table.biom", target="age", **meta),
         "classifier": load_study(
-            small_study / "table.biom", target="qiita_study_id", classifier=True, **meta
+            table,
+            labels=Labels(metadata, target="qiita_study_id", classifier=True),
+            reading=missing,
+            **common,
         ),
     }
 

@@ -16,7 +16,7 @@ from aam.models import SequenceEncoder
 from aam.training import losses
 from aam.training.config import TrainConfig
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import load_study
+from aam.training.data.study import UniFracSource, load_study
 from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
 
@@ -28,7 +28,9 @@ HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__")
 def step_parts(small_study):
     """A tiny encoder's TrainStep accumulating 3 micro-batches, and the study's batches."""
     study = load_study(
-        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+        small_study / "table.biom",
+        max_bp=100,
+        unifrac=UniFracSource(matrix=small_study / "unifrac.h5"),
     )
     cfg = TrainConfig(batch_size=4, grad_accum=3, max_grad_norm=1.0)
     objective = Objective.of(cfg, predictor=False, study=study)

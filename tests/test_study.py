@@ -13,7 +13,7 @@ from biom.util import biom_open
 from aam.cli import main
 from aam.data.split import write_split
 from aam.errors import InputError
-from aam.training.data.study import load_study
+from aam.training.data.study import Labels, UniFracSource, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.unifrac.io import write_distance_matrix
 
@@ -47,7 +47,7 @@ def test_split_without_the_samples_lacking_a_target(tmp_path):
     table, metadata = _inputs(tmp_path, AGES, SITES)
     # What `aam split --target-column age` writes: s1 and s4 have no age and are left out.
     split = _split(tmp_path, ["s0", "s2", "s3", "s5"])
-    study = load_study(table, max_bp=10, metadata_path=metadata, target="age", split_path=split)
+    study = load_study(table, max_bp=10, labels=Labels(metadata, target="age"), split_path=split)
     assert study.samples.sample_ids == ["s0", "s2", "s3", "s5"]
     np.testing.assert_array_equal(study.targets, [20.0, 40.0, 50.0, 70.0])
     assert list(study.split) == ["train", "train", "train", "val"]
@@ -57,12 +57,7 @@ def test_split_without_a_sample_lacking_a_class(tmp_path):
     table, metadata = _inputs(tmp_path, AGES, SITES)
     split = _split(tmp_path, ["s0", "s1", "s3", "s4", "s5"])  # s2 has no site
     study = load_study(
-        table,
-        max_bp=10,
-        metadata_path=metadata,
-        target="site",
-        classifier=True,
-        split_path=split,
+        table, max_bp=10, labels=Labels(metadata, target="site", classifier=True), split_path=split
     )
     assert study.classes == ["gut", "oral"]
     assert study.samples.sample_ids == ["s0", "s1", "s3", "s4", "s5"]
@@ -72,12 +67,11 @@ def test_split_missing_a_sample_that_has_a_target_is_still_an_error(tmp_path):
     table, metadata = _inputs(tmp_path, AGES, SITES)
     split = _split(tmp_path, ["s0", "s2", "s3"])  # s5 has an age but no split
     with pytest.raises(InputError, match=r"split.tsv lacks 1 ID\(s\) .*\(s5\)"):
-        load_study(table, max_bp=10, metadata_path=metadata, target="age", split_path=split)
+        load_study(table, max_bp=10, labels=Labels(metadata, target="age"), split_path=split)
     study = load_study(
         table,
         max_bp=10,
-        metadata_path=metadata,
-        target="age",
+        labels=Labels(metadata, target="age"),
         split_path=split,
         reading=StudyOptions(allow_missing_samples=True),
     )
@@ -88,7 +82,7 @@ def test_split_without_target_keeps_the_strict_check(tmp_path):
     table, metadata = _inputs(tmp_path, AGES, SITES)
     split = _split(tmp_path, ["s0", "s2", "s3", "s5"])
     with pytest.raises(InputError, match="lacks 2 ID"):
-        load_study(table, max_bp=10, metadata_path=metadata, split_path=split)
+        load_study(table, max_bp=10, labels=Labels(metadata), split_path=split)
 
 
 def test_truncated_unifrac_matrix_is_one_line(tmp_path):
@@ -98,7 +92,7 @@ def test_truncated_unifrac_matrix_is_one_line(tmp_path):
     write_distance_matrix(unifrac, ids, np.ones((len(ids), len(ids))) - np.eye(len(ids)))
     unifrac.write_bytes(unifrac.read_bytes()[: unifrac.stat().st_size // 2])
     with pytest.raises(InputError) as info:
-        load_study(table, max_bp=10, unifrac_path=unifrac)
+        load_study(table, max_bp=10, unifrac=UniFracSource(matrix=unifrac))
     assert str(info.value).startswith(f"{unifrac}: corrupt or truncated HDF5 file")
     assert "\n" not in str(info.value)
 
@@ -195,6 +189,24 @@ def test_split_from_a_column_needs_the_metadata(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_target_column_needs_the_metadata(tmp_path, capsys):
+    table, _ = _inputs(tmp_path, AGES, SITES)
+    out = tmp_path / "split.tsv"
+    argv = ["split", "--table", str(table), "--target-column", "age", "--output", str(out)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "aam split: error: --target-column age: needs --metadata"
+    )
+    assert not out.exists()
+
+
+def test_labels_without_metadata_are_none_unless_something_is_asked_of_them(tmp_path):
+    assert Labels.of(None) is None
+    assert Labels.of(tmp_path / "m.tsv", target="age") == Labels(tmp_path / "m.tsv", "age")
+    with pytest.raises(InputError, match=r"^covariate column\(s\) site, host: need --metadata$"):
+        Labels.of(None, categorical=["site", "host"])
+
+
 def test_samples_below_the_rarefaction_depth_leave_the_study_not_a_mismatch(tmp_path, caplog):
     table, metadata = _inputs(tmp_path, AGES, SITES)
     counts = biom.load_table(str(table)).matrix_data.toarray()
@@ -205,8 +217,7 @@ def test_samples_below_the_rarefaction_depth_leave_the_study_not_a_mismatch(tmp_
     study = load_study(
         table,
         max_bp=10,
-        metadata_path=metadata,
-        target="age",
+        labels=Labels(metadata, target="age"),
         split_path=split,
         reading=StudyOptions(rarefy_depth=depth),
     )
@@ -214,5 +225,5 @@ def test_samples_below_the_rarefaction_depth_leave_the_study_not_a_mismatch(tmp_
     assert study.samples.sample_ids == kept
     with pytest.raises(InputError, match="--rarefy-depth 1000: no sample has that many reads"):
         load_study(
-            table, max_bp=10, metadata_path=metadata, reading=StudyOptions(rarefy_depth=1000)
+            table, max_bp=10, labels=Labels(metadata), reading=StudyOptions(rarefy_depth=1000)
         )

@@ -9,7 +9,7 @@ from tiny_model import tiny_model
 from aam.models import SequenceEncoder
 from aam.training.config import TrainConfig
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import load_study
+from aam.training.data.study import UniFracSource, load_study
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext, rank_slice
 from aam.training.trainer import Trainer
@@ -31,7 +31,9 @@ def _trainer(study, tmp_path, ctx: DistContext | None = None, **train) -> Traine
 @pytest.fixture(scope="module")
 def study(small_study):
     return load_study(
-        small_study / "table.biom", max_bp=100, unifrac_path=small_study / "unifrac.h5"
+        small_study / "table.biom",
+        max_bp=100,
+        unifrac=UniFracSource(matrix=small_study / "unifrac.h5"),
     )
 
 

@@ -35,7 +35,7 @@ from aam.runtime.staging import localized
 from aam.runtime.threads import usable_threads
 from aam.training import inference
 from aam.training.config import RuntimeConfig
-from aam.training.data.study import Study, load_study
+from aam.training.data.study import Labels, Study, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.training.data.target_scale import TargetScale, check_scalable
 from aam.training.device import resolve_device
@@ -170,9 +170,11 @@ def _read_inputs(opts: PredictOptions, config, categorical: dict) -> tuple[Study
         study = load_study(
             local["table"],
             max_bp=config.max_bp,
-            metadata_path=local.get("metadata"),
-            categorical=categorical["columns"],
-            category_levels=categorical["levels"],
+            labels=Labels.of(
+                local.get("metadata"),
+                categorical=categorical["columns"],
+                levels=categorical["levels"],
+            ),
             split_path=local.get("split"),
             reading=opts.reading,
             training=False,

@@ -19,7 +19,7 @@ from aam.data.table import load_table
 from aam.errors import InputError
 from aam.options import checked
 from aam.runtime.atomic import atomic_output
-from aam.training.data.study import load_study
+from aam.training.data.study import Labels, load_study
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,8 @@ def run(args: argparse.Namespace) -> None:
     study = load_study(
         args.table,
         max_bp=1,
-        metadata_path=args.metadata,
-        target=args.target_column,
-        classifier=args.classifier,
+        labels=Labels(args.metadata, args.target_column, args.classifier, columns),
         split_path=args.split,
-        categorical=columns or None,
     )
     train = study.subset("train")
     if not len(train):

@@ -19,7 +19,7 @@ from aam.errors import InputError
 from aam.models.files import load_model_file
 from aam.options import checked
 from aam.runtime.atomic import atomic_output
-from aam.training.data.study import load_study
+from aam.training.data.study import Labels, load_study
 from aam.training.device import resolve_device
 from aam.training.inference import sample_embeddings
 
@@ -48,9 +48,7 @@ def run(args: argparse.Namespace) -> None:
     study = load_study(
         args.table,
         max_bp=encoder.config.max_bp,
-        metadata_path=args.metadata,
-        target=args.target_column,
-        classifier=args.classifier,
+        labels=Labels(args.metadata, args.target_column, args.classifier),
         split_path=args.split,
     )
     train = study.subset("train")

@@ -31,7 +31,7 @@ from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.figures import add_format_argument, figure_name
 from aam.runtime.threads import usable_threads
 from aam.training.config import RuntimeConfig
-from aam.training.data.study import load_study
+from aam.training.data.study import Labels, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.training.device import resolve_device
 
@@ -93,11 +93,13 @@ def run(args: argparse.Namespace) -> None:
     study = load_study(
         args.table,
         max_bp=model.config.max_bp,
-        metadata_path=args.metadata,
-        target=target["column"],
-        classifier=bool(target["classes"]),
-        categorical=categorical["columns"],
-        category_levels=categorical["levels"],
+        labels=Labels(
+            args.metadata,
+            target["column"],
+            bool(target["classes"]),
+            categorical["columns"],
+            categorical["levels"],
+        ),
         split_path=args.split,
         reading=from_args(StudyOptions, args),
         training=False,

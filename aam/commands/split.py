@@ -24,7 +24,7 @@ from aam.data.split import (
 )
 from aam.errors import InputError
 from aam.options import checked
-from aam.training.data.study import load_study
+from aam.training.data.study import Labels, load_study
 from aam.training.data.study_options import StudyOptions
 
 log = logging.getLogger(__name__)
@@ -146,9 +146,7 @@ def run(args: argparse.Namespace) -> None:
     study = load_study(
         args.table,
         max_bp=1,
-        metadata_path=args.metadata,
-        target=args.target_column,
-        classifier=args.classifier,
+        labels=Labels.of(args.metadata, target=args.target_column, classifier=args.classifier),
         reading=StudyOptions(allow_missing_samples=args.allow_missing_samples),
     )
     ids = study.samples.sample_ids

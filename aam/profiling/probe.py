@@ -31,7 +31,7 @@ from aam.profiling.kernels import from_key_averages
 from aam.runtime.atomic import atomic_output, write_json
 from aam.training.config import TrainConfig, UniFracOptions
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import load_study
+from aam.training.data.study import UniFracSource, load_study
 from aam.training.device import resolve_device
 from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
@@ -380,9 +380,11 @@ def _pretraining_study(
     return load_study(
         Path(table),
         max_bp=max_bp,
-        tree_path=Path(tree) if tree is not None else None,
-        unifrac_options=UniFracOptions(),
-        unifrac_path=Path(unifrac) if unifrac is not None else None,
+        unifrac=UniFracSource(
+            tree=Path(tree) if tree is not None else None,
+            matrix=Path(unifrac) if unifrac is not None else None,
+            options=UniFracOptions(),
+        ),
         seed=seed,
     )
 

@@ -43,7 +43,7 @@ from aam.training.compiling import (
 )
 from aam.training.config import RunPaths, RuntimeConfig, TrainConfig, TrainingOptions
 from aam.training.data.batches import TrainBatches
-from aam.training.data.study import Study, describe, load_study
+from aam.training.data.study import Labels, Study, UniFracSource, describe, load_study
 from aam.training.data.target_scale import TargetScale, fit_target_scale
 from aam.training.device import resolve_device
 from aam.training.inference import encode_table_asvs
@@ -76,6 +76,10 @@ class Target:
     categorical: list[str]
     encoder: Path | None
 
+    def labels(self, metadata: Path) -> Labels:
+        """What the study reads from ``metadata`` (the staged copy of ``self.metadata``)."""
+        return Labels(metadata, self.column, self.classifier, self.categorical)
+
 
 def pretrain(opts: TrainingOptions, memory_curve: MemoryCurve) -> None:
     """Pretrain a SequenceEncoder and write OUTPUT_DIR/encoder.pt (+ history, split, summary)."""
@@ -105,9 +109,7 @@ def _pretrain(opts: TrainingOptions, device, ctx: DistContext, memory_curve: Mem
         study = load_study(
             local["table"],
             max_bp=mcfg.max_bp,
-            tree_path=local.get("tree"),
-            unifrac_options=opts.distances,
-            unifrac_path=local.get("unifrac"),
+            unifrac=UniFracSource(local.get("tree"), local.get("unifrac"), opts.distances),
             split_path=local.get("split"),
             reading=opts.study,
             seed=cfg.seed,
@@ -147,13 +149,8 @@ def finetune(opts: TrainingOptions, target: Target, memory_curve: MemoryCurve) -
             study = load_study(
                 local["table"],
                 max_bp=max_bp,
-                tree_path=local.get("tree"),
-                unifrac_options=opts.distances,
-                unifrac_path=local.get("unifrac"),
-                metadata_path=local["metadata"],
-                target=target.column,
-                classifier=target.classifier,
-                categorical=target.categorical,
+                unifrac=UniFracSource(local.get("tree"), local.get("unifrac"), opts.distances),
+                labels=target.labels(local["metadata"]),
                 split_path=local.get("split"),
                 reading=opts.study,
                 seed=cfg.seed,

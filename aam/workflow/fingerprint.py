@@ -18,7 +18,7 @@ module's ``add_arguments`` and ``run``:
 * a branch ``if p is not None:`` (or ``if p:``) of a function is skipped when every call of
   that function leaves ``p`` at its default None (an undecorated function, only ever called,
   without ``*``/``**`` unpacking, ``p`` never reassigned), so `aam pretrain` does not reach the
-  metadata reader through ``load_study(metadata_path=None)``.
+  metadata reader through ``load_study(labels=None)``.
 
 Where static resolution is unsure it counts more, never less: an aam module used as a value
 (``getattr(module, name)``, ``vars(module)``) or an attribute it does not define counts whole;

@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,8 @@ from aam.unifrac.pair_sums import DTYPES
 from aam.unifrac.tree import load_tree
 
 if TYPE_CHECKING:
+    from biom import Table
+
     from aam.data.batching import Batch
     from aam.training.config import UniFracOptions
 
@@ -104,18 +106,52 @@ class Study:
             yield self.batch(positions[idx], token_limit, asv_sampling, draw=draw)
 
 
+@dataclass(frozen=True)
+class UniFracSource:
+    """Where a study's UniFrac comes from: each batch's distances computed from the table and
+    a ``tree`` (with ``options``), or rows read from a precomputed ``matrix``; neither: none."""
+
+    tree: Path | None = None
+    matrix: Path | None = None
+    options: UniFracOptions | None = None
+
+    def __post_init__(self) -> None:
+        if self.tree is not None and self.options is None:
+            raise ValueError("UniFracSource: a tree needs options (the batch kernel's)")
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What a study reads from a ``metadata`` file: a ``target`` column (class labels with
+    ``classifier``) and ``categorical`` covariate columns, coded by ``levels`` where a trained
+    model fixed them (learned from the data otherwise); none of them: its sample IDs only."""
+
+    metadata: Path
+    target: str | None = None
+    classifier: bool = False
+    categorical: Sequence[str] = ()
+    levels: dict[str, list[str]] | None = None
+
+    @classmethod
+    def of(cls, metadata: Path | None, **fields: Any) -> Labels | None:
+        """The labels of ``metadata``; None without one, an InputError if a target or
+        covariates are asked for without it."""
+        if metadata is not None:
+            return cls(metadata, **fields)
+        if fields.get("target") is not None:
+            raise InputError(f"--target-column {fields['target']}: needs --metadata")
+        if fields.get("categorical"):
+            columns = ", ".join(fields["categorical"])
+            raise InputError(f"covariate column(s) {columns}: need --metadata")
+        return None
+
+
 def load_study(
     table_path: Path,
     *,
     max_bp: int,
-    tree_path: Path | None = None,
-    unifrac_options: UniFracOptions | None = None,
-    unifrac_path: Path | None = None,
-    metadata_path: Path | None = None,
-    target: str | None = None,
-    classifier: bool = False,
-    categorical: list[str] | None = None,
-    category_levels: dict[str, list[str]] | None = None,
+    unifrac: UniFracSource | None = None,
+    labels: Labels | None = None,
     split_path: Path | None = None,
     reading: StudyOptions | None = None,
     seed: int = 42,
@@ -123,8 +159,7 @@ def load_study(
 ) -> Study:
     """Load, reconcile sample IDs across the inputs, and align everything to one order.
 
-    UniFrac comes from ``tree_path`` (each batch's distances computed from its reads, with
-    ``unifrac_options``) or ``unifrac_path`` (a matrix read by rows), or is absent.
+    UniFrac comes from ``unifrac`` (or is absent); targets and covariates from ``labels``.
     How the samples are read is ``reading`` (the run's ``StudyOptions``; default: its
     defaults). Samples whose target is missing, or with fewer reads than its ``rarefy_depth``,
     are dropped and counted (an error if all are); the other inputs may list the latter. With
@@ -136,101 +171,48 @@ def load_study(
     in ``split_path``.
     """
     reading = reading or StudyOptions()
-    rarefy_depth, rarefy_each_epoch = reading.rarefy_depth, reading.rarefy_each_epoch
-    if tree_path is not None and unifrac_path is not None:
-        raise InputError(
-            f"--tree {tree_path} and --unifrac {unifrac_path}: give one source of UniFrac "
-            "(--tree computes each batch's distances; --unifrac reads a precomputed matrix)"
-        )
-    if rarefy_each_epoch and tree_path is None:
-        raise InputError(
-            "--rarefy-each-epoch: needs --tree (the distances of each draw are computed per "
-            "batch; a precomputed matrix cannot follow the draws)"
-        )
+    _check_unifrac(unifrac, reading)
     table = load_table(table_path)
     check_training_counts(table, table_path)
     sources: dict[str, list[str]] = {str(table_path): [str(s) for s in table.ids()]}
-    too_shallow: set[str] = set()  # fewer reads than rarefy_depth: dropped (rarefy logs them)
-    if rarefy_each_epoch:
-        check_drawable(table, rarefy_depth, str(table_path))
-    elif rarefy_depth:
-        table, dropped = rarefy(table, rarefy_depth, seed)
-        too_shallow = set(dropped)
+    table, too_shallow = _rarefied(table, table_path, reading, seed)
     matrix = metadata = split = None
-    if unifrac_path is not None:
-        matrix = MatrixRows(unifrac_path)
-        if training:  # every value, before the first step: not only the pairs batches meet
-            started = time.perf_counter()
-            matrix.check_whole()
-            log.info(
-                "checked every distance of %s (%d samples) in %.1f s",
-                unifrac_path,
-                len(matrix.ids),
-                time.perf_counter() - started,
-            )
-        sources[str(unifrac_path)] = matrix.ids
-    if metadata_path is not None:
-        metadata = load_metadata(metadata_path)
-        sources[str(metadata_path)] = list(metadata.index)
+    if unifrac is not None and unifrac.matrix is not None:
+        matrix = _read_matrix(unifrac.matrix, training)
+        sources[str(unifrac.matrix)] = matrix.ids
+    if labels is not None:
+        metadata = load_metadata(labels.metadata)
+        sources[str(labels.metadata)] = list(metadata.index)
     if split_path is not None:
         split = read_split(split_path)
         sources[str(split_path)] = list(split.index)
-        if target is not None and metadata is not None and target in metadata.columns:
+        if labels is not None and labels.target in metadata.columns:
             # `aam split --target-column` leaves out samples without a target value; they are
             # dropped below anyway, so their absence from the split is no mismatch.
-            unassigned = metadata.index[metadata[target].isna()].difference(split.index)
+            unassigned = metadata.index[metadata[labels.target].isna()].difference(split.index)
             sources[str(split_path)] += list(unassigned)
     ids = reconcile_sample_ids(sources, allow_missing=reading.allow_missing_samples)
     ids = [sid for sid in ids if sid not in too_shallow]
     if not ids:
         raise InputError(
-            f"--rarefy-depth {rarefy_depth}: every sample shared by the inputs has fewer reads; "
-            "choose a lower --rarefy-depth"
+            f"--rarefy-depth {reading.rarefy_depth}: every sample shared by the inputs has fewer "
+            "reads; choose a lower --rarefy-depth"
         )
+    kept, labelled = ids, {}
+    if labels is not None:
+        kept, labelled = _labelled(metadata, labels, ids)
+    if training and split is not None:
+        target, path = (labels.target, labels.metadata) if labels is not None else (None, None)
+        _check_training_split(split, split_path, ids, kept, target, path)
 
-    targets, classes = None, []
-    if target is not None:
-        if metadata is None:
-            raise InputError(f"--target-column {target}: needs --metadata")
-        with_target = _targets(metadata, target, ids, metadata_path, classifier)
-        if training and split is not None:
-            _check_training_split(split, split_path, ids, with_target[2], target, metadata_path)
-        targets, classes, ids = with_target
-    elif training and split is not None:
-        _check_training_split(split, split_path, ids, ids)
-    categories, levels = None, {}
-    if categorical:
-        if metadata is None:
-            raise InputError("--categorical-columns: needs --metadata")
-        if target in categorical:
-            raise InputError(
-                f"{metadata_path}: column {target!r} is the target and a covariate (or group) "
-                "column; it would feed the model the answer: drop it from the covariates"
-            )
-        categories, levels = _categories(metadata, categorical, ids, metadata_path, category_levels)
-
-    table = table.filter(ids, inplace=False).remove_empty(axis="observation")
+    table = table.filter(kept, inplace=False).remove_empty(axis="observation")
     samples = SampleSet.from_table(table, max_bp, table_name=str(table_path))
     distances: PairDistances | None = None
     if matrix is not None:
         position = {sid: k for k, sid in enumerate(matrix.ids)}
         distances = MatrixDistances(matrix, np.array([position[s] for s in samples.sample_ids]))
-    if tree_path is not None:
-        if unifrac_options is None:
-            raise ValueError("load_study: tree_path needs unifrac_options")
-        opts = unifrac_options
-        unifrac = BatchUniFrac.for_table(
-            counts_of(table),
-            load_tree(tree_path, midpoint_root=opts.midpoint_root),
-            opts.unifrac_metric,
-            alpha=opts.unifrac_alpha,
-            dtype=DTYPES[opts.unifrac_dtype],
-            prune_missing=opts.prune_missing,
-            table_name=str(table_path),
-            tree_name=str(tree_path),
-        )
-        distances = TreeDistances(samples, unifrac)
-        distances.block(np.arange(min(2, len(samples))))  # loads the compiled kernels now
+    if unifrac is not None and unifrac.tree is not None:
+        distances = _tree_distances(table, table_path, samples, unifrac)
     if split is None:
         split = make_split(
             samples.sample_ids,
@@ -242,13 +224,97 @@ def load_study(
         samples=samples,
         split=split.reindex(samples.sample_ids),
         distances=distances,
-        targets=targets,
-        classes=classes,
-        categories=categories,
-        category_levels=levels,
-        draw_depth=rarefy_depth if rarefy_each_epoch else None,
+        **labelled,
+        draw_depth=reading.rarefy_depth if reading.rarefy_each_epoch else None,
         draw_seed=seed,
     )
+
+
+def _check_unifrac(unifrac: UniFracSource | None, reading: StudyOptions) -> None:
+    """InputError for two sources of UniFrac, or draws each epoch without a tree."""
+    if unifrac is not None and unifrac.tree is not None and unifrac.matrix is not None:
+        raise InputError(
+            f"--tree {unifrac.tree} and --unifrac {unifrac.matrix}: give one source of UniFrac "
+            "(--tree computes each batch's distances; --unifrac reads a precomputed matrix)"
+        )
+    if reading.rarefy_each_epoch and (unifrac is None or unifrac.tree is None):
+        raise InputError(
+            "--rarefy-each-epoch: needs --tree (the distances of each draw are computed per "
+            "batch; a precomputed matrix cannot follow the draws)"
+        )
+
+
+def _rarefied(
+    table: Table, table_path: Path, reading: StudyOptions, seed: int
+) -> tuple[Table, set[str]]:
+    """``table`` rarefied to ``reading.rarefy_depth`` (unless drawn each epoch: then checked
+    drawable) and the IDs of the samples with fewer reads (dropped: rarefy logs them)."""
+    if reading.rarefy_each_epoch:
+        check_drawable(table, reading.rarefy_depth, str(table_path))
+    elif reading.rarefy_depth:
+        table, dropped = rarefy(table, reading.rarefy_depth, seed)
+        return table, set(dropped)
+    return table, set()
+
+
+def _read_matrix(path: Path, training: bool) -> MatrixRows:
+    """A precomputed UniFrac matrix, read by rows; for ``training`` every value checked first
+    (not only the pairs that batches meet)."""
+    matrix = MatrixRows(path)
+    if training:
+        started = time.perf_counter()
+        matrix.check_whole()
+        log.info(
+            "checked every distance of %s (%d samples) in %.1f s",
+            path,
+            len(matrix.ids),
+            time.perf_counter() - started,
+        )
+    return matrix
+
+
+def _labelled(metadata: pd.DataFrame, labels: Labels, ids: list[str]) -> tuple[list[str], dict]:
+    """The IDs with a target (all of ``ids`` without one) and the Study fields ``labels`` fill:
+    targets and classes, categories and their levels."""
+    fields: dict = {}
+    kept = ids
+    if labels.target is not None:
+        targets, classes, kept = _targets(
+            metadata, labels.target, ids, labels.metadata, labels.classifier
+        )
+        fields.update(targets=targets, classes=classes)
+    if labels.categorical:
+        if labels.target in labels.categorical:
+            raise InputError(
+                f"{labels.metadata}: column {labels.target!r} is the target and a covariate (or "
+                "group) column; it would feed the model the answer: drop it from the covariates"
+            )
+        categories, levels = _categories(
+            metadata, list(labels.categorical), kept, labels.metadata, labels.levels
+        )
+        fields.update(categories=categories, category_levels=levels)
+    return kept, fields
+
+
+def _tree_distances(
+    table: Table, table_path: Path, samples: SampleSet, unifrac: UniFracSource
+) -> TreeDistances:
+    """Each batch's UniFrac computed from ``table`` and ``unifrac.tree``; the compiled kernels
+    loaded now (a first block of two samples)."""
+    opts = unifrac.options
+    batch_unifrac = BatchUniFrac.for_table(
+        counts_of(table),
+        load_tree(unifrac.tree, midpoint_root=opts.midpoint_root),
+        opts.unifrac_metric,
+        alpha=opts.unifrac_alpha,
+        dtype=DTYPES[opts.unifrac_dtype],
+        prune_missing=opts.prune_missing,
+        table_name=str(table_path),
+        tree_name=str(unifrac.tree),
+    )
+    distances = TreeDistances(samples, batch_unifrac)
+    distances.block(np.arange(min(2, len(samples))))
+    return distances
 
 
 def _check_training_split(
