@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import faulthandler
 import importlib
 import logging
 import os
@@ -175,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     module = importlib.import_module(COMMANDS[name][0])
     args = command_parser(name, module).parse_args(rest)
+    if not faulthandler.is_enabled():  # a crash in native code (a kernel, a collective)
+        faulthandler.enable()  # leaves the Python stack of every thread in the log
     logging.basicConfig(level=logging.INFO, format=f"aam {name}: %(message)s")
     try:
         with output_set():  # the command's outputs and its provenance, published together

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import subprocess
 import sys
 from importlib import metadata
 
 import pytest
+from errors import failure_lines
 
 import aam
 from aam.cli import COMMANDS, GROUPS, DefaultsFormatter, command_parser, main
@@ -124,3 +126,28 @@ def test_no_command_that_reads_no_model_imports_torch_or_numba():
         [sys.executable, "-c", FIRST_TORCH, *modules], capture_output=True, text=True, check=True
     )
     assert run.stdout == "", f"{run.stdout.strip()}: imported"
+
+
+CRASH = """
+import ctypes, sys, types
+from aam import cli
+crash = types.ModuleType("crash")
+crash.add_arguments = lambda parser: None
+def run(args):
+    ctypes.string_at(0)  # a native crash, as a bad kernel or collective would be
+crash.run = run
+sys.modules["crash"] = crash
+cli.COMMANDS["crash"] = ("crash", "reads address 0")
+sys.exit(cli.main(["crash"]))
+"""
+
+
+def test_a_native_crash_leaves_the_python_stack_in_the_log():
+    """A SIGSEGV in a command (a ROCm kernel, a gloo collective) names where Python was."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+    done = subprocess.run([sys.executable, "-c", CRASH], capture_output=True, text=True, env=env)
+    assert done.returncode == -11, done.stderr
+    assert "Fatal Python error: Segmentation fault" in done.stderr
+    assert '"<string>", line 7 in run' in done.stderr, done.stderr
+    frames = failure_lines(done.stderr, tail=0).split("--- last lines:")[0]
+    assert '"<string>", line 7 in run' in frames and "Segmentation fault" in frames
