@@ -84,6 +84,10 @@ def forest_importance(
     from sklearn.inspection import permutation_importance
 
     forest = fit_forest(study, train, trees=trees, seed=seed, threads=threads)
+    # Its ~150 scorings of the few test samples on one thread: joblib's dispatch over the trees
+    # cost more than it saved (~3x per scoring on 2 cores), and one thread sums the trees'
+    # predictions in the same order every run.
+    forest.set_params(n_jobs=1)
     x_test = relative_abundances(study.samples, test)
     candidates = np.argsort(-forest.feature_importances_, kind="stable")[:FOREST_CANDIDATES]
     candidates = candidates[forest.feature_importances_[candidates] > 0]
