@@ -77,3 +77,34 @@ def test_pair_sums_are_added_in_place_on_the_group_that_reaches_their_device(tmp
         assert made == ["nccl", "gloo"] and pair_group(DistContext(), on_device=True) is None
     finally:
         dist.destroy_process_group()
+
+
+def test_host_values_travel_on_a_gloo_group_beside_nccl(tmp_path, monkeypatch):
+    """On GPUs (an NCCL/RCCL default group) the ranks' votes (stop, save, finite weights) and
+    rank 0's choices travel as host tensors on a gloo group of their own: they never wait for
+    the device's queued work; on CPUs the default group (gloo) carries them."""
+    import torch.distributed as dist
+
+    from aam.training.parallel.distributed import any_rank, broadcast_from_main, init_distributed
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        made, new_group = [], dist.new_group
+        monkeypatch.setattr(dist, "new_group", lambda backend: made.append(backend) or new_group())
+        gpu, cpu = init_distributed("cuda"), init_distributed("cpu")
+        assert made == ["gloo"] and gpu.host is not None and cpu.host is None
+        reduced, all_reduce = [], dist.all_reduce
+        monkeypatch.setattr(
+            dist,
+            "all_reduce",
+            lambda t, group=None: (
+                reduced.append((t.device.type, group)) or all_reduce(t, group=group)
+            ),
+        )
+        assert any_rank([True, False], gpu) == [True, False]
+        assert reduced == [("cpu", gpu.host)]
+        assert broadcast_from_main({"batch_size": 64}, gpu) == {"batch_size": 64}
+    finally:
+        dist.destroy_process_group()

@@ -310,7 +310,7 @@ class Checkpointer:
         any rank; return whether the run must stop (every rank agrees)."""
         minutes = (time.monotonic() - self.last_save) / 60
         due = self.every_minutes > 0 and minutes >= self.every_minutes
-        stop, due = any_rank([preempted, due], self.ctx, self.device)
+        stop, due = any_rank([preempted, due], self.ctx)
         if stop or due:
             self.save_latest()
         return stop
@@ -369,7 +369,7 @@ class Checkpointer:
         params = [local_part(p) for p in self.model.parameters() if p.requires_grad]
         finite = not params or bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
         if self.sharded:
-            finite = not any_rank([not finite], self.ctx, self.device)[0]
+            finite = not any_rank([not finite], self.ctx)[0]
         if not finite:
             raise NonFiniteError(f"weights became non-finite by {where}; {self.fix}")
 

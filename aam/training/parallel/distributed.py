@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -26,6 +26,9 @@ class DistContext:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    # The group that carries host values (votes, rank 0's choices): gloo beside an NCCL/RCCL
+    # default group, so they never wait on the device; None: the default group (gloo on CPUs).
+    host: dist.ProcessGroup | None = field(default=None, compare=False, repr=False)
 
     @property
     def enabled(self) -> bool:
@@ -37,14 +40,19 @@ class DistContext:
 
 
 def init_distributed(device_type: str) -> DistContext:
-    """Join the process group torchrun describes (NCCL/RCCL on GPUs, gloo on CPUs)."""
+    """Join the process group torchrun describes (NCCL/RCCL on GPUs, gloo on CPUs); on GPUs
+    also a gloo group for host values (``DistContext.host``)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return DistContext()
+    on_gpu = device_type == "cuda"
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if on_gpu else "gloo")
     return DistContext(
-        rank=dist.get_rank(), world_size=world, local_rank=int(os.environ.get("LOCAL_RANK", "0"))
+        rank=dist.get_rank(),
+        world_size=world,
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        host=dist.new_group(backend="gloo") if on_gpu else None,
     )
 
 
@@ -120,12 +128,14 @@ def sum_shares(share: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     return total.to(share.device)
 
 
-def any_rank(flags: list[bool], ctx: DistContext, device: torch.device) -> list[bool]:
-    """Each flag, true if it is true on any rank (so every rank takes the same branch)."""
+def any_rank(flags: list[bool], ctx: DistContext) -> list[bool]:
+    """Each flag, true if it is true on any rank (so every rank takes the same branch); the
+    votes travel on the host group: no device work to wait for (it ran after every step)."""
     if not ctx.enabled:
         return list(flags)
-    votes = torch.tensor(flags, dtype=torch.float32, device=device)
-    return (all_reduce_sum(votes, ctx) > 0).tolist()
+    votes = torch.tensor(flags, dtype=torch.float32)
+    dist.all_reduce(votes, group=ctx.host)
+    return (votes > 0).tolist()
 
 
 def gradient_sync(model: torch.nn.Module, at_step: bool) -> AbstractContextManager:
@@ -151,5 +161,5 @@ def broadcast_from_main(value, ctx: DistContext):
     if not ctx.enabled:
         return value
     box = [value]
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=ctx.host)
     return box[0]
