@@ -97,7 +97,7 @@ def test_the_objective_weighs_its_terms_from_model_outputs_and_batch_targets_alo
     distances = torch.tensor([[0.0, 0.1, 0.2], [0.1, 0.0, 0.3], [0.2, 0.3, 0.0]])
     tokens = torch.tensor([[1, 2, 3], [4, 1, 2]])
     nuc_mask = torch.tensor([[True, False, True], [False, True, False]])
-    logits = torch.randn(3, 6, generator=generator)
+    logits = torch.randn(2, 3, 6, generator=generator)  # every position's; 3 are masked
     out = {
         "sample_embedding": embeddings,
         "nuc_logits": logits,
@@ -107,7 +107,7 @@ def test_the_objective_weighs_its_terms_from_model_outputs_and_batch_targets_alo
     batch = SimpleNamespace(distances=distances, unique_tokens=tokens, targets=targets)
     total, terms = objective.loss(out, batch, nuc_mask)
     unifrac = unifrac_loss(embeddings, distances)
-    nucleotides = torch.nn.functional.cross_entropy(logits, tokens[nuc_mask])
+    nucleotides = torch.nn.functional.cross_entropy(logits[nuc_mask], tokens[nuc_mask])
     target = regression_loss(out["prediction"].squeeze(-1), (targets - 1.0) / 2.0, "mse")
     expected = 2.0 * unifrac + 0.5 * nucleotides + 3.0 * target
     assert total.item() == pytest.approx(expected.item(), rel=1e-6)

@@ -96,7 +96,7 @@ def test_output_shapes(batch):
     assert out["sample_embedding"].shape == (b, 32)
     assert out["asv_embeddings"].shape == (b, a, 32)
     assert out["asv_mask"].tolist() == (index >= 0).tolist()
-    assert out["nuc_logits"].shape == (int(mask.sum()), VOCAB_SIZE)
+    assert out["nuc_logits"].shape == (*tokens.shape, VOCAB_SIZE)  # every position's
     assert enc.encode_asvs(tokens).shape == (u, 32)
     assert "nuc_logits" not in enc(tokens, index, counts)
 
@@ -179,7 +179,8 @@ def test_padding_invariance(batch, count_embedding):
     assert_close(out["asv_embeddings"][:, :a], ref["asv_embeddings"])
     assert (out["asv_embeddings"][:, a:] == 0).all()
     assert_close(out["count_prediction"][:, :a], ref["count_prediction"])
-    assert_close(out["nuc_logits"], ref["nuc_logits"])
+    assert_close(out["nuc_logits"][big_mask], ref["nuc_logits"][mask])  # the scored positions
+    assert torch.isfinite(out["nuc_logits"]).all()  # padding's too: the loss sums zeros there
     # Unique-row order does not matter either: the index decides.
     perm = torch.randperm(u + extra_rows, generator=torch.Generator().manual_seed(0))
     inverse = torch.argsort(perm)
@@ -396,10 +397,10 @@ def test_input_limits_are_checked(batch):
 # -- gradients ------------------------------------------------------------------------------
 
 
-def pretrain_loss(out, targets):
+def pretrain_loss(out, tokens, mask):
     emb = out["sample_embedding"]
     dist = torch.tanh(torch.cdist(emb, emb) / 10)
-    return dist.triu(1).pow(2).sum() + F.cross_entropy(out["nuc_logits"], targets)
+    return dist.triu(1).pow(2).sum() + F.cross_entropy(out["nuc_logits"][mask], tokens[mask])
 
 
 @pytest.mark.slow
@@ -409,14 +410,14 @@ def test_gradients_reach_every_parameter_in_pretraining(batch):
         enc = seeded(SequenceEncoder, tiny(count_embedding=count_embedding))
         masked, mask = mask_nucleotides(tokens, 0.3, torch.Generator().manual_seed(2))
         out = enc(masked, index, counts, nuc_mask=mask)
-        pretrain_loss(out, tokens[mask]).backward()
+        pretrain_loss(out, tokens, mask).backward()
         for name, p in enc.named_parameters():
             assert p.grad is not None and p.grad.abs().sum() > 0, name
 
     pred = seeded(SequencePredictor, tiny(categorical_cardinalities=(3,)))
     out = pred(masked, index, counts, torch.tensor([[1], [2], [1]]), nuc_mask=mask)
     loss = (
-        pretrain_loss(out, tokens[mask]) + out["prediction"].sum() + out["count_prediction"].sum()
+        pretrain_loss(out, tokens, mask) + out["prediction"].sum() + out["count_prediction"].sum()
     )
     loss.backward()
     for name, p in pred.named_parameters():
@@ -432,7 +433,7 @@ def test_gradient_checkpointing_matches(batch):
         model.train()
         torch.manual_seed(123)  # same dropout draws in both runs
         out = model(masked, index, counts, nuc_mask=mask)
-        loss = pretrain_loss(out, tokens[mask]) + out["prediction"].sum()
+        loss = pretrain_loss(out, tokens, mask) + out["prediction"].sum()
         loss.backward()
         return loss.detach(), {n: p.grad for n, p in model.named_parameters()}
 

@@ -18,7 +18,7 @@ from aam.training.config import TrainConfig
 from aam.training.data.batches import TrainBatches
 from aam.training.data.study import UniFracSource, load_study
 from aam.training.objective import Objective
-from aam.training.step import TrainStep, build_optimizer
+from aam.training.step import TrainStep, build_optimizer, step_loss
 
 # A tensor's value read on the host (on a GPU: the host waits for the device).
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__")
@@ -100,3 +100,17 @@ def test_a_non_finite_term_stops_the_step_before_the_optimizer(step_parts, monke
         step(batches[2], generator, at_step=True, where="epoch 1, step 1")
     after = list(step.model.parameters())
     assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))  # no AdamW step
+
+
+def test_a_micro_batch_sizes_nothing_from_its_values(step_parts):
+    """Forward, loss (masked nucleotides and UniFrac) and backward run on the meta device, which
+    holds shapes and no values: no op sizes its output from tensor values (on a GPU such an op,
+    e.g. a boolean index of the masked nucleotides, waits for the device in every forward)."""
+    step, batches = step_parts
+    assert step.objective.use_nucleotides and step.objective.use_unifrac
+    with torch.device("meta"):
+        model = SequenceEncoder(tiny_model(token_limit=32, dropout=0.0))
+    loss, terms = step_loss(model, step.objective, batches[0].to(torch.device("meta")), None)
+    loss.backward()
+    assert loss.device.type == "meta" and set(terms) == {"unifrac_loss", "nuc_loss", "loss"}
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -18,8 +18,7 @@ def mask_nucleotides(
 
     PAD and START (and MASK) are never chosen. Deterministic for a seeded ``generator``, which
     must live on ``tokens.device``. Returns (masked copy of tokens, bool mask of the chosen
-    positions); the originals at the chosen positions, ``tokens[mask]``, are the targets for
-    ``nuc_logits``.
+    positions); the originals at the chosen positions are the targets of ``nuc_logits`` there.
     """
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"mask rate must be in [0, 1], got {rate}")
@@ -93,8 +92,10 @@ class ASVEncoder(nn.Module):
 
         The encoder reads MASK at the True positions of nuc_mask (``tokens`` may be the original
         sequences or already masked; the identity embedding needs the originals). Returns
-        (embeddings [U, D], nuc_logits). nuc_logits is None without ``nuc_mask``, else [N, V] for
-        the N True positions of nuc_mask in row-major order (targets: ``original[nuc_mask]``).
+        (embeddings [U, D], nuc_logits). nuc_logits is None without ``nuc_mask``, else [U, L, V]:
+        every position's, of which the loss reads the masked ones. Every position, not
+        ``h[nuc_mask]``: that boolean index sizes its output from the device (a host read in
+        every forward, a shape that changes every batch); the head costs D x V per position.
         nuc_mask must be False at PAD positions, as ``mask_nucleotides`` makes it (not checked:
         the check would read the device in every training step).
         """
@@ -121,7 +122,7 @@ class ASVEncoder(nn.Module):
             keys = sequence_keys(tokens, self.identity_weights, self.identity.num_embeddings)
             emb = emb + self.identity_gain * self.identity(keys)
         emb = emb * valid.any(dim=1, keepdim=True)  # all-PAD rows: zeros
-        logits = None if nuc_mask is None else self.nucleotide_head(h[nuc_mask])
+        logits = None if nuc_mask is None else self.nucleotide_head(h)
         return emb, logits
 
     @torch.no_grad()

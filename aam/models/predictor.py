@@ -28,7 +28,7 @@ class SequencePredictor(RuntimeOptions, nn.Module):
 
     ``forward`` returns a dict: ``prediction [B, out_dim]``, ``count_prediction [B, A]`` (if
     enabled), and from the base ``sample_embedding [B, D]``, ``asv_embeddings [B, A, D]``,
-    ``asv_mask [B, A]`` and ``nuc_logits [N, V]`` (only when ``nuc_mask`` is given).
+    ``asv_mask [B, A]`` and ``nuc_logits [U, L, V]`` (only when ``nuc_mask`` is given).
     """
 
     def __init__(self, config: ModelConfig) -> None:

@@ -90,8 +90,8 @@ class SequenceEncoder(RuntimeOptions, nn.Module):
     ``forward`` returns a dict:
       ``sample_embedding [B, D]`` (the UniFrac embedding), ``asv_embeddings [B, A, D]``
       (contextual per-ASV embeddings from the sample transformer; zeros at padding),
-      ``asv_mask [B, A]`` (bool, True = real ASV), and ``nuc_logits [N, V]`` only when
-      ``nuc_mask`` is given (logits at its True positions, row-major order).
+      ``asv_mask [B, A]`` (bool, True = real ASV), and ``nuc_logits [U, L, V]`` only when
+      ``nuc_mask`` is given (every position's; the masked ones are scored).
     """
 
     def __init__(self, config: ModelConfig) -> None:

@@ -131,7 +131,7 @@ def _nucleotide_metrics(
     ce_sum, correct, count = 0.0, 0, 0
     for part in tokens.split(512):
         mask = mask_nucleotides(part, objective.mask_rate, generator)[1]
-        _, logits = encoder(part, mask)
+        logits = encoder(part, mask)[1][mask]
         target = part[mask]
         ce = torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum")
         ce_sum += ce.item()

@@ -88,12 +88,13 @@ class Objective:
                 total = total + self.unifrac_weight * term
             terms["unifrac_loss"] = term.detach().double()
             logged = logged + self.unifrac_weight * terms["unifrac_loss"]
-        if nuc_mask is not None:
-            targets = batch.unique_tokens[nuc_mask]
+        if nuc_mask is not None:  # every position scored, the masked ones summed: no host read
+            logits = out["nuc_logits"].float()
             ce = torch.nn.functional.cross_entropy(
-                out["nuc_logits"].float(), targets, reduction="sum"
+                logits.flatten(0, 1), batch.unique_tokens.flatten(), reduction="none"
             )
-            count = all_reduce_sum(torch.tensor(float(len(targets)), device=ce.device), ctx)
+            ce = ce.masked_fill(~nuc_mask.flatten(), 0.0).sum()
+            count = all_reduce_sum(nuc_mask.sum(dtype=torch.float32), ctx)
             term = ce / count.clamp_min(1.0)
             total = total + self.nuc_weight * term * ctx.world_size
             terms["nuc_loss"] = term.detach().double() * ctx.world_size

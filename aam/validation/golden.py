@@ -161,6 +161,8 @@ def run_model(
     batch = golden_batch(inputs).to(device)
     with torch.enable_grad(), autocast(device, precision):
         out = model_outputs(model, batch, nuc_mask=inputs["nuc_mask"].to(device))
+    # the file holds the masked positions' logits (the model gives every position's)
+    out["nuc_logits"] = out["nuc_logits"][inputs["nuc_mask"].to(device)]
     loss = loss_of(out)
     loss.backward()
     outputs = {k: out[k].detach().float().cpu() for k in OUTPUT_NAMES}
