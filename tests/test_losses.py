@@ -114,3 +114,15 @@ def test_the_objective_weighs_its_terms_from_model_outputs_and_batch_targets_alo
     assert terms["loss"].item() == pytest.approx(expected.item(), rel=1e-6)
     assert terms["nuc_loss"].item() == pytest.approx(nucleotides.item(), rel=1e-6)
     assert not {"study", "cfg", "token_limit"} & set(vars(objective))
+
+
+def test_the_unifrac_fit_of_one_pair_has_no_correlation_and_no_warning(recwarn):
+    from aam.training.metrics import unifrac_fit
+
+    one = unifrac_fit([torch.tensor([[0.0, 0.0], [3.0, 4.0]])], [torch.tensor([0.5])])
+    assert math.isnan(one["unifrac_r"]) and math.isfinite(one["unifrac_loss"])
+    three = unifrac_fit(
+        [torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])], [torch.tensor([0.9, 0.1, 0.8])]
+    )
+    assert three["unifrac_r"] > 0.9  # the farther pairs are the more distant ones
+    assert not recwarn.list

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -136,7 +137,8 @@ def unifrac_fit(groups: list[torch.Tensor], truth: list[torch.Tensor]) -> dict[s
         predicted.append(embedding_distances(embeddings.double())[i, j])
     predicted = torch.cat(predicted)
     target = torch.cat(truth).double()
-    r = torch.corrcoef(torch.stack([predicted, target]))[0, 1]
+    # one pair has no correlation: NaN (null in JSON), not corrcoef's warning and NaN
+    r = torch.corrcoef(torch.stack([predicted, target]))[0, 1] if len(target) > 1 else math.nan
     return {
         "unifrac_loss": float(((predicted - target) ** 2).mean()),
         "unifrac_mae": float((predicted - target).abs().mean()),
