@@ -293,53 +293,72 @@ def profile_training(
     if kernels:
         set_attn_implementation(seg.model, backends[0])
         table_df = kernel_table(seg, batch_sizes[0], steps)
-    rows: list[dict[str, Any]] = []
-    if sweep:
-        for backend in backends:
-            set_attn_implementation(seg.model, backend)
-            for bs in batch_sizes:
-                effective = effective_attn_implementation(backend, dev)
-                row = {"backend": backend, "effective_backend": effective}
-                try:
-                    row.update(_measure(seg, bs, steps))
-                    row["error"] = None
-                except (RuntimeError, torch.cuda.OutOfMemoryError) as err:
-                    row.update(batch_size=bs, steps=steps, error=str(err).splitlines()[0])
-                    seg.optimizer.zero_grad(set_to_none=True)
-                    if dev.type == "cuda":
-                        torch.cuda.empty_cache()
-                log.info("%s batch %d: %s", backend, bs, _summary(row))
-                rows.append(row)
-    memory_keys = (
-        "backend",
-        "effective_backend",
-        "batch_size",
-        "peak_memory_mb",
-        "memory_delta_mb",
-        "memory_kind",
-        "process_peak_rss_mb",
-        "error",
-    )
-    memory = {
-        **meta,
-        "device_memory_mb": device_memory_mb(dev),
-        "rows": [{k: r[k] for k in memory_keys if k in r} for r in rows],
-    }
-    speed_keys = (
-        "backend",
-        "effective_backend",
-        "batch_size",
-        "steps",
-        "seconds",
-        "seconds_per_step",
-        "samples_per_s",
-        "error",
-    )
-    throughput = {**meta, "rows": [{k: r[k] for k in speed_keys if k in r} for r in rows]}
-    result = ProfileResult(table_df, memory, throughput)
+    rows = _sweep(seg, backends, batch_sizes, steps, dev) if sweep else []
+    result = _result(meta, rows, table_df, device_memory_mb(dev))
     if output_dir is not None:
         result.files = write_results(result, output_dir)
     return result
+
+
+MEMORY_KEYS = (
+    "backend",
+    "effective_backend",
+    "batch_size",
+    "peak_memory_mb",
+    "memory_delta_mb",
+    "memory_kind",
+    "process_peak_rss_mb",
+    "error",
+)
+SPEED_KEYS = (
+    "backend",
+    "effective_backend",
+    "batch_size",
+    "steps",
+    "seconds",
+    "seconds_per_step",
+    "samples_per_s",
+    "error",
+)
+
+
+def _sweep(
+    seg: _Segment, backends: list[str], batch_sizes: list[int], steps: int, dev: torch.device
+) -> list[dict[str, Any]]:
+    """One row per backend x batch size: its measurement, or the first line of its error (an
+    out-of-memory batch size ends its row, not the sweep)."""
+    rows = []
+    for backend in backends:
+        set_attn_implementation(seg.model, backend)
+        for bs in batch_sizes:
+            row = {
+                "backend": backend,
+                "effective_backend": effective_attn_implementation(backend, dev),
+            }
+            try:
+                row.update(_measure(seg, bs, steps))
+                row["error"] = None
+            except (RuntimeError, torch.cuda.OutOfMemoryError) as err:
+                row.update(batch_size=bs, steps=steps, error=str(err).splitlines()[0])
+                seg.optimizer.zero_grad(set_to_none=True)
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+            log.info("%s batch %d: %s", backend, bs, _summary(row))
+            rows.append(row)
+    return rows
+
+
+def _result(
+    meta: dict[str, Any], rows: list[dict], table_df: pd.DataFrame | None, memory_mb: float
+) -> ProfileResult:
+    """The kernel table and the sweep's rows as memory.json's and throughput.json's records."""
+    memory = {
+        **meta,
+        "device_memory_mb": memory_mb,
+        "rows": [{k: r[k] for k in MEMORY_KEYS if k in r} for r in rows],
+    }
+    throughput = {**meta, "rows": [{k: r[k] for k in SPEED_KEYS if k in r} for r in rows]}
+    return ProfileResult(table_df, memory, throughput)
 
 
 def _summary(row: dict) -> str:
