@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -398,20 +399,8 @@ def _metrics(
     if truth is None:
         reason = f"{metadata_path} has no column {column!r}"
         return {"n": 0, "target": column, "no_metrics": reason, "excluded": {}}
-    known = truth.notna().to_numpy()
-    excluded = {}
-    if not known.all():
-        excluded["no_target_value"] = [ids[k] for k in np.flatnonzero(~known)]
     lookup = {c: k for k, c in enumerate(target["classes"])}
-    if lookup:
-        unseen = known & truth.astype(str).map(lookup).isna().to_numpy()
-        if unseen.any():
-            labels = truth.astype(str).to_numpy()
-            excluded["class_not_in_training"] = {
-                label: [ids[k] for k in np.flatnonzero(unseen & (labels == label))]
-                for label in sorted(set(labels[unseen]))
-            }
-        known = known & ~unseen
+    known, excluded = _scorable(truth, lookup, ids)
     if not known.any():
         log.info("%s: no sample has a known %s: no metrics", metadata_path, column)
         reason = f"no predicted sample has a {column!r} value the model can be scored on"
@@ -460,25 +449,50 @@ def _metrics(
         "over the same bootstrap draws (paired): an interval that excludes 0 is a difference"
     )
     if groups is not None:
-        labels = groups[known].to_numpy()
         metrics["group_column"] = groups.name
-        metrics["by_group"] = [
-            {
-                "group": group,
-                "n": int((labels == group).sum()),
-                **{
-                    name: score(v[known], np.flatnonzero(labels == group))
-                    for name, v in models.items()
-                },
-            }
-            for group in sorted(set(labels), key=lambda g: (-(labels == g).sum(), g))
-        ]
+        metrics["by_group"] = _by_group(score, models, known, groups[known].to_numpy())
     metrics["baseline_note"] = (
         "baselines are fitted on the training samples: mean = the training mean (for classes, "
         "the training class frequencies), random_forest = a random forest on relative "
         "abundances (aam baselines)"
     )
     return metrics
+
+
+def _scorable(truth: pd.Series, lookup: dict[str, int], ids: list[str]) -> tuple[np.ndarray, dict]:
+    """Which samples can be scored (a truth value; for a classifier, a class the model knows)
+    and, by reason, the IDs of those that cannot."""
+    known = truth.notna().to_numpy()
+    excluded = {}
+    if not known.all():
+        excluded["no_target_value"] = [ids[k] for k in np.flatnonzero(~known)]
+    if lookup:
+        unseen = known & truth.astype(str).map(lookup).isna().to_numpy()
+        if unseen.any():
+            labels = truth.astype(str).to_numpy()
+            excluded["class_not_in_training"] = {
+                label: [ids[k] for k in np.flatnonzero(unseen & (labels == label))]
+                for label in sorted(set(labels[unseen]))
+            }
+        known = known & ~unseen
+    return known, excluded
+
+
+def _by_group(
+    score: Callable, models: dict[str, np.ndarray], known: np.ndarray, labels: np.ndarray
+) -> list[dict]:
+    """Each model's metrics per group of the scored samples (``labels``: their groups),
+    largest group first."""
+    return [
+        {
+            "group": group,
+            "n": int((labels == group).sum()),
+            **{
+                name: score(v[known], np.flatnonzero(labels == group)) for name, v in models.items()
+            },
+        }
+        for group in sorted(set(labels), key=lambda g: (-(labels == g).sum(), g))
+    ]
 
 
 def _check_metrics(metrics: dict, part: str, metadata_path: Path, column: str) -> None:
