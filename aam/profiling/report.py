@@ -208,72 +208,12 @@ def build_report(
     elif memory and memory.get("device_memory_mb"):
         budget_mb = memory_fraction * float(memory["device_memory_mb"])
 
-    meta = memory or throughput or {}
-    parts = [f"<h1>aam profiling report</h1><p>{html.escape(str(profile_dir))}"]
-    if meta:
-        parts.append(
-            f" &middot; device {html.escape(str(meta.get('device')))} "
-            f"({html.escape(str(meta.get('device_name', '')))}), torch "
-            f"{html.escape(str(meta.get('torch')))}, {meta.get('steps')} steps, "
-            f"precision {html.escape(str(meta.get('precision')))}"
-        )
-    parts.append("</p><h2>How to read this</h2><p>" + html.escape(HOW_TO_READ) + "</p>")
-
-    parts.append("<h2>Top 10 kernels</h2>")
-    if kernels is not None and not kernels.empty:
-        top = kernels.head(10).copy()
-        top.insert(0, "rank", range(1, len(top) + 1))
-        top["total_ms"] = top.pop("total_ns") / 1e6
-        top["mean_us"] = top.pop("mean_ns") / 1e3
-        top = top[["rank", "name", "category", "calls", "total_ms", "mean_us", "pct"]]
-        parts.append(_table(top, "kernels", "{:,.3f}"))
-        parts.append(f"<p>{len(kernels)} kernels in all.</p>")
-        parts.append("<h2>Time by category</h2>")
-        cats = by_category(kernels)
-        cats["total_ms"] = cats.pop("total_ns") / 1e6
-        parts.append(_category_plot(kernels))
-        parts.append(_table(cats[["category", "total_ms", "pct"]], "categories", "{:,.2f}"))
-    else:
-        parts.append("<p>No kernel table in the profile directory.</p>")
-
-    parts.append("<h2>Peak memory and throughput per batch size</h2>")
-    _, sentence = recommend(memory, budget_mb)
-    parts.append(f'<p class="recommendation"><b>{html.escape(sentence)}</b></p>')
-    if memory and memory.get("rows"):
-        parts.append(_sweep_plot(memory, throughput, budget_mb))
-        mem = pd.DataFrame(memory["rows"])
-        if throughput and throughput.get("rows"):
-            speed = pd.DataFrame(throughput["rows"])
-            keep = [c for c in ("samples_per_s", "seconds_per_step") if c in speed]
-            mem = mem.merge(
-                speed[["backend", "batch_size", *keep]], on=["backend", "batch_size"], how="left"
-            )
-        parts.append("<h2>Attention backends</h2>")
-        cols = [
-            c
-            for c in (
-                "backend",
-                "effective_backend",
-                "batch_size",
-                "samples_per_s",
-                "seconds_per_step",
-                "peak_memory_mb",
-                "memory_kind",
-                "error",
-            )
-            if c in mem
-        ]
-        parts.append(_table(mem[cols], "backends", "{:,.2f}"))
-    else:
-        parts.append("<p>No memory/throughput sweep in the profile directory.</p>")
-
-    parts.append("<h2>Snakemake rules (benchmark: TSVs)</h2>")
-    if bench.empty:
-        parts.append("<p>No benchmark TSVs given.</p>")
-    else:
-        shown = bench.drop(columns=["file"]).sort_values("mean_s", ascending=False)
-        parts.append(_table(shown, "benchmarks", "{:,.2f}"))
-        parts.append("<p>s = wall time (seconds), max_rss in MB, mean_load in % of one core.</p>")
+    parts = [
+        _header(profile_dir, memory or throughput or {}),
+        *_kernel_section(kernels),
+        *_sweep_section(memory, throughput, budget_mb),
+        *_benchmark_section(bench),
+    ]
     style = (
         "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
         "table{border-collapse:collapse;font-size:90%}td,th{padding:2px 8px;"
@@ -283,6 +223,87 @@ def build_report(
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>aam profiling report</title>"
         f"<style>{style}</style></head><body>" + "\n".join(parts) + "</body></html>\n"
     )
+
+
+def _header(profile_dir: Path, meta: dict) -> str:
+    """Title, the run's device and settings, and how to read the report."""
+    text = f"<h1>aam profiling report</h1><p>{html.escape(str(profile_dir))}"
+    if meta:
+        text += (
+            f" &middot; device {html.escape(str(meta.get('device')))} "
+            f"({html.escape(str(meta.get('device_name', '')))}), torch "
+            f"{html.escape(str(meta.get('torch')))}, {meta.get('steps')} steps, "
+            f"precision {html.escape(str(meta.get('precision')))}"
+        )
+    return text + "</p><h2>How to read this</h2><p>" + html.escape(HOW_TO_READ) + "</p>"
+
+
+def _kernel_section(kernels: pd.DataFrame | None) -> list[str]:
+    """The top 10 kernels and the time by category."""
+    parts = ["<h2>Top 10 kernels</h2>"]
+    if kernels is None or kernels.empty:
+        return [*parts, "<p>No kernel table in the profile directory.</p>"]
+    top = kernels.head(10).copy()
+    top.insert(0, "rank", range(1, len(top) + 1))
+    top["total_ms"] = top.pop("total_ns") / 1e6
+    top["mean_us"] = top.pop("mean_ns") / 1e3
+    top = top[["rank", "name", "category", "calls", "total_ms", "mean_us", "pct"]]
+    parts.append(_table(top, "kernels", "{:,.3f}"))
+    parts.append(f"<p>{len(kernels)} kernels in all.</p>")
+    parts.append("<h2>Time by category</h2>")
+    cats = by_category(kernels)
+    cats["total_ms"] = cats.pop("total_ns") / 1e6
+    parts.append(_category_plot(kernels))
+    parts.append(_table(cats[["category", "total_ms", "pct"]], "categories", "{:,.2f}"))
+    return parts
+
+
+BACKEND_COLUMNS = (
+    "backend",
+    "effective_backend",
+    "batch_size",
+    "samples_per_s",
+    "seconds_per_step",
+    "peak_memory_mb",
+    "memory_kind",
+    "error",
+)
+
+
+def _sweep_section(
+    memory: dict | None, throughput: dict | None, budget_mb: float | None
+) -> list[str]:
+    """The batch size to use, peak memory and throughput per batch size, and the attention
+    backends side by side."""
+    _, sentence = recommend(memory, budget_mb)
+    parts = [
+        "<h2>Peak memory and throughput per batch size</h2>",
+        f'<p class="recommendation"><b>{html.escape(sentence)}</b></p>',
+    ]
+    if not (memory and memory.get("rows")):
+        return [*parts, "<p>No memory/throughput sweep in the profile directory.</p>"]
+    parts.append(_sweep_plot(memory, throughput, budget_mb))
+    mem = pd.DataFrame(memory["rows"])
+    if throughput and throughput.get("rows"):
+        speed = pd.DataFrame(throughput["rows"])
+        keep = [c for c in ("samples_per_s", "seconds_per_step") if c in speed]
+        mem = mem.merge(
+            speed[["backend", "batch_size", *keep]], on=["backend", "batch_size"], how="left"
+        )
+    parts.append("<h2>Attention backends</h2>")
+    parts.append(_table(mem[[c for c in BACKEND_COLUMNS if c in mem]], "backends", "{:,.2f}"))
+    return parts
+
+
+def _benchmark_section(bench: pd.DataFrame) -> list[str]:
+    """The Snakemake rules' benchmark TSVs, slowest first."""
+    parts = ["<h2>Snakemake rules (benchmark: TSVs)</h2>"]
+    if bench.empty:
+        return [*parts, "<p>No benchmark TSVs given.</p>"]
+    shown = bench.drop(columns=["file"]).sort_values("mean_s", ascending=False)
+    parts.append(_table(shown, "benchmarks", "{:,.2f}"))
+    parts.append("<p>s = wall time (seconds), max_rss in MB, mean_load in % of one core.</p>")
+    return parts
 
 
 def write_report(
