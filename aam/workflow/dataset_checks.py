@@ -56,14 +56,7 @@ def check_dataset(
     check_not_target(name, target, categorical, group_column, split_group_column)
     columns = load_metadata(metadata)
     grouping = (split_column, group_column, split_group_column)
-    named = [target, *categorical, *(c for c in grouping if c)]
-    missing = [c for c in named if c not in columns.columns]
-    if missing:
-        raise InputError(
-            f"datasets.{name}: {metadata} has no column(s) {missing} "
-            f"(columns: {', '.join(map(str, columns.columns))}); "
-            "fix target/categorical/split_column/group_column/split_group_column"
-        )
+    _check_columns(name, metadata, columns, [target, *categorical, *(c for c in grouping if c)])
     for run, other, path in predict_on:
         absent = [c for c in categorical if c not in load_metadata(path).columns]
         if absent:
@@ -72,26 +65,9 @@ def check_dataset(
                 f"column(s) {absent} the model uses; add them (empty cells map to the unknown "
                 "category)"
             )
-    counts = load_table(table)
-    if sequences is not None:
-        counts = with_sequences(counts, read_sequences(sequences), table, sequences)
-    check_sequences([str(x) for x in counts.ids("observation")], f"datasets.{name}.table: {table}")
-    check_training_counts(counts, f"datasets.{name}.table: {table}")
-    sample_ids = [str(x) for x in counts.ids()]
+    sample_ids = _checked_table(name, table, sequences, rarefied, lsmat, shards)
     _check_normalization(name, table, metadata, sample_ids, list(columns.index))
-    if not rarefied:  # rarefaction drops them
-        reads = counts.matrix_data.tocsc()
-        reads.eliminate_zeros()
-        check_samples_have_reads(
-            sample_ids, np.diff(reads.indptr), f"datasets.{name}.table: {table}"
-        )
-    if lsmat:
-        check_tsv_ids(f"datasets.{name}: {table} (its PCoA's distance-matrix.tsv)", sample_ids)
-    if shards > 1:
-        check_shard_count(
-            shards, counts.shape[1], f"config unifrac.shards (dataset {name}, {table})"
-        )
-    shared = set(map(str, counts.ids())) & set(columns.index)
+    shared = set(sample_ids) & set(columns.index)
     if not shared:
         raise InputError(
             f"datasets.{name}: {table} and {metadata} share no sample IDs; "
@@ -121,6 +97,44 @@ def check_dataset(
                 f"{groups.nunique()} folds"
             )
     return targets
+
+
+def _check_columns(name: str, metadata: Path, columns: pd.DataFrame, named: list[str]) -> None:
+    """InputError naming the config's column fields when ``metadata`` lacks one of ``named``."""
+    missing = [c for c in named if c not in columns.columns]
+    if missing:
+        raise InputError(
+            f"datasets.{name}: {metadata} has no column(s) {missing} "
+            f"(columns: {', '.join(map(str, columns.columns))}); "
+            "fix target/categorical/split_column/group_column/split_group_column"
+        )
+
+
+def _checked_table(
+    name: str, table: Path, sequences: Path | None, rarefied: bool, lsmat: bool, shards: int
+) -> list[str]:
+    """The sample IDs of ``table`` once its features are sequences (``sequences``: theirs),
+    its counts fit float32, every sample has reads (unless ``rarefied``, which drops them),
+    its IDs suit the PCoA's TSV (``lsmat``) and it has a sample per UniFrac shard."""
+    counts = load_table(table)
+    if sequences is not None:
+        counts = with_sequences(counts, read_sequences(sequences), table, sequences)
+    check_sequences([str(x) for x in counts.ids("observation")], f"datasets.{name}.table: {table}")
+    check_training_counts(counts, f"datasets.{name}.table: {table}")
+    sample_ids = [str(x) for x in counts.ids()]
+    if not rarefied:
+        reads = counts.matrix_data.tocsc()
+        reads.eliminate_zeros()
+        check_samples_have_reads(
+            sample_ids, np.diff(reads.indptr), f"datasets.{name}.table: {table}"
+        )
+    if lsmat:
+        check_tsv_ids(f"datasets.{name}: {table} (its PCoA's distance-matrix.tsv)", sample_ids)
+    if shards > 1:
+        check_shard_count(
+            shards, counts.shape[1], f"config unifrac.shards (dataset {name}, {table})"
+        )
+    return sample_ids
 
 
 def _check_normalization(
