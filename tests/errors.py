@@ -27,4 +27,4 @@ def failure_lines(stderr: str, tail: int = 2000) -> str:
     errors = [
         line for line in stderr.splitlines() if "error" in line.lower() or FAULT_FRAME.search(line)
     ]
-    return "\n".join([*errors, "--- last lines:", stderr[-tail:]])
+    return "\n".join([*errors, "--- last lines:", stderr[-tail:] if tail else ""])
