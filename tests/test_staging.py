@@ -1,10 +1,16 @@
 """Node-local staging of a job's inputs: copied, verified against the manifest, cleaned up."""
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from aam.cli import main
 from aam.errors import InputError
-from aam.runtime.staging import localized, scratch_root
+from aam.runtime.staging import HELD, STAGE_PREFIX, YOUNG_S, localized, scratch_root
 
 
 @pytest.fixture
@@ -110,3 +116,33 @@ def test_a_good_tree_is_staged_with_its_digest(tmp_path, demo_dir):
     assert main([*argv, "--tree", f"tree.nwk={tree}"]) == 0
     assert (work / "tree.nwk").read_bytes() == tree.read_bytes()
     assert (work / "tree.sha256").read_text().endswith("  tree.nwk\n")
+
+
+def test_a_killed_commands_scratch_copies_go_at_the_next_staging(work_area, tmp_path):
+    """SIGKILL (or the OOM killer) leaves a command's copies behind; the next command staging
+    into the same scratch removes them, and leaves a running command's copies alone."""
+    scratch, table = tmp_path / "nvme", work_area / "table.biom"
+    hold = (
+        "from aam.runtime.staging import localized; import sys, time\n"
+        "with localized({'table': sys.argv[1]}, sys.argv[2]) as local:\n"
+        "    print(local['table'], flush=True); time.sleep(600)\n"
+    )
+    command = [sys.executable, "-c", hold, str(table), str(scratch)]
+    running, killed = (subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(2))
+    try:
+        copies = [Path(p.stdout.readline().decode().strip()) for p in (running, killed)]
+        killed.kill()
+        killed.wait()
+        old = time.time() - 2 * YOUNG_S  # both past the age a stage may be unlocked at
+        for copy in copies:
+            os.utime(copy.parents[1] / HELD, (old, old))
+        (scratch / f"{STAGE_PREFIX}unheld").mkdir()  # no HELD file: not judged
+        with localized({"table": table}, str(scratch)):
+            pass
+        assert copies[0].is_file() and not copies[1].parents[1].exists()
+        assert sorted(p.name for p in scratch.iterdir()) == sorted(
+            [copies[0].parents[1].name, f"{STAGE_PREFIX}unheld"]
+        )
+    finally:
+        running.kill()
+        running.wait()

@@ -1,5 +1,7 @@
 """Staging: `aam stage` copies inputs into the work area (VAST) with a sha256 manifest;
-``localized`` copies a GPU job's inputs to node-local scratch (NVMe) and verifies them.
+``localized`` copies a GPU job's inputs to node-local scratch (NVMe) and verifies them; the
+copies of a command killed before it could remove them (SIGKILL, the OOM killer) are removed
+by the next command staging into the same scratch.
 
 The manifest (``manifest.sha256``, ``sha256sum`` format: ``<hex>  <name>``) lets a later job
 verify its node-local copy before reading it.
@@ -8,11 +10,13 @@ verify its node-local copy before reading it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +25,9 @@ from aam.runtime.atomic import atomic_output, check_output_dir, check_output_pat
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 22
+STAGE_PREFIX = "aam-stage-"  # a command's scratch directory: STAGE_PREFIX + a random suffix
+HELD = ".held"  # in it: locked (flock) while its command runs; the OS unlocks it at any death
+YOUNG_S = 60  # a directory whose HELD file is younger may be between creating and locking it
 
 
 def sha256_of(path: Path) -> str:
@@ -107,8 +114,11 @@ def localized(paths: dict[str, Path | None], scratch: str | None) -> Iterator[di
     if root is None:
         yield present
         return
-    workdir = Path(tempfile.mkdtemp(prefix="aam-stage-", dir=_mkdir(root)))
+    remove_stale_stages(_mkdir(root))
+    workdir = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=root))
+    held = None
     try:
+        held = _hold(workdir / HELD)
         local = {}
         for key, source in present.items():
             target = workdir / key / source.name
@@ -124,6 +134,39 @@ def localized(paths: dict[str, Path | None], scratch: str | None) -> Iterator[di
         yield local
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        if held is not None:
+            os.close(held)
+
+
+def _hold(path: Path) -> int:
+    """Create ``path`` and lock it for as long as this process lives (where the file system
+    has locks; without them this directory is never taken for stale)."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def remove_stale_stages(root: Path) -> None:
+    """Remove the scratch directories under ``root`` whose command died without removing them:
+    their HELD file is unlocked. A directory without that file, one created in the last
+    YOUNG_S seconds, or one on a file system without locks is left alone."""
+    now = time.time()
+    for stage in root.glob(f"{STAGE_PREFIX}*"):
+        try:
+            if now - (stage / HELD).stat().st_mtime < YOUNG_S:
+                continue
+            fd = os.open(stage / HELD, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its command runs (or no locks here)
+            os.close(fd)
+            continue
+        shutil.rmtree(stage, ignore_errors=True)
+        os.close(fd)
+        log.info("removed %s: the staged inputs of a command that was killed", stage)
 
 
 def _mkdir(path: Path) -> Path:
