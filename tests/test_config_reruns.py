@@ -71,9 +71,9 @@ def test_the_edits_of_issue_58_rerun_their_stages(reruns):
     assert rules("baselines.trees") == {"baselines", "embedding_forest", "importance"}
     assert {"predict", "importance", "pcoa", "plot_history"} <= rules("figure_format")
     assert {"pretrain", "finetune", "predict", "summary"} <= rules("split.seed", "scheduled")
-    # keys no job of `all` reads (the profiling target's; threads, a resource) rerun only the
-    # landing page, which shows the config's text
-    for key in ("profiling.steps", "threads", "required_env"):
+    # keys no job of `all` reads (the profiling target's; threads, a resource; where jobs copy
+    # their inputs, which changes no result) rerun only the landing page (the config's text)
+    for key in ("profiling.steps", "threads", "required_env", "scratch"):
         assert rules(key) == rules(key, "scheduled") == set(), key
 
 

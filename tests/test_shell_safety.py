@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from aam.workflow.config import NEGATABLE, cli_flags, config_error_line
 
 # Placeholders a shell: directive may use unquoted: numbers, or flag strings that cli_flags built.
-PREQUOTED = {"threads", "params.options", "params.paths", "params.launcher"}
+PREQUOTED = {"threads", "params.options", "params.paths", "params.launcher", "params.scratch"}
 HOSTILE = ["$(touch {marker})", "`touch {marker}`", "x; touch {marker}", "a'b\"c", "host age"]
 
 

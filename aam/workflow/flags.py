@@ -60,6 +60,14 @@ class Flags:
         """Run {run}'s rarefaction depth (``finetune.rarefy_depth``; None: none)."""
         return self.plan.runs[wildcards.run]["finetune"].get("rarefy_depth")
 
+    @property
+    def scratch(self) -> Callable[[Any, Any], str]:
+        """Params function: ``--scratch``, where a job copies its inputs: a launch detail that
+        changes no result, so it takes ``threads`` and Snakemake leaves it out of the params it
+        compares (a moved scratch reruns nothing)."""
+        flag = cli_flags({"scratch": self.config["scratch"]})
+        return lambda wildcards, threads: flag
+
     def check_data(self, wildcards: Any) -> str:
         """`aam check-data`: what the plan checks of dataset {dataset}."""
         return self.plan.data_checks[wildcards.dataset]
@@ -181,7 +189,6 @@ class Flags:
         return cli_flags(
             {
                 "device": self.config["device"],
-                "scratch": self.config["scratch"],
                 "stale_checkpoints": "restart",  # a rerun job's config, data or code changed
                 **self._unifrac(),
                 **run["model"],
@@ -199,7 +206,6 @@ class Flags:
                 "categorical_columns": ",".join(data["categorical"]) or None,
                 "classifier": data["classifier"],
                 "device": self.config["device"],
-                "scratch": self.config["scratch"],
                 "stale_checkpoints": "restart",  # a rerun job's config, data or code changed
                 **self._unifrac(),
                 **run["model"],
@@ -245,7 +251,6 @@ class Flags:
                 "group_column": self._run_dataset(wildcards)["group_column"],
                 "split_group_column": self.plan.split_groups(wildcards.run),
                 "device": self.config["device"],
-                "scratch": self.config["scratch"],
                 **self._labels(wildcards),
                 **self._figures(),
             }
@@ -258,7 +263,6 @@ class Flags:
                 "target_column": self._dataset(wildcards)["target"],
                 "rarefy_depth": self._rarefied(wildcards),
                 "device": self.config["device"],
-                "scratch": self.config["scratch"],
                 "dataset": wildcards.dataset,
                 "run": wildcards.run,
                 "target_unit": self._dataset(wildcards)["target_unit"],

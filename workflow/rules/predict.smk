@@ -18,11 +18,12 @@ rule predict:
     params:
         out_dir=out_dir,
         options=FLAGS.predict,
+        scratch=FLAGS.scratch,
     shell:
         "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
         " --table {input.table:q} --metadata {input.metadata:q} --split {input.split:q}"
         " --baselines {input.baselines:q}"
-        " --subset test --threads {threads} --output-dir {params.out_dir:q} {params.options}"
+        " --subset test --threads {threads} {params.scratch} --output-dir {params.out_dir:q} {params.options}"
         " > {log:q} 2>&1"
 
 
@@ -68,11 +69,12 @@ rule predict_on:
     params:
         out_dir=out_dir,
         options=FLAGS.predict_on,
+        scratch=FLAGS.scratch,
     shell:
         "python -m aam --provenance {output.provenance:q} predict --model {input.model:q}"
         " --table {input.table:q} --metadata {input.metadata:q}"
         " --training-table {input.training_table:q} --training-split {input.training_split:q}"
-        " --baselines {input.baselines:q} --threads {threads}"
+        " --baselines {input.baselines:q} --threads {threads} {params.scratch}"
         " --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"
 
 

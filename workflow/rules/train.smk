@@ -54,9 +54,10 @@ rule pretrain:
         ),
         options=FLAGS.pretrain,
         paths=input_flags(split="split"),
+        scratch=FLAGS.scratch,
     shell:
         "{params.launcher} -m aam --provenance {output.provenance:q} pretrain --table {input.table:q}"
-        " --tree {input.tree:q} --threads {threads} --no-progress"
+        " --tree {input.tree:q} --threads {threads} {params.scratch} --no-progress"
         " --output-dir {params.out_dir:q} {params.options} {params.paths} > {log:q} 2>&1"
 
 
@@ -80,10 +81,11 @@ rule finetune:
         out_dir=out_dir,
         options=FLAGS.finetune,
         paths=input_flags(pretrained_encoder="encoder"),
+        scratch=FLAGS.scratch,
     shell:
         "python -m aam --provenance {output.provenance:q} finetune --table {input.table:q}"
         " --metadata {input.metadata:q} --tree {input.tree:q} --split {input.split:q}"
-        " --threads {threads} --no-progress"
+        " --threads {threads} {params.scratch} --no-progress"
         " --output-dir {params.out_dir:q} {params.options} {params.paths} > {log:q} 2>&1"
 
 
