@@ -120,7 +120,8 @@ def test_a_good_tree_is_staged_with_its_digest(tmp_path, demo_dir):
 
 def test_a_killed_commands_scratch_copies_go_at_the_next_staging(work_area, tmp_path):
     """SIGKILL (or the OOM killer) leaves a command's copies behind; the next command staging
-    into the same scratch removes them, and leaves a running command's copies alone."""
+    into the same scratch on the same host removes them, and leaves a running command's copies
+    and another host's alone."""
     scratch, table = tmp_path / "nvme", work_area / "table.biom"
     hold = (
         "from aam.runtime.staging import localized; import sys, time\n"
@@ -137,11 +138,15 @@ def test_a_killed_commands_scratch_copies_go_at_the_next_staging(work_area, tmp_
         for copy in copies:
             os.utime(copy.parents[1] / HELD, (old, old))
         (scratch / f"{STAGE_PREFIX}unheld").mkdir()  # no HELD file: not judged
+        elsewhere = scratch / f"{STAGE_PREFIX}elsewhere"  # another host's (unlocked here)
+        elsewhere.mkdir()
+        (elsewhere / HELD).write_text("another-host")
+        os.utime(elsewhere / HELD, (old, old))
         with localized({"table": table}, str(scratch)):
             pass
         assert copies[0].is_file() and not copies[1].parents[1].exists()
         assert sorted(p.name for p in scratch.iterdir()) == sorted(
-            [copies[0].parents[1].name, f"{STAGE_PREFIX}unheld"]
+            [copies[0].parents[1].name, f"{STAGE_PREFIX}unheld", f"{STAGE_PREFIX}elsewhere"]
         )
     finally:
         running.kill()

@@ -15,6 +15,7 @@ import hashlib
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,8 @@ from aam.runtime.atomic import atomic_output, check_output_dir, check_output_pat
 log = logging.getLogger(__name__)
 CHUNK = 1 << 22
 STAGE_PREFIX = "aam-stage-"  # a command's scratch directory: STAGE_PREFIX + a random suffix
-HELD = ".held"  # in it: locked (flock) while its command runs; the OS unlocks it at any death
+HELD = ".held"  # in it: this host's name, locked (flock) while its command runs; the OS
+# unlocks it at any death of the process
 YOUNG_S = 60  # a directory whose HELD file is younger may be between creating and locking it
 
 
@@ -139,25 +141,28 @@ def localized(paths: dict[str, Path | None], scratch: str | None) -> Iterator[di
 
 
 def _hold(path: Path) -> int:
-    """Create ``path`` and lock it for as long as this process lives (where the file system
-    has locks; without them this directory is never taken for stale)."""
+    """Create ``path`` with this host's name and lock it for as long as this process lives
+    (where the file system has locks; without them this directory is never taken for stale)."""
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.write(fd, socket.gethostname().encode())
     with contextlib.suppress(OSError):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     return fd
 
 
 def remove_stale_stages(root: Path) -> None:
-    """Remove the scratch directories under ``root`` whose command died without removing them:
-    their HELD file is unlocked. A directory without that file, one created in the last
-    YOUNG_S seconds, or one on a file system without locks is left alone."""
-    now = time.time()
+    """Remove the scratch directories under ``root`` whose command died on this host without
+    removing them: their HELD file is unlocked. A directory without that file, another host's
+    (a shared file system may lock per node only), one created in the last YOUNG_S seconds,
+    or one on a file system without locks is left alone."""
+    now, host = time.time(), socket.gethostname()
     for stage in root.glob(f"{STAGE_PREFIX}*"):
         try:
-            if now - (stage / HELD).stat().st_mtime < YOUNG_S:
+            held = stage / HELD
+            if now - held.stat().st_mtime < YOUNG_S or held.read_text() != host:
                 continue
-            fd = os.open(stage / HELD, os.O_RDWR)
-        except OSError:
+            fd = os.open(held, os.O_RDWR)
+        except (OSError, UnicodeDecodeError):
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
