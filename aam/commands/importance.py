@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from aam.analysis.cross_validation import read_test_metrics
@@ -128,25 +129,7 @@ def run(args: argparse.Namespace) -> None:
     taxonomy = read_taxonomy(args.taxonomy) if args.taxonomy else None
     table = importance_table(study, train, aam, forest, candidates, taxonomy)
     spearman = rank_agreement(table)
-    with atomic_output(out_dir / "importance.tsv") as tmp:
-        tmp.write_text(f"# {caveat}\n" if caveat else "")
-        table.to_csv(tmp, sep="\t", index=False, float_format="%.6g", mode="a")
-    write_json(
-        out_dir / "importance.json",
-        {
-            "spearman_aam_forest": spearman,
-            "skill_caveat": caveat,
-            "spearman_over": f"the forest's {len(candidates)} candidate ASVs (both scores)",
-            "asvs": len(table),
-            "explained_test_samples": len(explained),
-            "test_samples": len(test),
-            "aam": "mean over the explained test samples of |gradient x input| on each ASV's "
-            "embedding entering the sample encoder (0 where absent)",
-            "forest": f"permutation importance on the test split ({PERMUTATION_REPEATS} "
-            f"shuffles each) of the {FOREST_CANDIDATES} ASVs of highest impurity importance; "
-            "the others 0",
-        },
-    )
+    _write_tables(out_dir, table, caveat, spearman, len(candidates), len(explained), len(test))
     plot_importance(
         out_dir / figure_name("importance", args.figure_format),
         study,
@@ -166,4 +149,36 @@ def run(args: argparse.Namespace) -> None:
         len(table),
         spearman,
         row_labels(table.head(1), int(table["forest_scored"].sum()), bool(study.classes))[0],
+    )
+
+
+def _write_tables(
+    out_dir: Path,
+    table: pd.DataFrame,
+    caveat: str | None,
+    spearman: float,
+    candidates: int,
+    explained: int,
+    test: int,
+) -> None:
+    """importance.tsv (the skill caveat, if any, as a '#' line above it) and importance.json:
+    the rank agreement over the forest's ``candidates`` and how each method scored."""
+    with atomic_output(out_dir / "importance.tsv") as tmp:
+        tmp.write_text(f"# {caveat}\n" if caveat else "")
+        table.to_csv(tmp, sep="\t", index=False, float_format="%.6g", mode="a")
+    write_json(
+        out_dir / "importance.json",
+        {
+            "spearman_aam_forest": spearman,
+            "skill_caveat": caveat,
+            "spearman_over": f"the forest's {candidates} candidate ASVs (both scores)",
+            "asvs": len(table),
+            "explained_test_samples": explained,
+            "test_samples": test,
+            "aam": "mean over the explained test samples of |gradient x input| on each ASV's "
+            "embedding entering the sample encoder (0 where absent)",
+            "forest": f"permutation importance on the test split ({PERMUTATION_REPEATS} "
+            f"shuffles each) of the {FOREST_CANDIDATES} ASVs of highest impurity importance; "
+            "the others 0",
+        },
     )
