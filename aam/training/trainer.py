@@ -127,23 +127,8 @@ class Trainer:
         self.train_positions = study.subset("train")
         self.val_positions = study.subset("val")
         self.val_pairs = PairTruth(batches, self.val_positions, cfg.seed)  # computed at first use
-        if len(self.val_positions):  # before any step: a metric this run cannot measure
-            measured = validation_metrics(objective)
-            check_best_metric(cfg.best_metric, measured, "in this run")
-        elif cfg.patience > 0:  # it would stop after --patience epochs, improving on nothing
-            raise InputError(
-                f"--patience {cfg.patience}: early stopping needs validation samples and this "
-                "run has none; set --val-fraction above 0 or mark samples val in --split, or "
-                "drop --patience"
-            )
+        _check_options(cfg, objective, ctx, bool(len(self.val_positions)), self.sharded)
         self.min_size = 2 if objective.use_unifrac else 1
-        if objective.use_unifrac and cfg.batch_size < 2:
-            raise InputError(f"--batch-size {cfg.batch_size}: the UniFrac loss needs pairs, use 2+")
-        if not cfg.batch_tokens and cfg.batch_size % ctx.world_size:
-            raise InputError(
-                f"--batch-size {cfg.batch_size} is the global batch: it must divide evenly over "
-                f"{ctx.world_size} processes"
-            )
         self.train_lengths = study.samples.lengths(batches.token_limit)[self.train_positions]
         # Token batching gives each epoch its own number of batches: the schedule counts them all.
         total_steps = sum(
@@ -165,11 +150,6 @@ class Trainer:
             asv_embeddings=batches.asv_embeddings,
         )
         self.state = TrainState()
-        if cfg.ema_decay and self.sharded:
-            raise InputError(
-                f"--ema-decay {cfg.ema_decay} with --fsdp: the moving average needs whole "
-                "weights on each process; drop --fsdp (DDP) or --ema-decay"
-            )
         self.ema = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay else None
         self.checkpointer = Checkpointer(
             checkpoint_dir,
@@ -359,4 +339,32 @@ class Trainer:
         metrics = {k: v for k, v in best["row"].items() if k.startswith("val_")}
         return TrainResult(
             best["model"], state.history, state.best_epoch, metrics, self.cfg.best_metric
+        )
+
+
+def _check_options(
+    cfg: TrainConfig, objective: Objective, ctx: DistContext, has_val: bool, sharded: bool
+) -> None:
+    """InputError, before any step, for options this run cannot honour: a best metric it does
+    not measure, early stopping without validation samples, single-sample batches for the
+    UniFrac loss, a global batch that does not divide over the ranks, EMA under FSDP."""
+    if has_val:
+        check_best_metric(cfg.best_metric, validation_metrics(objective), "in this run")
+    elif cfg.patience > 0:  # it would stop after --patience epochs, improving on nothing
+        raise InputError(
+            f"--patience {cfg.patience}: early stopping needs validation samples and this "
+            "run has none; set --val-fraction above 0 or mark samples val in --split, or "
+            "drop --patience"
+        )
+    if objective.use_unifrac and cfg.batch_size < 2:
+        raise InputError(f"--batch-size {cfg.batch_size}: the UniFrac loss needs pairs, use 2+")
+    if not cfg.batch_tokens and cfg.batch_size % ctx.world_size:
+        raise InputError(
+            f"--batch-size {cfg.batch_size} is the global batch: it must divide evenly over "
+            f"{ctx.world_size} processes"
+        )
+    if cfg.ema_decay and sharded:
+        raise InputError(
+            f"--ema-decay {cfg.ema_decay} with --fsdp: the moving average needs whole "
+            "weights on each process; drop --fsdp (DDP) or --ema-decay"
         )
