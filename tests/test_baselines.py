@@ -1,10 +1,13 @@
 """Baselines fitted on the training samples (`aam baselines`), the AUC and bootstrap intervals
 that metrics.json reports for every model."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from checkout import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
@@ -16,6 +19,7 @@ from aam.data.samples import SampleSet
 from aam.data.split import read_split
 from aam.training.data.study import Study
 from aam.training.metrics import (
+    BOOTSTRAP_RESAMPLES,
     bootstrap_draws,
     bootstrap_intervals,
     classification_metrics,
@@ -174,6 +178,20 @@ def test_a_cluster_bootstrap_draws_whole_clusters_and_is_wider_for_correlated_sa
     low, high = bootstrap_intervals(mean, len(errors))["error"]
     low_c, high_c = bootstrap_intervals(mean, len(errors), clusters)["error"]
     assert high_c - low_c > 2 * (high - low)
+
+
+def test_the_docs_state_the_bootstrap_draws_metrics_json_makes():
+    """Every count of draws or resamples the docs give for an interval (``1,000 draws``,
+    ``1000 resamples``) is BOOTSTRAP_RESAMPLES: the docs once said 2,000."""
+    count = re.compile(r"\b(\d{1,3}(?:,\d{3})+|\d{3,})\s+(?:bootstrap\s+)?(?:draws|resamples)\b")
+    pages = [*(REPO / "docs").glob("*.md"), *(REPO / "workflow/report").glob("*.rst")]
+    stated = {
+        f"{page.relative_to(REPO)}: {found.group(0)}": int(found.group(1).replace(",", ""))
+        for page in pages
+        for found in count.finditer(page.read_text(encoding="utf-8"))
+    }
+    assert len(stated) >= 3, stated  # results.md, training.md, the report's metrics.rst
+    assert {k: v for k, v in stated.items() if v != BOOTSTRAP_RESAMPLES} == {}
 
 
 def test_paired_differences_are_model_minus_other_over_the_same_draws():
