@@ -68,6 +68,27 @@ def test_regression_baselines_fit_on_train_only_and_the_forest_finds_the_signal(
     assert error["random_forest"] < 0.5 * error["mean"], error
 
 
+def test_the_median_baseline_is_the_training_median_the_best_constant_under_mae():
+    """A skewed target (a few old people among young ones): the training median lies below the
+    mean and scores a lower MAE on test samples drawn alike; classifiers get no median (their
+    constant is the class frequencies, ``mean``)."""
+    study = synthetic_study(n=10)
+    train, test = study.subset("train"), study.subset("test")  # s0-s4, s5-s9
+    y = np.array([20.0, 21, 22, 30, 80, 20, 21, 22, 30, 80])
+    study = Study(study.samples, study.split, targets=y)
+    predicted = fit_predict(study, train, relative_abundances(study.samples, test), trees=5)
+    assert list(predicted)[:2] == ["mean", "median"]  # the constants first, mean then median
+    np.testing.assert_array_equal(predicted["median"], np.full(5, 22.0))
+    np.testing.assert_array_equal(predicted["mean"], np.full(5, 34.6))
+    mae = {k: float(np.abs(predicted[k] - y[test]).mean()) for k in ("mean", "median")}
+    assert mae == pytest.approx({"mean": 18.16, "median": 13.8})
+    even = fit_predict(study, train[:4], relative_abundances(study.samples, test), trees=5)
+    np.testing.assert_array_equal(even["median"], np.full(5, 21.5))  # the middle two's mean
+    classes = synthetic_study(classes=True)
+    features = relative_abundances(classes.samples, classes.subset("test"))
+    assert "median" not in fit_predict(classes, classes.subset("train"), features, trees=5)
+
+
 def test_classifier_baselines_give_log_probabilities():
     study = synthetic_study(classes=True)
     train, test = study.subset("train"), study.subset("test")
@@ -219,13 +240,17 @@ def test_cli_writes_every_baseline_for_every_sample(demo, tmp_path):  # noqa: F8
     assert aam("baselines", *args, "--split", demo["split"], "--output", out, "--trees", "20") == 0
     table = pd.read_csv(out, sep="\t", dtype={"sample_id": str})
     split = read_split(demo["split"])
-    assert sorted(table["model"].unique()) == ["mean", "random_forest"]
+    assert list(table["model"].unique()) == ["mean", "median", "random_forest"]
     for _, rows in table.groupby("model"):
         assert sorted(rows["sample_id"]) == sorted(split.index)
         assert (rows.set_index("sample_id")["split"] == split.reindex(rows["sample_id"])).all()
     ids = list(split.index[split == "test"])
     read = read_model_predictions(out, ids, [])
-    assert set(read) == {"mean", "random_forest"} and len(read["mean"]) == len(ids)
+    assert set(read) == {"mean", "median", "random_forest"} and len(read["mean"]) == len(ids)
+    metadata = pd.read_csv(demo["metadata"], sep="\t", dtype={"sample_id": str})
+    ages = metadata.set_index("sample_id")["age"].reindex(split.index[split == "train"])
+    assert read["median"] == pytest.approx(np.full(len(ids), ages.median()))
+    assert set(table.loc[table["model"] == "median", "inputs"]) == {"none"}  # it reads nothing
     assert read_model_predictions(out, ids[:3], [])["mean"].shape == (3,)
 
 
@@ -235,7 +260,7 @@ def test_cli_group_column_adds_the_group_mean(demo, tmp_path):  # noqa: F811
     args += ["--split", demo["split"], "--output", out, "--trees", "5"]
     assert aam("baselines", *args, "--group-column", "qiita_study_id") == 0
     table = pd.read_csv(out, sep="\t", dtype={"sample_id": str})
-    assert sorted(table["model"].unique()) == ["group_mean", "mean", "random_forest"]
+    assert sorted(table["model"].unique()) == ["group_mean", "mean", "median", "random_forest"]
     metadata = pd.read_csv(demo["metadata"], sep="\t", dtype=str).set_index("sample_id")
     split = read_split(demo["split"])
     group = table[table["model"] == "group_mean"].set_index("sample_id")
@@ -267,9 +292,11 @@ def test_cli_covariates_add_a_forest_that_reads_them_and_every_row_names_its_inp
     args += ["--split", demo["split"], "--output", out, "--trees", "20"]
     assert aam("baselines", *args, "--covariates", "qiita_study_id") == 0
     table = pd.read_csv(out, sep="\t", dtype={"sample_id": str})
-    assert sorted(table["model"].unique()) == ["mean", "random_forest", "random_forest_covariates"]
+    models = ["mean", "median", "random_forest", "random_forest_covariates"]
+    assert list(table["model"].unique()) == models
     assert read_model_inputs(out) == {
         "mean": [],
+        "median": [],
         "random_forest": ["microbiome"],
         "random_forest_covariates": ["microbiome", "qiita_study_id"],
     }

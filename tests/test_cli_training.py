@@ -343,6 +343,15 @@ def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
     assert np.isfinite(metrics["model"]["mae"]) and np.isfinite(metrics["mean_baseline"]["mae"])
     mae = float((table["prediction"] - table["true"]).abs().mean())
     assert metrics["model"]["mae"] == pytest.approx(mae, rel=1e-4)
+    # without --baselines: the training mean and median the model file records, each scored
+    # with its interval and paired difference like any baseline
+    ages = pd.read_csv(demo["metadata"], sep="\t", dtype={"sample_id": str}).set_index("sample_id")
+    median = float(ages["age"].reindex(split.index[split == "train"]).median())
+    assert state["target"]["median"] == pytest.approx(median)
+    constants = {"mean_baseline", "median_baseline"}
+    assert constants <= set(metrics["intervals"]) and constants <= set(metrics["differences"])
+    mae = float((table["true"] - median).abs().mean())
+    assert metrics["median_baseline"]["mae"] == pytest.approx(mae, rel=1e-6)
     assert (out / "predicted_vs_true.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -357,11 +366,18 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     extra = ["--metadata", demo["metadata"], "--baselines", baselines]
     assert predict(trained / "model.pt", demo, out, *extra, "--group-column", "qiita_study_id") == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    sections = ("model", "mean_baseline", "random_forest_baseline", "group_mean_baseline")
+    sections = (
+        "model",
+        "mean_baseline",
+        "median_baseline",
+        "random_forest_baseline",
+        "group_mean_baseline",
+    )
     assert set(metrics["intervals"]) == set(sections)
     assert metrics["inputs"] == {  # as `aam baselines` wrote them beside each model
         "model": ["microbiome"],
         "mean_baseline": [],
+        "median_baseline": [],
         "random_forest_baseline": ["microbiome"],
         "group_mean_baseline": ["qiita_study_id"],
     }
@@ -395,17 +411,23 @@ def test_predict_scores_the_baselines_beside_the_model(demo, trained, tmp_path, 
     forest = table[(table["model"] == "random_forest") & (table["split"] == "test")]
     mae = (forest["prediction"] - truth["age"].reindex(forest["sample_id"]).to_numpy()).abs().mean()
     assert metrics["random_forest_baseline"]["mae"] == pytest.approx(mae, rel=1e-4)
+    median = table[(table["model"] == "median") & (table["split"] == "test")]
+    train = read_split(demo["split"])
+    ages = truth["age"].reindex(train.index[train == "train"])
+    assert median["prediction"].to_numpy() == pytest.approx(np.full(len(median), ages.median()))
+    errors = np.abs(ages.median() - truth["age"].reindex(median["sample_id"]).to_numpy())
+    assert metrics["median_baseline"]["mae"] == pytest.approx(errors.mean(), rel=1e-4)
     # ... and printed: AAM first, then the baselines, each metric with its interval
     printed = [r.getMessage() for r in caplog.records if r.name == "aam.analysis.predict"]
     table_at = printed.index(f"metrics of {metrics['n']} samples (age), 95% bootstrap intervals:")
-    rows = printed[table_at + 1 : table_at + 5]
+    rows = printed[table_at + 1 : table_at + 6]
     labels = [row.split("  ")[1].strip() for row in rows]
-    others = ["mean of each qiita_study_id", "random forest", "training mean"]
+    others = ["mean of each qiita_study_id", "random forest", "training mean", "training median"]
     assert labels[0] == "AAM" and sorted(labels[1:]) == others, rows
     forest_mae = metrics["differences"]["random_forest_baseline"]["mae"]
     low, high = forest_mae["interval"]
     line = f"AAM - random forest: mae {forest_mae['value']:+.3g} [{low:+.3g}, {high:+.3g}]"
-    assert any(row.strip().startswith(line) for row in printed[table_at + 5 :]), printed
+    assert any(row.strip().startswith(line) for row in printed[table_at + 6 :]), printed
     low, high = metrics["intervals"]["model"]["mae"]
     mae_cell = f"mae {metrics['model']['mae']:.3g} [{low:.3g}, {high:.3g}]"
     assert mae_cell in rows[0] and "rmse " in rows[0] and "r2 " in rows[0]

@@ -137,7 +137,7 @@ def test_the_cli_draws_a_point_of_a_left_out_study_and_fits_the_pooled_forest(
     pooled = ["--pooled-split", left_out, "--trees", "20"]
     assert aam("baselines", *common, "--split", point, *pooled, "--output", out) == 0
     models = pd.read_csv(out, sep="\t")["model"].unique()
-    assert sorted(models) == ["mean", "random_forest", "random_forest_pooled"]
+    assert sorted(models) == ["mean", "median", "random_forest", "random_forest_pooled"]
 
 
 def _point(root: Path, name: str, truth: dict, predicted: dict, baselines: dict) -> list[Path]:
@@ -160,8 +160,9 @@ def _point(root: Path, name: str, truth: dict, predicted: dict, baselines: dict)
 def test_a_sizes_errors_are_averaged_over_its_seeds_per_test_sample(tmp_path):
     truth = {"a": 10.0, "b": 20.0, "c": 30.0, "d": 40.0}
     mean = dict.fromkeys(truth, 25.0)
-    one = _point(tmp_path, "s1", truth, {"a": 12, "b": 20, "c": 30, "d": 40}, {"mean": mean})
-    two = _point(tmp_path, "s2", truth, {"a": 10, "b": 24, "c": 30, "d": 40}, {"mean": mean})
+    constants = {"mean": mean, "median": dict.fromkeys(truth, 20.0)}
+    one = _point(tmp_path, "s1", truth, {"a": 12, "b": 20, "c": 30, "d": 40}, constants)
+    two = _point(tmp_path, "s2", truth, {"a": 10, "b": 24, "c": 30, "d": 40}, constants)
     points = [one, two]
     table = new_study_table(
         [25, 25], [1, 2], *[[p[k] for p in points] for k in range(3)], subjects=None
@@ -172,6 +173,8 @@ def test_a_sizes_errors_are_averaged_over_its_seeds_per_test_sample(tmp_path):
     assert table.loc[0, "model_minus_mean"] == pytest.approx(0.75 - 10.0)
     low, high = table.loc[0, ["model_minus_mean_low", "model_minus_mean_high"]]
     assert low <= 0.75 - 10.0 <= high < 0
+    assert table.loc[0, "median_mae"] == pytest.approx(10.0)  # |10-20|, 0, 10, 20
+    assert table.loc[0, "model_minus_median"] == pytest.approx(0.75 - 10.0)
     other = _point(tmp_path, "s3", {"a": 10.0, "b": 20.0}, {"a": 10, "b": 20}, {"mean": mean})
     with pytest.raises(InputError, match="other test samples"):
         new_study_table([25, 50], [1, 1], *[[p[k] for p in (one, other)] for k in range(3)])

@@ -168,7 +168,7 @@ def test_the_other_study_gets_predictions_baselines_metrics_and_a_shift_report(s
     assert list(table["sample_id"]) == [f"o{k}" for k in range(6)]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n"] == 5 and metrics["excluded"] == {"no_target_value": ["o3"]}
-    sections = {"model", "mean_baseline", "random_forest_baseline"}
+    sections = {"model", "mean_baseline", "median_baseline", "random_forest_baseline"}
     assert sections <= set(metrics) and set(metrics["intervals"]) == sections
     rows = forest[forest["model"] == "random_forest"].set_index("sample_id")
     known = table.dropna(subset=["true"])
@@ -178,6 +178,7 @@ def test_the_other_study_gets_predictions_baselines_metrics_and_a_shift_report(s
     assert metrics["inputs"] == {
         "model": ["microbiome", "site"],
         "mean_baseline": [],
+        "median_baseline": [],
         "random_forest_baseline": ["microbiome"],
     }
 

@@ -25,6 +25,7 @@ SAME_COMMAND = {
     "cv_split": "split",
     "learning_curve_split": "split",
     "new_study_split": "split",
+    "search_split": "split",
     "subset_baselines": "baselines",
 }
 

@@ -47,6 +47,19 @@ def test_model_metrics_stand_beside_the_mean_baseline(summary):
     assert rows == [["tiny", "demo", "age", "NA", "12", "3.25", "5", "4.5", "6", "0.123457", "NA"]]
 
 
+def test_the_median_baseline_stands_beside_the_mean(summary):
+    """A regression's training median (metrics.json ``median_baseline``) gets its columns
+    after the mean's; a run without it (a classifier, an older run) NA."""
+    median = {**REGRESSION, "median_baseline": {"mae": 4.5, "rmse": 6.5, "r2": -0.1}}
+    runs = [
+        {"run": "a", "dataset": "demo", "target": "age", "metrics": median},
+        {"run": "b", "dataset": "demo", "target": "age", "metrics": REGRESSION},
+    ]
+    header, rows = summary.summary_table(runs)
+    assert header[5:8] == ["AAM_mae", "mean_baseline_mae", "median_baseline_mae"]
+    assert [row[5:8] for row in rows] == [["3.25", "5", "4.5"], ["3.25", "5", "NA"]]
+
+
 def test_each_value_is_followed_by_its_interval_where_a_run_has_one(summary):
     """metrics.json ``intervals`` become ``_low``/``_high`` columns (issue 41: point estimates
     only); a run without them gets NA there."""

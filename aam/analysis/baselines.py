@@ -1,9 +1,11 @@
-"""Simple baselines fitted on a study's training samples: the mean predictor (the training
-class frequencies for categorical targets), a random forest on relative abundances and, where a
-grouping column (e.g. the study) is given, the group mean: each group's training mean (class
-frequencies), which is what a model that only recognises the group can reach. Where AAM reads
-covariates (categorical metadata columns), a second forest reads them too (one-hot, beside the
-abundances), so that AAM has a baseline with the same inputs.
+"""Simple baselines fitted on a study's training samples: the constant predictors (for a
+regression target the training mean, the best constant under squared error, and the training
+median, the best under absolute error; for categorical targets ``mean``, the training class
+frequencies), a random forest on relative abundances and, where a grouping column (e.g. the
+study) is given, the group mean: each group's training mean (class frequencies), which is what
+a model that only recognises the group can reach. Where AAM reads covariates (categorical
+metadata columns), a second forest reads them too (one-hot, beside the abundances), so that AAM
+has a baseline with the same inputs.
 
 Predictions take the form of the model's: target units for regression, log-probabilities over
 ``study.classes`` for classes, so the same metrics apply to all of them. Another study's table
@@ -23,6 +25,10 @@ from aam.data.samples import SampleSet
 from aam.errors import InputError
 from aam.runtime.threads import usable_threads
 from aam.training.data.study import Study
+
+# The constant predictors of a regression target (a name -> its training statistic): every
+# sample gets the same value, so a model must beat them to show any skill.
+CONSTANTS = {"mean": np.mean, "median": np.median}
 
 
 def relative_abundances(samples: SampleSet, positions: np.ndarray) -> sp.csr_matrix:
@@ -114,6 +120,7 @@ def fit_predict(
 ) -> dict[str, np.ndarray]:
     """Each baseline fitted on the ``train`` positions of ``study``, predicting the rows of
     ``features`` (relative abundances on the study's ASVs, one row per sample to predict).
+    Regression targets get each of ``CONSTANTS``, classes ``mean`` (the class frequencies).
     With ``groups`` (a group code per study sample, 0 = none) and ``predict_groups`` (one per
     row of ``features``) the group mean too; a group without training samples gets the mean.
     With ``covariates`` (level codes of every study sample, (N, C); the rows of ``features``
@@ -136,7 +143,7 @@ def fit_predict(
         forest = fit_forest(study, both, trees=trees, seed=seed, threads=threads)
         fitted["random_forest_pooled"] = (forest, features)
     if not study.classes:
-        out = {"mean": np.full(n, float(np.mean(y)))}
+        out = {name: np.full(n, float(statistic(y))) for name, statistic in CONSTANTS.items()}
         out.update({name: forest_outputs(study, forest, x) for name, (forest, x) in fitted.items()})
         if groups is not None:
             out["group_mean"] = _group_means(y[:, None], groups[train], predict_groups)[:, 0]

@@ -28,6 +28,7 @@ PAIRS = (
     (MODEL, "random_forest_pooled"),
     (MODEL, "random_forest_embeddings"),
     (MODEL, "mean"),
+    (MODEL, "median"),
 )
 FIRST_COLUMNS = ["size", "seeds", "n_train", "n_val", "n_test"]
 

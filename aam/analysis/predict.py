@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from aam.analysis.baselines import CONSTANTS
 from aam.analysis.domain_shift import domain_shift_report
 from aam.analysis.prediction_plots import plot_predictions
 from aam.analysis.predictions import (
@@ -412,7 +413,9 @@ def _metrics(
             return classification_metrics(torch.from_numpy(values[idx]), y[idx])
     else:
         y = truth[known].to_numpy(dtype=np.float64)
-        models.setdefault("mean_baseline", np.full(len(known), target["mean"]))
+        for constant in CONSTANTS:  # without --baselines, those the model file records
+            if constant in target:
+                models.setdefault(f"{constant}_baseline", np.full(len(known), target[constant]))
 
         def score(values: np.ndarray, idx: np.ndarray) -> dict[str, float]:
             return regression_metrics(values[idx], y[idx])
@@ -453,8 +456,8 @@ def _metrics(
         metrics["by_group"] = _by_group(score, models, known, groups[known].to_numpy())
     metrics["baseline_note"] = (
         "baselines are fitted on the training samples: mean = the training mean (for classes, "
-        "the training class frequencies), random_forest = a random forest on relative "
-        "abundances (aam baselines)"
+        "the training class frequencies), median = the training median (regression), "
+        "random_forest = a random forest on relative abundances (aam baselines)"
     )
     return metrics
 

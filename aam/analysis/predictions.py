@@ -28,6 +28,7 @@ def model_label(section: str, group_column: str | None = None) -> str:
         "model": "AAM",
         SCRATCH: "AAM from scratch",
         "mean_baseline": "training mean",
+        "median_baseline": "training median",
         "random_forest_baseline": "random forest",
         "random_forest_covariates_baseline": "random forest + covariates",
         "random_forest_pooled_baseline": "random forest, other studies' labels too",

@@ -1,7 +1,8 @@
-"""`aam baselines`: the mean predictor, a random forest on relative abundances, with
-``--group-column`` the group mean and with ``--covariates`` a forest on abundances + those
-columns, fitted on the training samples of a split, predicting every sample, or every sample of
-another study's table (``aam.analysis.baselines``). Each row names its model's inputs."""
+"""`aam baselines`: the constant predictors (the training mean and, for a regression target,
+the training median), a random forest on relative abundances, with ``--group-column`` the group
+mean and with ``--covariates`` a forest on abundances + those columns, fitted on the training
+samples of a split, predicting every sample, or every sample of another study's table
+(``aam.analysis.baselines``). Each row names its model's inputs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from aam.analysis.baselines import aligned_abundances, fit_predict, relative_abundances
+from aam.analysis.baselines import (
+    CONSTANTS,
+    aligned_abundances,
+    fit_predict,
+    relative_abundances,
+)
 from aam.analysis.predictions import MICROBIOME, baseline_table
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.split import read_split
@@ -134,7 +140,7 @@ def run(args: argparse.Namespace) -> None:
         pooled=pooled,
     )
     inputs = {
-        "mean": [],
+        **{constant: [] for constant in CONSTANTS},  # they read nothing
         "random_forest": [MICROBIOME],
         "random_forest_covariates": [MICROBIOME, *args.covariates],
         "random_forest_pooled": [MICROBIOME],

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from dataclasses import fields
 from pathlib import Path
+from typing import NoReturn
 
+from aam.errors import InputError
 from aam.models.config import LAYERS_HELP, ModelConfig, ModelOptions
 from aam.options import add_options, checked, from_args, given_options
 from aam.training.config import (
@@ -17,14 +20,19 @@ from aam.training.config import (
     UniFracOptions,
 )
 from aam.training.data.study_options import StudyOptions
+from aam.workflow.config import cli_flags
 from aam.workflow.fingerprint import code_fingerprint
+from aam.workflow.options_file import read_options_file
 
 MODEL_GROUP = "model (ModelConfig)"  # its options are the workflow config's runs.*.model
 
 
 def training_options(args: argparse.Namespace, command: str) -> TrainingOptions:
-    """The typed options of training ``command``'s parsed flags, with the fingerprint of the
-    code it runs (a checkpoint of other code is stale)."""
+    """The typed options of training ``command``'s parsed flags (with its ``--options-file``
+    laid over them), with the fingerprint of the code it runs (a checkpoint of other code is
+    stale)."""
+    if args.options_file is not None:
+        apply_options_file(args, command)
     return TrainingOptions(
         paths=RunPaths(*(getattr(args, f.name) for f in fields(RunPaths))),
         study=from_args(StudyOptions, args),
@@ -63,6 +71,13 @@ def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     )
     io.add_argument("--split", type=Path, help="sample_id -> train/val/test TSV (`aam split`)")
     io.add_argument(
+        "--options-file",
+        type=Path,
+        help="YAML of chosen run options (section -> option -> value; `aam search-best`'s "
+        "best.yaml): its model options and this command's section override the flags; with "
+        "pretrain: none fine-tuning starts from a random initialisation",
+    )
+    io.add_argument(
         "--scratch",
         help="node-local dir to copy inputs to first (env vars expand, "
         "e.g. '/scratch/$USER/job_$SLURM_JOB_ID'; default $TMPDIR if set)",
@@ -74,6 +89,39 @@ def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     add_model_options(parser.add_argument_group(MODEL_GROUP))
     add_options(parser.add_argument_group("training (TrainConfig)"), TrainConfig, command)
     add_options(parser.add_argument_group("device and run"), RuntimeConfig, command)
+
+
+def apply_options_file(args: argparse.Namespace, command: str) -> None:
+    """Set on ``args`` the model options and ``command``'s section of ``args.options_file``,
+    each parsed as its flag would be (same types and bounds); ``pretrain: none`` drops the
+    pretrained encoder. InputError (one line) for a file that is not such a mapping or names
+    an option ``command`` does not have."""
+    chosen = read_options_file(args.options_file)
+    own = chosen.get(command, {})
+    values = {**chosen.get("model", {}), **(own if isinstance(own, dict) else {})}
+    if command == "finetune" and chosen.get("pretrain") == "none":
+        args.pretrained_encoder = None
+    parser = InputErrorParser(prog=str(args.options_file), add_help=False)
+    add_model_options(parser)
+    for cls in (StudyOptions, UniFracOptions, TrainConfig, RuntimeConfig):
+        add_options(parser, cls, command)
+    known = {action.dest for action in parser._actions}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise InputError(
+            f"{args.options_file}: {unknown[0]} is not an option of aam {command} or of the "
+            "model; remove it"
+        )
+    parsed = parser.parse_args(shlex.split(cli_flags(values)))
+    for key in values:
+        setattr(args, key, getattr(parsed, key, values[key]))  # a False switch: no flag
+
+
+class InputErrorParser(argparse.ArgumentParser):
+    """A parser of an options file's values: a refused value is an InputError naming the file."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError(f"{self.prog}: {' '.join(message.split())}; fix the value")
 
 
 def add_model_options(group: argparse._ArgumentGroup) -> None:

@@ -9,6 +9,7 @@ import argparse
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from aam.data.metadata import metadata_column
@@ -62,11 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="use this sample_id<TAB>split file's labels instead of a seeded split",
     )
-    source.add_argument(
+    parser.add_argument(
         "--folds",
         type=int,
         help="K-fold cross-validation: write fold --fold's split (its samples test, "
-        "--val-fraction of the others val; --test-fraction is not used)",
+        "--val-fraction of the others val; --test-fraction is not used); with --from-file the "
+        "folds partition that split's train and val samples and its others are unused (a "
+        "search's scoring folds: no test sample is in any fold)",
     )
     parser.add_argument("--fold", type=int, help="which fold (1..K) with --folds")
     parser.add_argument(
@@ -134,10 +137,16 @@ def run(args: argparse.Namespace) -> None:
     new_study = args.new_study_size is not None
     if new_study and (args.from_file is None or args.pool_size is None):
         raise InputError("--new-study-size: needs --from-file and --pool-size")
-    if given and (args.test_group or (args.group_column and not new_study)):
+    if given and (args.test_group or (args.group_column and not new_study and not args.folds)):
         raise InputError(
             "--group-column/--test-group: a given split (--from-column/--from-file) is kept as "
             "it is; drop one of them"
+        )
+    if args.folds is not None and args.from_column:
+        raise InputError("--folds with --from-column: folds are drawn, not given; drop one")
+    if args.folds is not None and (args.train_fraction is not None or new_study):
+        raise InputError(
+            "--folds with --train-fraction/--new-study-size: one kind of split; drop one"
         )
     if args.test_group is not None and args.folds is not None:
         raise InputError("--test-group with --folds: folds leave out their own groups; drop one")
@@ -152,16 +161,7 @@ def run(args: argparse.Namespace) -> None:
     ids = study.samples.sample_ids
     groups = _groups(args, ids)
     if args.folds is not None:
-        classes = [study.classes[k] for k in study.targets] if study.classes else None
-        split = make_fold_split(
-            ids,
-            folds=args.folds,
-            fold=args.fold,
-            val_fraction=args.val_fraction,
-            seed=args.seed,
-            classes=classes,
-            groups=groups,
-        )
+        split = _fold_split(args, study, ids, groups)
     elif args.from_column:
         labels = metadata_column(args.metadata, args.from_column, "--from-column")
         source = f"{args.metadata} column {args.from_column!r}"
@@ -191,6 +191,30 @@ def run(args: argparse.Namespace) -> None:
         )
     write_split(args.output, split)
     log.info("%s: %s", args.output, split.value_counts().to_dict())
+
+
+def _fold_split(args: argparse.Namespace, study, ids: list[str], groups) -> pd.Series:
+    """Fold --fold of --folds over the samples (with --from-file: over its train and val
+    samples only, its others unused), stratified by class for a classifier, keeping
+    --group-column's groups whole."""
+    keep = np.ones(len(ids), dtype=bool)
+    if args.from_file:
+        given = given_split(read_split(args.from_file), ids, str(args.from_file))
+        keep = given.reindex(ids).isin(["train", "val"]).to_numpy()
+        if not keep.any():
+            raise InputError(f"{args.from_file}: no train or val sample to draw folds from")
+    classes = [study.classes[k] for k in study.targets] if study.classes else None
+    pool = [i for i, k in zip(ids, keep, strict=True) if k]
+    folds = make_fold_split(
+        pool,
+        folds=args.folds,
+        fold=args.fold,
+        val_fraction=args.val_fraction,
+        seed=args.seed,
+        classes=None if classes is None else [c for c, k in zip(classes, keep, strict=True) if k],
+        groups=None if groups is None else [g for g, k in zip(groups, keep, strict=True) if k],
+    )
+    return folds.reindex(pd.Index(ids, name="sample_id")).fillna("unused").rename("split")
 
 
 def _groups(args: argparse.Namespace, ids: list[str]) -> list[str] | None:

@@ -139,6 +139,19 @@ def output_set() -> Iterator[None]:
         _fsync_directory(directory)
 
 
+@contextlib.contextmanager
+def own_output_set() -> Iterator[None]:
+    """``output_set`` published at the end of its own block even inside another set: a
+    command run inside a command (a search trial's stages, whose files the next stage reads)."""
+    enclosing = _SETS[:]
+    _SETS.clear()
+    try:
+        with output_set():
+            yield
+    finally:
+        _SETS[:] = enclosing
+
+
 def _defer(target: Path, tmp: Path, keep_previous: Path | None) -> None:
     """Hand the written temporary of ``target`` to the innermost open set (replacing a
     version written before in the same set)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from aam.data.novelty import sample_asvs
@@ -191,8 +192,9 @@ def finetune(opts: TrainingOptions, target: Target, memory_curve: MemoryCurve) -
 
 
 def _write_predictor(opts, target, study, config, scale, result) -> None:
-    """model.pt (with the target's scale, covariate levels and training ASVs) and the run's
-    files; summary.json gets the training mean's validation metrics beside the model's."""
+    """model.pt (with the target's scale and training median, covariate levels and training
+    ASVs) and the run's files; summary.json gets the training mean's validation metrics beside
+    the model's."""
     train = study.subset("train")
     payload = {
         "kind": "predictor",
@@ -203,6 +205,8 @@ def _write_predictor(opts, target, study, config, scale, result) -> None:
             "classes": study.classes,
             "mean": scale.mean,
             "std": scale.std,
+            # the training median: `aam predict` scores it beside the mean without --baselines
+            **({} if study.classes else {"median": float(np.median(study.targets[train]))}),
         },
         "categorical": {"columns": target.categorical, "levels": study.category_levels},
         "train_config": opts.train.to_dict(),

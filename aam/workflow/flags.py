@@ -16,6 +16,7 @@ Standard library only (the Snakefile imports this on a login node).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -182,36 +183,89 @@ class Flags:
         unifrac = self.config["unifrac"]
         return {"unifrac_metric": unifrac["metric"], "unifrac_alpha": unifrac["alpha"]}
 
+    def _pretrain_options(self, run: dict[str, Any]) -> dict[str, Any]:
+        """The config values of `aam pretrain` of a run's sections ``run``."""
+        return {
+            "device": self.config["device"],
+            "stale_checkpoints": "restart",  # a rerun job's config, data or code changed
+            **self._unifrac(),
+            **run["model"],
+            **run["pretrain"],
+        }
+
+    def _finetune_options(self, run: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        """The config values of `aam finetune` of a run's sections ``run`` on dataset
+        ``data``: its target and covariates, its model and fine-tuning options."""
+        return {
+            "target_column": data["target"],
+            "categorical_columns": ",".join(data["categorical"]) or None,
+            "classifier": data["classifier"],
+            "device": self.config["device"],
+            "stale_checkpoints": "restart",  # a rerun job's config, data or code changed
+            **self._unifrac(),
+            **run["model"],
+            **run["finetune"],
+        }
+
     def pretrain(self, wildcards: Any) -> str:
         """`aam pretrain` of run {run}: its model and pretraining options (the split it reads,
-        if any, is input ``split``)."""
-        run = self.plan.runs[wildcards.run]
-        return cli_flags(
-            {
-                "device": self.config["device"],
-                "stale_checkpoints": "restart",  # a rerun job's config, data or code changed
-                **self._unifrac(),
-                **run["model"],
-                **run["pretrain"],
-            }
-        )
+        if any, is input ``split``; a searched run's chosen values, input ``options``)."""
+        return cli_flags(self._pretrain_options(self.plan.runs[wildcards.run]))
 
     def finetune(self, wildcards: Any) -> str:
-        """`aam finetune` of run {run}: its dataset's target and covariates, its model and
-        fine-tuning options (the encoder it starts from, if any, is input ``encoder``)."""
+        """`aam finetune` of run {run} (the encoder it starts from, if any, is input
+        ``encoder``; a searched run's chosen values, input ``options``)."""
         run, data = self.plan.runs[wildcards.run], self._run_dataset(wildcards)
+        return cli_flags(self._finetune_options(run, data))
+
+    def search_split(self, wildcards: Any) -> str:
+        """`aam split` of scoring fold {fold} of a search's {folds}-fold partition of the
+        dataset's train and val samples (seed {seed}; whole groups of its split_group_column)."""
+        data = self._dataset(wildcards)
         return cli_flags(
             {
                 "target_column": data["target"],
-                "categorical_columns": ",".join(data["categorical"]) or None,
                 "classifier": data["classifier"],
-                "device": self.config["device"],
-                "stale_checkpoints": "restart",  # a rerun job's config, data or code changed
-                **self._unifrac(),
-                **run["model"],
-                **run["finetune"],
+                "folds": wildcards.folds,
+                "fold": wildcards.fold,
+                "group_column": data["split_group_column"],
+                "seed": wildcards.seed,
+                "val_fraction": self.config["split"]["val_fraction"],
             }
         )
+
+    def _search_spec(self, run: str) -> str:
+        """Run ``run``'s search as the JSON `aam search-worker` and `aam search-best` read:
+        its space, budget, seed, folds, metric and study key, its target, and the config
+        values of its trials' `aam pretrain` (None where it never pretrains) and `aam
+        finetune` before a trial's values are laid over them."""
+        search = self.plan.searches[run]
+        data = self.plan.datasets[search["dataset"]]
+        base = search["base"]
+        pretrains = base["pretrain"] != "none"
+        spec = {
+            **{key: search[key] for key in ("key", "space", "trials", "seed", "folds")},
+            **{key: search[key] for key in ("metric", "direction", "forest")},
+            "target": data["target"],
+            "classifier": data["classifier"],
+            "pretrain": self._pretrain_options(base) if pretrains else None,
+            "finetune": self._finetune_options(base, data),
+        }
+        return json.dumps(spec, sort_keys=True)
+
+    def search_worker(self, wildcards: Any) -> str:
+        """`aam search-worker` {worker} of run {run}: its search (``_search_spec``)."""
+        return cli_flags({"spec": self._search_spec(wildcards.run), "worker": wildcards.worker})
+
+    def search_forest(self, wildcards: Any) -> str:
+        """`aam search-forest` of run {run}: its search, the forests' seed (``baselines:``)."""
+        seed = {k: v for k, v in self._forest().items() if k == "seed"}
+        return cli_flags({"spec": self._search_spec(wildcards.run), **seed})
+
+    def search_best(self, wildcards: Any) -> str:
+        """`aam search-best` of run {run}: its search, the run's name, the figures' format."""
+        spec = self._search_spec(wildcards.run)
+        return cli_flags({"spec": spec, "run": wildcards.run, **self._figures()})
 
     def validate(self, wildcards: Any) -> str:
         """`aam validate compare`: on the config's device."""

@@ -36,6 +36,7 @@ from aam.workflow.config import (
 )
 from aam.workflow.containers import built_image, lint_def
 from aam.workflow.launch import Layout, layout_of
+from aam.workflow.search_config import expand_searches, search_dir
 
 CONFIG_SCHEMA = "workflow/schemas/config.schema.yaml"
 RUN_OPTIONS_SCHEMA = "workflow/schemas/run_options.schema.json"
@@ -58,7 +59,8 @@ class Plan:
     ``{"dataset", "folds", "seed", "pretrain", "members": {member: k}}``; ``sweeps``: run ->
     ``{member: {"section.option": value}}``; ``fold``: member -> (its cv plan, k);
     ``curves``: run -> ``{"dataset", "seed", "pretrain", "fractions", "points": {member:
-    fraction}}``; ``ensembles``: run -> [the run, its members].
+    fraction}}``; ``ensembles``: run -> [the run, its members]; ``searches``: run -> its
+    search (``aam.workflow.search_config.expand_searches``).
     ``image``: the image every rule runs in (None: no container); ``built_image``: the one
     rule build_container makes from ``container_def``, and ``image_input`` the file the rules
     wait for (None when the profile pins a prebuilt image). ``matrix_datasets``: the datasets
@@ -77,6 +79,7 @@ class Plan:
     curves: dict[str, dict[str, Any]]
     new_studies: dict[str, dict[str, Any]]
     ensembles: dict[str, list[str]]
+    searches: dict[str, dict[str, Any]]
     image: str | None
     built_image: str | None
     container_def: Path | None
@@ -133,6 +136,31 @@ class Plan:
             (f"{run}_ensemble", self.runs[run]["dataset"], self.ensemble_metrics(run))
             for run in self.ensembles
         ]
+
+    def search_file(self, run: str, name: str) -> Path:
+        """File ``name`` of run ``run``'s search (``runs/<run>/search/<name>``)."""
+        return search_dir(self.work, run) / name
+
+    def search_folds(self, run: str) -> list[Path]:
+        """The scoring folds of run ``run``'s search: drawn from its dataset's split's train
+        and val samples (rule search_split)."""
+        search, dataset = self.searches[run], self.runs[run]["dataset"]
+        part = f"search/{search['folds']}x{search['seed']}"
+        return [
+            self.work / f"data/{dataset}/{part}/fold{k}.split.tsv"
+            for k in range(1, search["folds"] + 1)
+        ]
+
+    def searched_forest(self, run: str) -> Path | None:
+        """The predictions of run ``run``'s searched forest (rule search_forest), or None."""
+        search = self.searches.get(run)
+        if search is None or search["forest"] is None:
+            return None
+        return self.search_file(run, "forest/predictions.tsv")
+
+    def options_file(self, run: str) -> Path | list:
+        """The options file run ``run`` trains with: its search's best.yaml, or none (``[]``)."""
+        return self.search_file(run, "best.yaml") if run in self.searches else []
 
     def baselines_file(self, run: str) -> Path:
         """The baseline predictions of ``run``'s split (rule baselines or subset_baselines)."""
@@ -339,7 +367,14 @@ def plan(
 def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -> Plan:
     schema = repo / RUN_OPTIONS_SCHEMA
     check_sweep_values(config["runs"], schema)
-    runs, ensembles = expand_ensembles(config["runs"])
+    runs, searches = expand_searches(
+        config["runs"],
+        run_option_names(schema),
+        schema,
+        config["datasets"],
+        config["split"]["seed"],
+    )
+    runs, ensembles = expand_ensembles(runs)
     runs, curves = expand_learning_curves(runs, config["split"]["seed"])
     runs, new_studies = expand_new_studies(runs, config["split"]["seed"])
     runs, cv = expand_cv(runs, config["split"]["seed"])
@@ -393,6 +428,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         curves=curves,
         new_studies=new_studies,
         ensembles=ensembles,
+        searches=searches,
         image=str(image) if image else None,
         built_image=built,
         container_def=definition,

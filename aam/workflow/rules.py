@@ -120,6 +120,7 @@ WILDCARDS = {
     "shard": r"\d+",
     "fraction": r"[0-9.e-]+",
     "size": r"\d+",
+    "worker": r"\d+",
     "part": SPLIT_PART,
 }
 
@@ -184,6 +185,11 @@ REPORT = {
     f"{_ON}/predictions.tsv": _entry("predictions_on", "predictions", "predictions", **_RUN_ON),
     f"{_ON}/metrics.json": _entry("metrics_on", "predictions", "metrics", **_RUN_ON),
     f"{_ON}/domain_shift.json": _entry("domain_shift", "predictions", "domain shift", **_RUN_ON),
+    "runs/{run}/search/trials.tsv": _entry("search_trials", "training", "search trials", **_RUN),
+    "runs/{run}/search/search.<figure>": _entry("search", "training", "search", **_RUN),
+    "runs/{run}/search/forest/trials.tsv": _entry(
+        "search_trials", "training", "forest search trials", **_RUN
+    ),
     "runs/{run}/importance/importance.tsv": _entry(
         "importance", "predictions", "ASV importance", **_RUN
     ),
@@ -256,6 +262,8 @@ def final_outputs(plan: Any) -> list[Path]:
         work / "overview.html",
         *([work / "leaderboard.tsv"] if plan.sweeps else []),
         *(work / f"cv/{run}.tsv" for run in plan.cv),
+        *(plan.search_file(run, "search.json") for run in plan.searches),
+        *(plan.search_file(run, figure_name("search", fmt)) for run in plan.searches),
         *(work / f"learning_curve/{run}.tsv" for run in plan.curves),
         *(work / "learning_curve" / figure_name(run, fmt) for run in plan.curves),
         *(work / f"new_study/{run}.tsv" for run in plan.new_studies),

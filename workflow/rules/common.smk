@@ -118,10 +118,11 @@ def encoder_of(wildcards):
 
 
 def baselines_of(wildcards):
-    """Input function: the baseline predictions of a run's split, and its forests on the
-    pretrained sample embeddings (Plan.embedding_forest) where it has them."""
-    forests = PLAN.embedding_forest(wildcards.run)
-    return [PLAN.baselines_file(wildcards.run), *([forests] if forests else [])]
+    """Input function: the baseline predictions of a run's split, its forests on the
+    pretrained sample embeddings (Plan.embedding_forest) and its searched forest
+    (Plan.searched_forest) where it has them."""
+    forests = PLAN.embedding_forest(wildcards.run), PLAN.searched_forest(wildcards.run)
+    return [PLAN.baselines_file(wildcards.run), *filter(None, forests)]
 
 
 def run_tree(wildcards):

@@ -34,6 +34,7 @@ rule pretrain:
         table=run_table("pretrain"),
         tree=run_tree,
         split=pretrain_split_of,
+        options=lambda wc: PLAN.options_file(wc.run),
     output:
         encoder=WORK / "runs/{run}/pretrain/encoder.pt",
         summary=WORK / "runs/{run}/pretrain/summary.json",
@@ -53,7 +54,7 @@ rule pretrain:
             layout_of("pretrain", resources), PER_NODE_CONTAINER
         ),
         options=FLAGS.pretrain,
-        paths=input_flags(split="split"),
+        paths=input_flags(split="split", options_file="options"),
         scratch=FLAGS.scratch,
     shell:
         "{params.launcher} -m aam --provenance {output.provenance:q} pretrain --table {input.table:q}"
@@ -69,6 +70,7 @@ rule finetune:
         tree=run_tree,
         split=split_of,
         encoder=encoder_of,
+        options=lambda wc: PLAN.options_file(wc.run),
     output:
         model=WORK / "runs/{run}/finetune/model.pt",
         summary=WORK / "runs/{run}/finetune/summary.json",
@@ -80,7 +82,7 @@ rule finetune:
     params:
         out_dir=out_dir,
         options=FLAGS.finetune,
-        paths=input_flags(pretrained_encoder="encoder"),
+        paths=input_flags(pretrained_encoder="encoder", options_file="options"),
         scratch=FLAGS.scratch,
     shell:
         "python -m aam --provenance {output.provenance:q} finetune --table {input.table:q}"

@@ -14,6 +14,7 @@ from pathlib import Path
 PARTS = {
     "model": "AAM",
     "mean_baseline": "mean_baseline",
+    "median_baseline": "median_baseline",
     "random_forest_baseline": "random_forest_baseline",
     "random_forest_covariates_baseline": "random_forest_covariates_baseline",
     "group_mean_baseline": "group_mean_baseline",
@@ -27,12 +28,12 @@ def summary_table(runs: Iterable[Mapping]) -> tuple[list[str], list[list[str]]]:
     may be missing), ``metrics`` being the content of its metrics.json. Columns: run, dataset,
     target, target_unit, n, then per metric (in first-seen order) ``AAM_<metric>`` and, when
     any run has them, the baselines' (``mean_baseline_<metric>``,
-    ``random_forest_baseline_<metric>``, ``random_forest_covariates_baseline_<metric>``,
-    ``group_mean_baseline_<metric>``), each followed by its 95% interval's ``_low`` and
-    ``_high`` (metrics.json ``intervals``) when any run has one. Headers are names without
-    spaces; the metrics in the target's unit (MAE, RMSE) are in each row's ``target_unit``. An
-    undefined R^2 or AUC is null in metrics.json, and a run may lack a section or an interval:
-    such cells are ``NA``.
+    ``median_baseline_<metric>``, ``random_forest_baseline_<metric>``,
+    ``random_forest_covariates_baseline_<metric>``, ``group_mean_baseline_<metric>``), each
+    followed by its 95% interval's ``_low`` and ``_high`` (metrics.json ``intervals``) when any
+    run has one. Headers are names without spaces; the metrics in the target's unit (MAE,
+    RMSE) are in each row's ``target_unit``. An undefined R^2 or AUC is null in metrics.json,
+    and a run may lack a section or an interval: such cells are ``NA``.
     """
     runs, parts_of = list(runs), list(PARTS)
     sections = [[run["metrics"].get(part) or {} for part in parts_of] for run in runs]

@@ -1,0 +1,76 @@
+"""`aam search-best`: the result of a run's search, once its workers used the budget: the best
+values as an options file (best.yaml, which the run's pretraining and fine-tuning read),
+every trial (trials.tsv), the search at a glance (search.json) and a figure (history and
+importances)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from aam.analysis.figures import title
+from aam.analysis.search import (
+    best_summary,
+    chosen_options,
+    importances,
+    load_study,
+    plot_search,
+    trials_table,
+)
+from aam.errors import InputError
+from aam.runtime.atomic import atomic_output, check_output_dir, write_json
+from aam.runtime.figures import add_format_argument, figure_name
+from aam.workflow.options_file import write_options_file
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam search-best`."""
+    parser.add_argument("--search-dir", required=True, type=Path, help="the search's journal")
+    parser.add_argument(
+        "--workers", required=True, nargs="+", type=Path, help="the workers' records (JSON)"
+    )
+    parser.add_argument("--spec", required=True, help="the search as JSON (Flags.search_worker)")
+    parser.add_argument("--output-dir", required=True, type=Path, help="best.yaml and the rest")
+    parser.add_argument("--run", help="the run's name, for the figure's title")
+    add_format_argument(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Write best.yaml, trials.tsv, search.json and the search figure."""
+    spec = json.loads(args.spec)
+    names = {json.loads(path.read_text())["study"] for path in args.workers}
+    if len(names) != 1:
+        raise InputError(
+            f"{', '.join(map(str, args.workers))}: the workers ran different studies "
+            f"({sorted(names)}); rerun them (a search's config or code changed between them)"
+        )
+    out = check_output_dir(args.output_dir)
+    study = load_study(args.search_dir, names.pop())
+    summary = best_summary(study, spec)
+    table = trials_table(study, spec["folds"])
+    weights = importances(study)
+    summary["importances"] = weights
+    best = summary["best"]
+    note = (
+        f"aam search-best: trial {best['number']} of {study.study_name}, {spec['metric']} "
+        f"{best['score']:.4g} over {spec['folds']} folds of the train and val samples"
+    )
+    write_options_file(out / "best.yaml", chosen_options(best["values"]), note)
+    with atomic_output(out / "trials.tsv") as tmp:
+        table.to_csv(tmp, sep="\t", index=False, float_format="%.6g")
+    write_json(out / "search.json", summary)
+    figure = out / figure_name("search", args.figure_format)
+    plot_search(table, summary, weights, figure, title("search", run=args.run))
+    log.info("%s", note)
+    log.info("trials: %s; best values: %s", summary["trials"], best["values"])
+    if summary["beats_median"] is False:
+        log.warning(
+            "the best trial (%s %.4g) does not beat the training median (%.4g) on the folds",
+            spec["metric"],
+            best["score"],
+            summary["median_baseline"],
+        )

@@ -1,0 +1,162 @@
+"""`aam search-forest`: the random forest's own search on a run's scoring folds (its space over
+trees, features per split, leaf size and depth, its own budget), then the best forest fitted on
+the run's training samples, predicting every sample as `aam baselines` does (model
+``searched_forest``), so the run's metrics compare the best of each model."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from aam.analysis.baselines import relative_abundances
+from aam.analysis.predictions import MICROBIOME, baseline_table
+from aam.analysis.search import (
+    Worker,
+    ask_within_budget,
+    best_summary,
+    open_study,
+    suggest,
+    trials_table,
+)
+from aam.commands.search_worker import check_folds
+from aam.data.split import read_split
+from aam.errors import InputError
+from aam.runtime.atomic import atomic_output, check_output_dir, write_json
+from aam.runtime.threads import usable_threads
+from aam.training.data.study import Labels, Study, load_study
+from aam.training.metrics import classification_metrics, regression_metrics
+from aam.workflow.fingerprint import code_fingerprint
+from aam.workflow.search_config import FOREST_OPTIONS
+
+log = logging.getLogger(__name__)
+SEARCHED_FOREST = "searched_forest"  # its model name in the baselines table and metrics.json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam search-forest`."""
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table of the run")
+    parser.add_argument("--metadata", required=True, type=Path, help="metadata TSV (the target)")
+    parser.add_argument(
+        "--split", required=True, type=Path, help="the run's split: the best forest fits its train"
+    )
+    parser.add_argument(
+        "--folds", required=True, nargs="+", type=Path, help="the scoring folds' split files"
+    )
+    parser.add_argument("--search-dir", required=True, type=Path, help="the search's journal")
+    parser.add_argument("--spec", required=True, help="the search as JSON (Flags.search_worker)")
+    parser.add_argument("--seed", type=int, default=42, help="seed of every forest")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads of each forest")
+    parser.add_argument(
+        "--output-dir", required=True, type=Path, help="trials.tsv, search.json, predictions.tsv"
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    """Search the forest until its budget is used; fit the best on the run's training samples."""
+    spec = json.loads(args.spec)
+    forest = spec["forest"]
+    if forest is None:
+        raise InputError("--spec: the search has no forest; add runs.<run>.search.forest")
+    check_folds(args.split, args.folds)
+    out = check_output_dir(args.output_dir)
+    study = load_study(
+        args.table,
+        max_bp=1,
+        labels=Labels(args.metadata, spec["target"], spec["classifier"], []),
+        split_path=args.split,
+    )
+    index = {sample: k for k, sample in enumerate(study.samples.sample_ids)}
+    folds = [_positions(read_split(path), index) for path in args.folds]
+    spec = {**spec, "space": forest["space"], "trials": forest["trials"]}
+    key = hashlib.sha256(json.dumps([spec["key"], forest], sort_keys=True).encode()).hexdigest()
+    name = f"forest-{key[:12]}-{code_fingerprint(__name__)[:12]}"
+    searched = open_study(args.search_dir, name, spec["direction"], spec["seed"])
+    worker = Worker(args.search_dir, "forest")
+    trials_dir = args.search_dir / "trials" / name
+    with worker.alive():
+        while (
+            trial := ask_within_budget(
+                searched, spec["trials"], worker, args.search_dir, trials_dir
+            )
+        ) is not None:
+            started = time.monotonic()
+            values = suggest(trial, spec["space"])
+            scores = [
+                _fold_score(study, fold, values, spec, args.seed, args.threads) for fold in folds
+            ]
+            trial.set_user_attr("folds", [{"score": s, "model": s} for s in scores])
+            trial.set_user_attr("seconds", round(time.monotonic() - started, 1))
+            searched.tell(trial, float(np.mean(scores)))
+    summary = best_summary(searched, spec)
+    with atomic_output(out / "trials.tsv") as tmp:
+        trials_table(searched, len(folds)).to_csv(tmp, sep="\t", index=False, float_format="%.6g")
+    write_json(out / "search.json", summary)
+    best = summary["best"]["values"]
+    train = study.subset("train")
+    model = _forest(spec["classifier"], best, args.seed, args.threads)
+    model.fit(relative_abundances(study.samples, train), _y(study, train))
+    ids = list(study.samples.sample_ids)
+    predicted = _predict(model, relative_abundances(study.samples, np.arange(len(ids))), study)
+    table = baseline_table(
+        ids,
+        study.split.reindex(ids).to_numpy(),
+        {SEARCHED_FOREST: predicted},
+        {SEARCHED_FOREST: [MICROBIOME]},
+        study.classes,
+    )
+    with atomic_output(out / "predictions.tsv") as tmp:
+        table.to_csv(tmp, sep="\t", index=False)
+    log.info(
+        "best forest %s: %s %.4g over the folds", best, spec["metric"], summary["best"]["score"]
+    )
+
+
+def _positions(split, index: dict[str, int]) -> dict[str, np.ndarray]:
+    """A fold's train and test positions in the study."""
+    return {
+        part: np.array([index[s] for s in split[split == part].index if s in index], dtype=int)
+        for part in ("train", "test")
+    }
+
+
+def _forest(classifier: bool, values: dict, seed: int, threads: int):
+    """The scikit-learn forest of a trial's ``values`` (FOREST_OPTIONS' names)."""
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    options = {FOREST_OPTIONS[key]: value for key, value in values.items()}
+    options.update(random_state=seed, n_jobs=usable_threads(threads))
+    return (RandomForestClassifier if classifier else RandomForestRegressor)(**options)
+
+
+def _y(study: Study, positions: np.ndarray) -> np.ndarray:
+    """The targets of ``positions`` (class indices for a classifier)."""
+    y = study.targets[positions]
+    return y.astype(np.int64) if study.classes else y
+
+
+def _predict(model, features, study: Study) -> np.ndarray:
+    """Values, or log-probabilities over every class of the study."""
+    if not study.classes:
+        return model.predict(features)
+    probs = np.zeros((features.shape[0], len(study.classes)))
+    probs[:, model.classes_] = model.predict_proba(features)
+    return np.log(np.clip(probs, 1e-12, None))
+
+
+def _fold_score(study: Study, fold, values: dict, spec: dict, seed: int, threads: int) -> float:
+    """The metric of a forest of ``values`` fitted on ``fold``'s train samples, on its test."""
+    model = _forest(spec["classifier"], values, seed, threads)
+    model.fit(relative_abundances(study.samples, fold["train"]), _y(study, fold["train"]))
+    predicted = _predict(model, relative_abundances(study.samples, fold["test"]), study)
+    truth = _y(study, fold["test"])
+    if not study.classes:
+        return regression_metrics(predicted, truth)[spec["metric"]]
+    import torch
+
+    return classification_metrics(torch.from_numpy(predicted), truth)[spec["metric"]]
