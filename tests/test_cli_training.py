@@ -27,6 +27,7 @@ from biom.util import biom_open
 from matplotlib.text import Text
 from read_only import read_only_dir
 
+from aam.analysis.spread import NEAR_CONSTANT
 from aam.cli import main
 from aam.commands.plot_history import SERIES, history_figure
 from aam.training.trainer import epoch_line
@@ -315,7 +316,7 @@ def test_a_checkpoint_of_other_code_is_stale_and_restart_trains_afresh(
 
 
 @pytest.mark.slow
-def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
+def test_train_and_predict_regression(demo, trained, pretrained, tmp_path, caplog):
     state = torch.load(trained / "model.pt", weights_only=True)
     assert state["kind"] == "predictor" and state["target"]["column"] == "age"
     encoder = torch.load(pretrained / "encoder.pt", weights_only=True)
@@ -352,6 +353,16 @@ def test_train_and_predict_regression(demo, trained, pretrained, tmp_path):
     assert constants <= set(metrics["intervals"]) and constants <= set(metrics["differences"])
     mae = float((table["true"] - median).abs().mean())
     assert metrics["median_baseline"]["mae"] == pytest.approx(mae, rel=1e-6)
+    # the spread of AAM's predictions beside the target's; the constants have none
+    spread = metrics["spread"]
+    assert list(spread["models"]) == ["model"]
+    assert spread["target_sd"] == pytest.approx(table["true"].std(ddof=1), rel=1e-6)
+    aam_spread = spread["models"]["model"]
+    assert aam_spread["prediction_sd"] == pytest.approx(table["prediction"].std(), rel=1e-4)
+    assert aam_spread["near_constant"] == (aam_spread["sd_ratio"] < NEAR_CONSTANT)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    flat = [line for line in warned if "near-constant" in line]
+    assert len(flat) == int(aam_spread["near_constant"]), warned  # one line, where it is
     assert (out / "predicted_vs_true.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

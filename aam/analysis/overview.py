@@ -21,6 +21,7 @@ from pathlib import Path
 
 from aam.analysis.figures import IN_TARGET_UNITS, METRIC_NAMES
 from aam.analysis.predictions import MICROBIOME, inputs_text, model_label
+from aam.analysis.spread import near_constant_notes
 from aam.analysis.workdir_index import Figure, StageRecord
 from aam.training.config import LOWER_IS_BETTER
 
@@ -193,7 +194,8 @@ def glance_table(results: Sequence[RunMetrics]) -> str:
 
 
 def run_section(result: RunMetrics) -> str:
-    """The HTML of one run: its table and its verdicts."""
+    """The HTML of one run: its table and its verdicts, with a warning line for each model
+    whose predictions are near-constant (metrics.json ``spread``)."""
     metrics = result.metrics
     group = metrics.get("group_column")
     title = (
@@ -231,9 +233,12 @@ def run_section(result: RunMetrics) -> str:
         "paired differences (the same bootstrap draws for both); inputs: what each model read."
     )
     caveat = skill_caveat(metrics)
+    constant = "".join(
+        f"<p class=warn>{html.escape(note)}</p>" for note in near_constant_notes(metrics, group)
+    )
     return (
         f"{title}<p class=verdict>{html.escape(verdict(metrics, group=group))}</p>"
-        f"{split_note(metrics)}"
+        f"{constant}{split_note(metrics)}"
         f"<table><tr><th>model</th><th class=l>inputs</th>{header}</tr>{''.join(rows)}</table>"
         f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}"
         f"<p class=note>{html.escape(cost_text(result))}</p>"

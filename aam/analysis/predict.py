@@ -26,6 +26,7 @@ from aam.analysis.predictions import (
     read_model_predictions,
 )
 from aam.analysis.split_groups import split_groups
+from aam.analysis.spread import near_constant_notes, prediction_spread
 from aam.data.metadata import load_metadata, numeric_column
 from aam.data.novelty import NOVELTY_WARNING, novelty
 from aam.data.samples import SampleSet
@@ -156,6 +157,8 @@ def predict(opts: PredictOptions) -> None:
     log.info("wrote %d predictions to %s", len(ids), out_dir / "predictions.tsv")
     for line in metrics_lines(metrics or {}):
         log.info("%s", line)
+    for note in near_constant_notes(metrics or {}, (metrics or {}).get("group_column")):
+        log.warning("%s (metrics.json: spread)", note)
 
 
 def _read_inputs(opts: PredictOptions, config, categorical: dict) -> tuple[Study, dict | None]:
@@ -392,8 +395,9 @@ def _metrics(
 ) -> dict:
     """metrics.json content: each model's metrics on the samples with a known truth and their
     bootstrap intervals (over whole ``clusters`` where given: the groups a split kept whole),
-    AAM minus each baseline (paired intervals), with ``groups`` each
-    model's metrics per group (``by_group``), and which samples were left out and why
+    AAM minus each baseline (paired intervals), for a regression how much each model's
+    predictions vary beside the target (``spread``, ``aam.analysis.spread``), with ``groups``
+    each model's metrics per group (``by_group``), and which samples were left out and why
     (``excluded``); without any known truth ``no_metrics`` says why. NonFiniteError when a
     metric is not finite."""
     column = target["column"]
@@ -451,6 +455,10 @@ def _metrics(
         "AAM minus each baseline on the same samples, with the 95% interval of the difference "
         "over the same bootstrap draws (paired): an interval that excludes 0 is a difference"
     )
+    if not lookup:  # how much each model's predictions vary, but the constants'
+        constants = {f"{name}_baseline" for name in CONSTANTS}
+        varying = {k: v[known] for k, v in models.items() if k not in constants}
+        metrics["spread"] = prediction_spread(varying, y)
     if groups is not None:
         metrics["group_column"] = groups.name
         metrics["by_group"] = _by_group(score, models, known, groups[known].to_numpy())
