@@ -4,6 +4,7 @@ seed; `aam baselines --pooled-split` fits the forest on other studies' labels to
 new-study` averages each size's errors over its seeds; the workflow's `new_study:` expands into
 points that fine-tune the run's encoder (config/oral-new-study.yaml)."""
 
+import logging
 import re
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from test_cli_training import aam, demo  # noqa: F401  (module fixture)
 from test_oral_config import planned_overlay
 
 from aam.analysis.baselines import fit_predict, relative_abundances
-from aam.analysis.new_study import new_study_table
+from aam.analysis.new_study import FIRST_COLUMNS, new_study_table
 from aam.data.split import MIN_TRAIN, UNUSED, new_study_split, read_split, write_split
 from aam.errors import InputError
 from aam.workflow.flags import Flags
@@ -103,6 +104,45 @@ def test_what_the_study_cannot_give_is_refused_in_one_line(size, pool, message):
             split, size=size, pool_size=pool, seed=1, pool_seed=1, val_fraction=0.2, groups=subjects
         )
     assert "\n" not in str(err.value)
+
+
+def test_a_size_equal_to_the_pool_is_one_draw_whatever_the_seeds_and_the_table_says_so(tmp_path):
+    """The test samples are the study's outside the pool, the same for every size and seed, so
+    at the pool's size every seed labels the whole pool: its seeds differ in which samples
+    validate, not in which are labelled. `aam new-study` counts the distinct draws of each
+    size (``draws``) rather than let its seeds pass for draws."""
+    split, _ = _left_out([1] * 40)  # 40 single-sample subjects
+    files, drawn = [], {}
+    for size in (10, 20):
+        for seed in (1, 2):
+            point = new_study_split(
+                split, size=size, pool_size=20, seed=seed, pool_seed=5, val_fraction=0.2
+            )
+            labelled = point.index[point.isin(["train", "val"])]
+            drawn.setdefault(size, []).append((set(labelled), set(point.index[point == "val"])))
+            files.append(_written(tmp_path / f"n{size}_s{seed}", point))
+    (first, first_val), (second, second_val) = drawn[20]
+    assert first == second and first_val != second_val  # one labelled set, two validations
+    assert drawn[10][0][0] != drawn[10][1][0]  # below the pool's size the seeds redraw
+    sizes, seeds = [10, 10, 20, 20], [1, 2, 1, 2]
+    table = new_study_table(sizes, seeds, *[[f[k] for f in files] for k in range(3)])
+    assert list(table["seeds"]) == [2, 2] and list(table["draws"]) == [2, 1]
+    assert list(table.columns[: len(FIRST_COLUMNS)]) == FIRST_COLUMNS
+
+
+def _written(stem: Path, point: pd.Series) -> list[Path]:
+    """A point's split, baselines (the mean, 30) and predictions (the truth + 1) files: the
+    truth of test sample ``p<k>_0`` is k."""
+    write_split(stem.with_suffix(".split.tsv"), point)
+    test = sorted(point.index[point == "test"])
+    truth = [float(sample.split("_")[0][1:]) for sample in test]
+    rows = {"sample_id": test, "split": "test", "model": "mean", "inputs": "none"}
+    pd.DataFrame({**rows, "prediction": 30.0}).to_csv(
+        stem.with_suffix(".baselines.tsv"), sep="\t", index=False
+    )
+    predicted = {"sample_id": test, "prediction": np.add(truth, 1.0), "true": truth}
+    pd.DataFrame(predicted).to_csv(stem.with_suffix(".predictions.tsv"), sep="\t", index=False)
+    return [stem.with_suffix(f".{kind}.tsv") for kind in ("split", "baselines", "predictions")]
 
 
 def test_the_pooled_forest_fits_the_other_labels_too():
@@ -236,7 +276,7 @@ def test_a_new_study_the_workflow_cannot_draw_is_refused_at_parse_time(edit, mes
     assert message in plan_error(path)
 
 
-def test_the_cli_writes_the_table_and_a_figure_of_mae_against_the_labels(tmp_path):
+def test_the_cli_writes_the_table_and_a_figure_of_mae_against_the_labels(tmp_path, caplog):
     truth = {"a": 10.0, "b": 20.0, "c": 30.0}
     mean = dict.fromkeys(truth, 20.0)
     points = [
@@ -257,6 +297,11 @@ def test_the_cli_writes_the_table_and_a_figure_of_mae_against_the_labels(tmp_pat
     written = pd.read_csv(table, sep="\t")
     assert list(written["size"]) == [25, 50] and list(written["seeds"]) == [2, 2]
     assert written["model_mae"].tolist() == pytest.approx([0.5, 2.5])  # seeds 0,1 and 2,3
+    # every point labels the one sample t0: two seeds, one draw, said in one line per size
+    assert list(written["draws"]) == [1, 1]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [line.split(":")[0] for line in warned] == ["25 labelled", "50 labelled"], warned
+    assert "its 2 seeds drew 1 distinct set(s) of labelled samples" in warned[0]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -2,7 +2,9 @@
 study no model trained on (`aam split --new-study-size`), scored with the baselines fitted on
 the same samples on the study's other samples, the same test samples for every point. A size's
 error per test sample is averaged over its seeds (draws and fine-tunings), so sizes compare on
-one footing; intervals resample the test subjects (``bootstrap_draws``)."""
+one footing; intervals resample the test subjects (``bootstrap_draws``). Each size says how many
+distinct labelled sets its seeds drew (``draws``): at a size equal to the pool every seed labels
+the whole pool, one draw whatever the seeds (``aam.data.split.new_study_split``)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ PAIRS = (
     (MODEL, "mean"),
     (MODEL, "median"),
 )
-FIRST_COLUMNS = ["size", "seeds", "n_train", "n_val", "n_test"]
+FIRST_COLUMNS = ["size", "seeds", "draws", "n_train", "n_val", "n_test"]
 
 
 def point_errors(
@@ -38,10 +40,10 @@ def point_errors(
     baselines_paths: Sequence[Path],
     predictions_path: Path,
     scratch_path: Path | None,
-) -> tuple[pd.Series, dict[str, np.ndarray], dict[str, int]]:
+) -> tuple[pd.Series, dict[str, np.ndarray], dict[str, int], frozenset[str]]:
     """One point's test truth (sample_id -> target, sorted), each model's absolute errors on
     those samples (``model``, ``scratch`` where given, then the baselines of each file of
-    ``baselines_paths``) and its counts."""
+    ``baselines_paths``), its counts and its labelled (train and val) samples."""
     split = read_split(split_path)
     test = sorted(split.index[split == "test"])
     truth, predicted = _predictions(predictions_path, test)
@@ -58,7 +60,8 @@ def point_errors(
         if not np.isfinite(values).all():
             raise InputError(f"{predictions_path}: a non-finite {name} error; rerun its point")
     counts = {k: int((split == k).sum()) for k in ("train", "val")}
-    return pd.Series(truth, index=test), errors, counts
+    labelled = frozenset(split.index[split.isin(["train", "val"])])
+    return pd.Series(truth, index=test), errors, counts, labelled
 
 
 def _predictions(path: Path, test: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -84,12 +87,14 @@ def new_study_table(
     subjects: pd.Series | None = None,
     embedding_forests: Sequence[Path] = (),
 ) -> pd.DataFrame:
-    """One row per size, ascending: ``size, seeds, n_train, n_val`` (means over the seeds),
-    ``n_test``; each model's MAE over the test samples of its errors averaged over the seeds
-    (``<model>_mae``, ``_low``/``_high``: 95% bootstrap interval), and the paired differences
-    of ``PAIRS`` (``<a>_minus_<b>``, same bounds); ``embedding_forests``: each point's `aam
-    embedding-forest` predictions, more baselines. ``subjects`` (sample_id -> subject) makes
-    the draws resample whole subjects. InputError when the points' test samples, models or
+    """One row per size, ascending: ``size, seeds``, ``draws`` (the distinct labelled sets
+    of its seeds: fewer than the seeds where draws coincide, one at a size equal to the pool),
+    ``n_train, n_val`` (means over the seeds), ``n_test``; each model's MAE over the test
+    samples of its errors averaged over the seeds (``<model>_mae``, ``_low``/``_high``: 95%
+    bootstrap interval), and the paired differences of ``PAIRS`` (``<a>_minus_<b>``, same
+    bounds); ``embedding_forests``: each point's `aam embedding-forest` predictions, more
+    baselines. ``subjects`` (sample_id -> subject) makes the bootstrap draws resample whole
+    subjects. InputError when the points' test samples, models or
     truths differ, or the inputs' counts do not match."""
     n = len(sizes)
     if not n == len(seeds) == len(splits) == len(baselines) == len(predictions) or not n:
@@ -104,7 +109,7 @@ def new_study_table(
     truth = None
     for k in range(n):
         files = [baselines[k], *([embedding_forests[k]] if embedding_forests else [])]
-        found, errors, counts = point_errors(
+        found, errors, counts, labelled = point_errors(
             splits[k], files, predictions[k], scratch[k] if scratch else None
         )
         if truth is None:
@@ -114,7 +119,7 @@ def new_study_table(
                 f"{splits[k]}: other test samples than {splits[0]}; every point of a new "
                 "study is tested on the same samples (one pool, --pool-size and --pool-seed)"
             )
-        points.setdefault(int(sizes[k]), []).append((errors, counts))
+        points.setdefault(int(sizes[k]), []).append((errors, counts, labelled))
     clusters = None
     if subjects is not None:
         clusters = subjects.reindex(truth.index).astype(str).to_numpy()
@@ -123,14 +128,15 @@ def new_study_table(
     for size in sorted(points):
         drawn = points[size]
         models = list(drawn[0][0])
-        if any(list(errors) != models for errors, _ in drawn):
+        if any(list(errors) != models for errors, _, _ in drawn):
             raise InputError(f"size {size}: its points score other models; rerun them alike")
-        mean_errors = {m: np.mean([e[m] for e, _ in drawn], axis=0) for m in models}
+        mean_errors = {m: np.mean([e[m] for e, _, _ in drawn], axis=0) for m in models}
         row = {
             "size": size,
             "seeds": len(drawn),
-            "n_train": np.mean([c["train"] for _, c in drawn]),
-            "n_val": np.mean([c["val"] for _, c in drawn]),
+            "draws": len({labelled for _, _, labelled in drawn}),
+            "n_train": np.mean([c["train"] for _, c, _ in drawn]),
+            "n_val": np.mean([c["val"] for _, c, _ in drawn]),
             "n_test": len(truth),
         }
         scored = {m: mean_errors[m] for m in models}

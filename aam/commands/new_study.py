@@ -98,3 +98,12 @@ def run(args: argparse.Namespace) -> None:
                 for p in pairs
             ),
         )
+        if row["draws"] < row["seeds"]:
+            log.warning(
+                "%d labelled: its %d seeds drew %d distinct set(s) of labelled samples (a size "
+                "equal to the pool labels the whole pool): they differ in validation samples and "
+                "fine-tuning, not in what is labelled; a larger new_study.pool redraws them",
+                row["size"],
+                row["seeds"],
+                row["draws"],
+            )

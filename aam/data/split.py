@@ -260,7 +260,13 @@ def new_study_split(
     pool's other samples and every other sample are ``unused``. Nested: with one ``seed`` a
     smaller size draws a subset of a larger one's samples. With ``groups`` (sample_id -> a
     subject) every draw takes whole groups, its size as close to the asked one as they allow,
-    so no subject has samples on two sides."""
+    so no subject has samples on two sides.
+
+    The test samples are fixed, so the labelled ones come from the pool alone: at ``size ==
+    pool_size`` every seed labels the whole pool, and the seeds differ only in which of those
+    samples validate (``[seed, size]``'s draw) and in what the caller seeds with them (the
+    fine-tuning). Only a pool larger than the size redraws the labelled samples themselves,
+    at the cost of test samples; `aam new-study` counts the distinct draws of each size."""
     if not 0 < size <= pool_size:
         raise InputError(f"--new-study-size {size}: must be in 1..--pool-size ({pool_size})")
     if not 0.0 < val_fraction < 1.0:
