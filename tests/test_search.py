@@ -6,6 +6,7 @@ worker's trial failed as killed and asked again (aam.analysis.search)."""
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import subprocess
 import sys
@@ -359,3 +360,42 @@ def test_a_live_workers_running_trial_uses_the_budget(tmp_path):
         assert first is not None and second is not None
         assert search.ask_within_budget(study, 2, worker, tmp_path, tmp_path) is None
         assert [t.state for t in study.get_trials()] == [TrialState.RUNNING] * 2
+
+
+def _summary(score: float, median: float | None, constant: int = 0) -> dict:
+    return {
+        "metric": "mae",
+        "budget": 4,
+        "trials": {"complete": 3, "killed": 1},
+        "best": {
+            "number": 2,
+            "score": score,
+            "folds": [score - 1, score + 1],
+            "fold_sd": 1.41,
+            "values": {"finetune.lr": 0.00123456, "finetune.ema_decay": "<b>"},
+            "near_constant_folds": constant,
+        },
+        "median_baseline": median,
+        "beats_median": None if median is None else score < median,
+    }
+
+
+def test_the_landing_page_shows_each_search_beside_the_median(tmp_path):
+    from aam.analysis.search_section import search_html, search_summaries
+
+    assert search_summaries(tmp_path, "r") is None and search_html(None) == ""
+    folder = tmp_path / "runs/r/search"
+    (folder / "forest").mkdir(parents=True)
+    (folder / "search.json").write_text(json.dumps(_summary(5.2, 6.0, constant=1)))
+    (folder / "forest/search.json").write_text(json.dumps(_summary(6.5, None)))
+    page = search_html(search_summaries(tmp_path, "r"))
+    assert "AAM: 3 complete, 1 killed trials (budget 4); best MAE over the folds 5.2" in page
+    assert "(folds 4.2, 6.2; SD over folds 1.41), trial 2" in page
+    assert "finetune.lr = 0.001235" in page and "&lt;b&gt;" in page and "<b>" not in page
+    assert "beats the training median on the same folds (6)" in page
+    assert "random forest: 3 complete, 1 killed trials" in page
+    assert "near-constant on 1 of its folds" in page
+    (folder / "search.json").write_text(json.dumps(_summary(6.4, 6.0)))
+    page = search_html(search_summaries(tmp_path, "r"))
+    assert "does not beat the training median on the same folds (6)" in page
+    assert "near-constant" not in page

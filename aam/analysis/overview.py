@@ -21,6 +21,7 @@ from pathlib import Path
 
 from aam.analysis.figures import IN_TARGET_UNITS, METRIC_NAMES
 from aam.analysis.predictions import MICROBIOME, inputs_text, model_label
+from aam.analysis.search_section import search_html
 from aam.analysis.spread import near_constant_notes
 from aam.analysis.workdir_index import Figure, StageRecord
 from aam.training.config import LOWER_IS_BETTER
@@ -64,6 +65,7 @@ class RunMetrics:
     dataset: str
     metrics: Mapping
     cost: Mapping | None = None  # ``workdir_index.training_cost`` of its training jobs
+    search: Mapping | None = None  # ``search_section.search_summaries``: its search, if any
 
 
 def ensemble_members(metrics: Mapping) -> list[str]:
@@ -241,6 +243,7 @@ def run_section(result: RunMetrics) -> str:
         f"{constant}{split_note(metrics)}"
         f"<table><tr><th>model</th><th class=l>inputs</th>{header}</tr>{''.join(rows)}</table>"
         f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}"
+        f"{search_html(result.search)}"
         f"<p class=note>{html.escape(cost_text(result))}</p>"
         + (f"<p class=warn>{html.escape(caveat)}</p>" if caveat else "")
     )

@@ -32,6 +32,7 @@ def model_label(section: str, group_column: str | None = None) -> str:
         "random_forest_baseline": "random forest",
         "random_forest_covariates_baseline": "random forest + covariates",
         "random_forest_pooled_baseline": "random forest, other studies' labels too",
+        "searched_forest_baseline": "random forest, searched",
         "random_forest_embeddings_baseline": "random forest on AAM's embeddings",
         "random_forest_embeddings_abundances_baseline": "random forest on AAM's embeddings + "
         "abundances",

@@ -26,6 +26,7 @@ RUN_FIGURES = {
     "pretraining history": "runs/{run}/pretrain/history",
     "ASV importance": "runs/{run}/importance/importance",
     "learning curve": "learning_curve/{run}",
+    "hyperparameter search (cross-validated on train and val)": "runs/{run}/search/search",
 }
 PCOA = "unifrac/{dataset}.*.pcoa/pcoa"
 MEDIA_TYPES = {"png": "image/png", "svg": "image/svg+xml"}  # what an <img> shows inline

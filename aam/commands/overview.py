@@ -18,6 +18,7 @@ from aam.analysis.overview import (
     overview_html,
     software_versions,
 )
+from aam.analysis.search_section import search_summaries
 from aam.analysis.workdir_index import (
     files_by_folder,
     run_figures,
@@ -78,7 +79,8 @@ def run(args: argparse.Namespace) -> None:
                 f"--run {item}: cannot read {path} ({error}); rerun aam predict"
             ) from None
         members = ensemble_members(metrics) or [name]
-        results.append(RunMetrics(name, dataset, metrics, training_cost(work, members)))
+        cost, searched = training_cost(work, members), search_summaries(work, name)
+        results.append(RunMetrics(name, dataset, metrics, cost, searched))
     configs = []
     for path in args.config:
         try:

@@ -5,8 +5,8 @@ point of the space on each scoring fold: `aam pretrain` (where pretraining is ch
 the flags the workflow's rules would pass, and the fold's score beside the training median's.
 
 A fold's score is the model's metric, except that a near-constant model (its predictions'
-SD below NEAR_CONSTANT of the target's on the fold) scores no better than the training
-median: a collapsed model can never win the search."""
+SD below ``aam.analysis.spread.NEAR_CONSTANT`` of the target's on the fold) scores no better
+than the training median: a collapsed model can never win the search."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from aam.analysis.search import Worker, ask_within_budget, give_back, open_study, suggest
+from aam.analysis.spread import prediction_spread
 from aam.commands import finetune as finetune_command
 from aam.commands import predict as predict_command
 from aam.commands import pretrain as pretrain_command
@@ -40,7 +41,6 @@ from aam.workflow.fingerprint import code_fingerprint
 from aam.workflow.search_config import MINIMIZED, PRETRAIN_KEY
 
 log = logging.getLogger(__name__)
-NEAR_CONSTANT = 0.1  # a model whose predictions' SD is below this share of the target's
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -265,14 +265,14 @@ def fold_score(predicted: Path, fold: Path, metadata: Path, spec: dict[str, Any]
     )
     median = float(np.nanmedian(targets.reindex(split[split == "train"].index)))
     constant = regression_metrics(np.full(len(truth), median), truth)[metric]
-    spread, target_sd = float(np.std(table["prediction"])), float(np.std(truth))
-    collapsed = spread < NEAR_CONSTANT * target_sd
+    spread = prediction_spread({"model": table["prediction"].to_numpy(dtype=float)}, truth)
+    collapsed = bool(spread["models"]["model"]["near_constant"])
     worse = max if metric in MINIMIZED else min
     record.update(
         median=constant,
-        prediction_sd=spread,
-        target_sd=target_sd,
-        near_constant=bool(collapsed),
+        prediction_sd=spread["models"]["model"]["prediction_sd"],
+        target_sd=spread["target_sd"],
+        near_constant=collapsed,
         score=worse(model, constant) if collapsed else model,
     )
     return record
