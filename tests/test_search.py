@@ -399,3 +399,22 @@ def test_the_landing_page_shows_each_search_beside_the_median(tmp_path):
     page = search_html(search_summaries(tmp_path, "r"))
     assert "does not beat the training median on the same folds (6)" in page
     assert "near-constant" not in page
+
+
+def test_the_demo_search_overlay_searches_the_headlines_model_beside_it(tmp_path):
+    from test_oral_config import planned_overlay
+
+    scheme = planned_overlay("config.yaml", "demo-search.yaml", tmp_path)
+    search = scheme.searches["demo_searched"]
+    assert set(scheme.runs) == {"demo", "demo_pretrained", "demo_study", "demo_searched"}
+    headline = {k: v for k, v in scheme.runs["demo"]["model"].items() if k != "layers"}
+    assert scheme.runs["demo_searched"]["model"] == headline  # layers: from best.yaml
+    assert "lr" not in scheme.runs["demo_searched"]["finetune"]  # from best.yaml
+    assert search["base"]["finetune"] == scheme.runs["demo"]["finetune"]  # trials start there
+    assert (search["trials"], search["folds"], search["forest"]["trials"]) == (16, 3, 24)
+    folds = [str(p.relative_to(scheme.work)) for p in scheme.search_folds("demo_searched")]
+    assert folds == [f"data/demo/search/3x42/fold{k}.split.tsv" for k in (1, 2, 3)]
+    assert (
+        scheme.options_file("demo_searched") == scheme.work / "runs/demo_searched/search/best.yaml"
+    )
+    assert scheme.options_file("demo") == []
