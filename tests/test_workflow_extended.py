@@ -131,7 +131,8 @@ def test_a_sweep_and_a_cross_validation_run_in_one_dag(extended, tmp_path):
     assert not tests[0] & tests[1] and len(tests[0] | tests[1]) == len(splits[0]) == 400
     table = pd.read_csv(work / "cv/tinycv.tsv", sep="\t", dtype={"fold": str})
     assert list(table["fold"]) == ["1", "2", "mean", "sd"]
-    maes = {part: [] for part in ("model", "mean_baseline", "random_forest_baseline")}
+    parts = ("model", "mean_baseline", "median_baseline", "random_forest_baseline")
+    maes = {part: [] for part in parts}
     for k, test in enumerate(tests, start=1):
         for stage in ("pretrain", "finetune"):
             seen = pd.read_csv(work / f"runs/tinycv_f{k}/{stage}/split.tsv", sep="\t", dtype=str)
@@ -177,7 +178,7 @@ def test_a_learning_curve_point_trains_on_half_and_is_tested_on_the_same_samples
     assert list(curve["n_train"]) == [(half == "train").sum(), (whole == "train").sum()]
     for row, run in enumerate(("tiny_lc1", "tiny")):
         metrics = json.loads((work / f"runs/{run}/predict/metrics.json").read_text())
-        for part in ("model", "mean_baseline", "random_forest_baseline"):
+        for part in ("model", "mean_baseline", "median_baseline", "random_forest_baseline"):
             assert curve.loc[row, f"{part}_mae"] == pytest.approx(metrics[part]["mae"], rel=1e-5)
             low, high = metrics["intervals"][part]["mae"]
             assert curve.loc[row, f"{part}_mae_low"] == pytest.approx(low, rel=1e-5)
@@ -241,6 +242,8 @@ def test_classifier_run_writes_every_declared_output(extended):
     metrics = json.loads((out / "metrics.json").read_text())
     for model in ("model", "mean_baseline", "random_forest_baseline"):
         assert 0.0 <= metrics[model]["accuracy"] <= 1.0, model
+    # a classifier's constant is the class frequencies (mean_baseline): no median, no spread
+    assert "median_baseline" not in metrics and "spread" not in metrics
     assert (out / "predicted_vs_true.png").read_bytes()[:4] == b"\x89PNG"  # confusion matrices
     summary = pd.read_csv(work / "summary.tsv", sep="\t").set_index("run")
     assert summary.loc["classes", "target"] == "qiita_study_id"
@@ -301,7 +304,7 @@ def test_predict_on_another_dataset_adds_only_its_jobs(copy, extended):
     assert len(predictions) == 20 and predictions["sample_id"].str.startswith("other.").all()
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n"] == 17 and len(metrics["excluded"]["no_target_value"]) == 3
-    sections = {"model", "mean_baseline", "random_forest_baseline"}
+    sections = {"model", "mean_baseline", "median_baseline", "random_forest_baseline"}
     assert sections <= set(metrics) and set(metrics["intervals"]) == sections
     shift = json.loads((out / "domain_shift.json").read_text())
     assert (
