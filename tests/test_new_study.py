@@ -313,3 +313,12 @@ def test_a_new_study_of_a_categorical_target_is_refused_at_parse_time(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     assert "dataset new_1841 has a categorical target" in plan_error(path)
+
+
+def test_a_pool_equal_to_the_largest_size_is_said_to_be_one_draw_there(tmp_path):
+    scheme = planned_overlay("oral-full.yaml", "oral-new-study.yaml", tmp_path)
+    notes = [n for n in scheme.notes if "new_study" in n]
+    assert "runs.corpus_1841.new_study: at size 200 (= pool) every seed labels the same 200" in (
+        " ".join(notes)
+    )
+    assert len(notes) == len(scheme.new_studies)  # each study of the overlay: pool = largest size

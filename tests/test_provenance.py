@@ -259,10 +259,11 @@ def test_closure_follows_imports_including_function_level_ones():
     assert not any(m.startswith(("aam.models", "aam.training")) for m in modules)
 
 
-def test_prediction_code_is_only_reached_by_predict():
+def test_prediction_code_is_only_reached_by_predict_and_the_search_that_runs_it():
     for command, module in MODULES.items():
         reached = ("aam.analysis.predict", "predict") in fingerprint.reachable(module).definitions
-        assert reached == (command == "predict"), command
+        # a search's trial predicts its fold's held-out samples: its scores depend on predict
+        assert reached == (command in ("predict", "search-worker")), command
 
 
 def test_fingerprints_are_cached_on_disk_until_a_module_changes(package_copy, monkeypatch):
@@ -367,9 +368,10 @@ def test_unifrac_kernel_edit_changes_unifrac_and_the_stages_that_train(package_c
     # profile compute each batch's UniFrac with it (--tree) through the same kernel driver
     # (_run), as do the shards of a matrix. Two commands are no rule: run-options-schema uses
     # the pretrain and finetune modules as values, which counts them whole; gpu-check runs the
-    # unifrac check (the device's kernels against this one).
+    # unifrac check (the device's kernels against this one). A search's worker pretrains and
+    # fine-tunes in its trials.
     changed = changed_by(edit_body, package_copy, "aam.unifrac.cpu_kernel", "_run")
-    stages = {"unifrac", "unifrac-shard", "pretrain", "finetune", "profile"}
+    stages = {"unifrac", "unifrac-shard", "pretrain", "finetune", "profile", "search-worker"}
     assert changed - {"run-options-schema", "gpu-check"} == stages
 
 

@@ -391,7 +391,7 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
     expanded["runs"] = runs = _expand({run: {**sections, **spec} for run, spec in runs.items()})
     checks.check_config_strings(expanded)
     datasets, unifrac = expanded["datasets"], expanded["unifrac"]
-    notes = _skip_unavailable_taxonomy(datasets)
+    notes = _skip_unavailable_taxonomy(datasets) + _one_draw_notes(new_studies)
     checks.check_references(runs, datasets)
     for name, data in datasets.items():
         checks.check_dataset_paths(name, data)
@@ -465,6 +465,19 @@ def _skip_unavailable_taxonomy(datasets: dict[str, dict[str, Any]]) -> list[str]
                 "and its training set (Debian: rdp-classifier, rdp-classifier-doc) to name them"
             )
     return notes
+
+
+def _one_draw_notes(new_studies: dict[str, dict[str, Any]]) -> list[str]:
+    """A line for each new study whose largest size is its pool with several seeds: there every
+    seed labels the whole pool (one draw of the labelled samples; the seeds differ only in
+    their train/val assignment and fine-tuning)."""
+    return [
+        f"runs.{run}.new_study: at size {study['pool']} (= pool) every seed labels the same "
+        f"{study['pool']} samples, one draw; set new_study.pool above {study['sizes'][-1]} for "
+        "seeds that redraw them there"
+        for run, study in new_studies.items()
+        if study["pool"] == study["sizes"][-1] and len(study["seeds"]) > 1
+    ]
 
 
 def _expand(value: Any) -> Any:
