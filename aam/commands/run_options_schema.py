@@ -25,8 +25,9 @@ from aam.runtime.atomic import atomic_output
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_options.schema.json"
 # Flags the workflow's rules pass themselves (inputs, outputs, a search's chosen options, the
-# dataset's target and covariates, threads, scratch, device, progress bars) or that the workflow's `split:` makes
-# moot (the fractions apply only without --split): not options of a run.
+# dataset's target and covariates, threads, scratch, device, progress bars) or that the
+# workflow's `split:` makes moot (the fractions apply only without --split): not options of a
+# run.
 RULE_FLAGS = frozenset(
     {
         "table",
