@@ -13,6 +13,7 @@ from aam.analysis.overview import (
     OUTPUT_FOLDERS,
     Page,
     RunMetrics,
+    best_constant,
     cost_text,
     overview_html,
     skill_caveat,
@@ -414,3 +415,15 @@ def test_a_model_that_does_not_beat_the_mean_is_marked_and_units_head_the_column
         "<th>MAE (years), lower is better</th>" in page and "<th>R², higher is better</th>" in page
     )
     assert "[its 95% bootstrap interval]" in page  # the glance table says what its brackets are
+
+
+def test_the_skill_caveat_judges_aam_against_the_better_constant():
+    metrics = regression([-0.5, -0.9, -0.1])
+    metrics["median_baseline"] = {"mae": 5.5, "rmse": 7.5, "r2": -0.1}  # better than the mean's 6
+    metrics["differences"]["mean_baseline"] = {"mae": {"value": -1.0, "interval": [-1.5, -0.5]}}
+    metrics["differences"]["median_baseline"] = {"mae": {"value": -0.2, "interval": [-0.6, 0.2]}}
+    assert best_constant(metrics) == "median_baseline"
+    caveat = skill_caveat(metrics)  # AAM beats the mean, not the median: no skill shown
+    assert caveat is not None and caveat.startswith("AAM did not beat the training median")
+    metrics["median_baseline"]["mae"] = 6.5  # now the mean is the better constant
+    assert best_constant(metrics) == "mean_baseline" and skill_caveat(metrics) is None

@@ -22,7 +22,8 @@ from aam.analysis.importance import (
     rank_agreement,
 )
 from aam.analysis.importance_plot import plot_importance, row_labels
-from aam.analysis.overview import skill_caveat
+from aam.analysis.overview import best_constant, skill_caveat
+from aam.analysis.predictions import model_label
 from aam.analysis.taxonomy import read_taxonomy
 from aam.commands.baselines import add_forest_options
 from aam.errors import InputError, NonFiniteError
@@ -125,7 +126,8 @@ def run(args: argparse.Namespace) -> None:
             f"{args.model}: an importance is NaN or infinite (the model's weights or gradients "
             "overflow); retrain the model (e.g. with a lower --lr)"
         )
-    caveat = skill_caveat(read_test_metrics(args.metrics, "the model")) if args.metrics else None
+    metrics = read_test_metrics(args.metrics, "the model") if args.metrics else None
+    caveat = skill_caveat(metrics) if metrics else None
     taxonomy = read_taxonomy(args.taxonomy) if args.taxonomy else None
     table = importance_table(study, train, aam, forest, candidates, taxonomy)
     spearman = rank_agreement(table)
@@ -140,7 +142,10 @@ def run(args: argparse.Namespace) -> None:
         target_label(target["column"], args.target_unit),
         title("ASV importance", args.dataset, args.run)
         + (
-            "\nof a model without shown skill: AAM did not beat the training mean" if caveat else ""
+            "\nof a model without shown skill: AAM did not beat the "
+            + model_label(best_constant(metrics))
+            if caveat
+            else ""
         ),
     )
     log.info(
