@@ -86,6 +86,7 @@ def trials(workers: list[int], budget: int, epochs: int, folds: int, threads: in
     model = {"embedding_dim": 32, "attention_heads": 4, "layers": 2, "max_bp": 100}
     spec = {
         "key": "bench",
+        "studies": {"aam": "aam-bench", "forest": "forest-bench"},
         "trials": budget,
         "seed": 0,
         "folds": folds,

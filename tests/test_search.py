@@ -26,7 +26,7 @@ from aam.commands.search_worker import check_folds, fold_score
 from aam.errors import InputError
 from aam.workflow.config import run_option_names
 from aam.workflow.options_file import read_options_file, write_options_file
-from aam.workflow.search_config import expand_searches, study_key
+from aam.workflow.search_config import expand_searches, study_key, study_names
 
 OPTIONS = run_option_names(SCHEMA_FILE)
 DATASETS = {"demo": {"classifier": False}, "ibd": {"classifier": True}}
@@ -109,6 +109,18 @@ def test_a_bad_search_is_one_line_naming_the_key(search, message):
         expand(run)
     line = str(err.value)
     assert message in line and line.startswith("config runs.r.search") and "\n" not in line
+
+
+def test_each_search_names_its_studies_by_its_config_and_the_planned_code():
+    _, searches = expand({**RUN, "search": {**RUN["search"], "forest": {"trials": 3}}})
+    plan = searches["r"]
+    names = study_names(plan, "a" * 16, "b" * 16)
+    assert names == {"aam": f"aam-{plan['key']}-aaaaaaaaaaaa", "forest": names["forest"]}
+    assert names["forest"].endswith("-bbbbbbbbbbbb")
+    assert study_names(plan, "c" * 16, "b" * 16)["forest"] == names["forest"]
+    other = {**plan, "forest": {**plan["forest"], "trials": 5}}
+    assert study_names(other, "a" * 16, "b" * 16)["aam"] == names["aam"]
+    assert study_names(other, "a" * 16, "b" * 16)["forest"] != names["forest"]
 
 
 def test_a_search_refuses_designs_it_cannot_combine_with_and_pretraining_a_scratch_run():

@@ -42,14 +42,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Write best.yaml, trials.tsv, search.json and the search figure."""
     spec = json.loads(args.spec)
-    names = {json.loads(path.read_text())["study"] for path in args.workers}
-    if len(names) != 1:
-        raise InputError(
-            f"{', '.join(map(str, args.workers))}: the workers ran different studies "
-            f"({sorted(names)}); rerun them (a search's config or code changed between them)"
-        )
+    name = spec["studies"]["aam"]
+    for path in args.workers:
+        ran = json.loads(path.read_text())["study"]
+        if ran != name:
+            raise InputError(
+                f"{path}: the worker ran study {ran}, not this search's {name}; rerun the "
+                "search's workers (its config or code changed since)"
+            )
     out = check_output_dir(args.output_dir)
-    study = load_study(args.search_dir, names.pop())
+    study = load_study(args.search_dir, name)
     summary = best_summary(study, spec)
     table = trials_table(study, spec["folds"])
     weights = importances(study)

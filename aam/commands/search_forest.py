@@ -6,7 +6,6 @@ the run's training samples, predicting every sample as `aam baselines` does (mod
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import time
@@ -31,7 +30,6 @@ from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.threads import usable_threads
 from aam.training.data.study import Labels, Study, load_study
 from aam.training.metrics import classification_metrics, regression_metrics
-from aam.workflow.fingerprint import code_fingerprint
 from aam.workflow.search_config import FOREST_OPTIONS
 
 log = logging.getLogger(__name__)
@@ -74,8 +72,7 @@ def run(args: argparse.Namespace) -> None:
     index = {sample: k for k, sample in enumerate(study.samples.sample_ids)}
     folds = [_positions(read_split(path), index) for path in args.folds]
     spec = {**spec, "space": forest["space"], "trials": forest["trials"]}
-    key = hashlib.sha256(json.dumps([spec["key"], forest], sort_keys=True).encode()).hexdigest()
-    name = f"forest-{key[:12]}-{code_fingerprint(__name__)[:12]}"
+    name = spec["studies"]["forest"]
     searched = open_study(args.search_dir, name, spec["direction"], spec["seed"])
     worker = Worker(args.search_dir, "forest")
     trials_dir = args.search_dir / "trials" / name

@@ -37,7 +37,6 @@ from aam.options import OptionError
 from aam.runtime.atomic import own_output_set, write_json
 from aam.training.metrics import regression_metrics
 from aam.workflow.config import cli_flags
-from aam.workflow.fingerprint import code_fingerprint
 from aam.workflow.search_config import MINIMIZED, PRETRAIN_KEY
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,7 @@ def run(args: argparse.Namespace) -> None:
     """Take trials until the search's budget is used; write OUTPUT (the trials it ran)."""
     spec = json.loads(args.spec)
     check_folds(args.split, args.folds)
-    name = study_name(spec["key"], code_fingerprint(__name__))
+    name = spec["studies"]["aam"]
     study = open_study(args.search_dir, name, spec["direction"], spec["seed"] + args.worker)
     worker = Worker(args.search_dir, f"worker{args.worker}")
     trials_dir = args.search_dir / "trials" / name
@@ -91,11 +90,6 @@ def _stop(signum: int, frame: object) -> None:
     """Between trainings, SLURM's signal stops the worker (exit 75): its trial is asked again
     (during one, the trainer saves its checkpoint and exits 75 the same way)."""
     raise SystemExit(75)
-
-
-def study_name(key: str, code: str) -> str:
-    """The study of a search of config key ``key`` run by code of fingerprint ``code``."""
-    return f"aam-{key}-{code[:12]}"
 
 
 def check_folds(split: Path, folds: list[Path]) -> None:

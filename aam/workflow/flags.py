@@ -21,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from aam.workflow.config import cli_flags
+from aam.workflow.fingerprint import code_fingerprint
+from aam.workflow.search_config import study_names
 
 
 def input_flags(**flags: str) -> Callable[[Any, Any], str]:
@@ -236,9 +238,10 @@ class Flags:
 
     def _search_spec(self, run: str) -> str:
         """Run ``run``'s search as the JSON `aam search-worker` and `aam search-best` read:
-        its space, budget, seed, folds, metric and study key, its target, and the config
-        values of its trials' `aam pretrain` (None where it never pretrains) and `aam
-        finetune` before a trial's values are laid over them."""
+        its space, budget, seed, folds, metric and study key, its target, the config values of
+        its trials' `aam pretrain` (None where it never pretrains) and `aam finetune` before a
+        trial's values are laid over them, and its studies' names (``study_names``: the code
+        fingerprints are those of this plan, so all workers of one DAG run share a study)."""
         search = self.plan.searches[run]
         data = self.plan.datasets[search["dataset"]]
         base = search["base"]
@@ -250,6 +253,11 @@ class Flags:
             "classifier": data["classifier"],
             "pretrain": self._pretrain_options(base) if pretrains else None,
             "finetune": self._finetune_options(base, data),
+            "studies": study_names(
+                search,
+                code_fingerprint("aam.commands.search_worker"),
+                code_fingerprint("aam.commands.search_forest"),
+            ),
         }
         return json.dumps(spec, sort_keys=True)
 

@@ -135,6 +135,18 @@ def study_key(plan: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def study_names(plan: Mapping[str, Any], worker_code: str, forest_code: str) -> dict[str, str]:
+    """The Optuna studies of a search (``{"aam": ..., "forest": ...}``): its config key and the
+    fingerprint of the code its workers (``worker_code``) and its forest's job
+    (``forest_code``) run, as the workflow computed them when it planned the jobs, so every
+    worker of one run of the DAG shares one study, and changed code starts a new one."""
+    forest = json.dumps([plan["key"], plan["forest"]], sort_keys=True).encode()
+    return {
+        "aam": f"aam-{plan['key']}-{worker_code[:12]}",
+        "forest": f"forest-{hashlib.sha256(forest).hexdigest()[:12]}-{forest_code[:12]}",
+    }
+
+
 def _checked_range(where: str, value: Mapping[str, Any]) -> dict[str, Any]:
     """A space entry as given (``{low, high[, log]}`` or ``{choices}``), checked: a range with
     low below high (above 0 on a log scale), choices not empty and not repeated."""
