@@ -105,7 +105,9 @@ class Flags:
         return cli_flags({"alpha": self.config["unifrac"]["alpha"], "shards": self.plan.shards})
 
     def cv_split(self, wildcards: Any) -> str:
-        """`aam split` of fold {fold} of a seeded {folds}-fold partition."""
+        """`aam split` of fold {fold} of a seeded {folds}-fold partition (rules cv_split and
+        search_split: a search's folds partition the train and val samples of the split its
+        input ``given`` names)."""
         data = self._dataset(wildcards)
         return cli_flags(
             {
@@ -219,22 +221,6 @@ class Flags:
         ``encoder``; a searched run's chosen values, input ``options``)."""
         run, data = self.plan.runs[wildcards.run], self._run_dataset(wildcards)
         return cli_flags(self._finetune_options(run, data))
-
-    def search_split(self, wildcards: Any) -> str:
-        """`aam split` of scoring fold {fold} of a search's {folds}-fold partition of the
-        dataset's train and val samples (seed {seed}; whole groups of its split_group_column)."""
-        data = self._dataset(wildcards)
-        return cli_flags(
-            {
-                "target_column": data["target"],
-                "classifier": data["classifier"],
-                "folds": wildcards.folds,
-                "fold": wildcards.fold,
-                "group_column": data["split_group_column"],
-                "seed": wildcards.seed,
-                "val_fraction": self.config["split"]["val_fraction"],
-            }
-        )
 
     def _search_spec(self, run: str) -> str:
         """Run ``run``'s search as the JSON `aam search-worker` and `aam search-best` read:

@@ -16,7 +16,7 @@ use rule split as search_split with:
     log:
         WORK / "logs/search_split/{dataset}.{folds}x{seed}.fold{fold}.log",
     params:
-        options=FLAGS.search_split,
+        options=FLAGS.cv_split,
 
 
 # Each worker is a job with the run's fine-tuning resources (a GPU on a cluster); the workers
