@@ -32,6 +32,28 @@ def test_classifier_panels_have_a_roc_curve_per_class_with_its_auc():
     plt.close(fig)
 
 
+def test_confusion_counts_are_readable_on_every_shade_and_empty_cells_show_0():
+    """Issue 73: counts were black on dark navy and empty cells blank; the constant baseline
+    of a classifier is named by what it predicts, the training majority class."""
+    classes = ["CD", "Control"]
+    truth = pd.Series(["CD"] * 9 + ["Control"])
+    always_cd = np.log(np.tile([0.9, 0.1], (10, 1)))
+    models = {"model": always_cd, "mean_baseline": always_cd}
+    fig = prediction_plots._confusion_panels(plt, models, truth, classes, "ibd")
+    confusion = fig.axes[0]
+    cells = {(t.get_position(), t.get_text()): t.get_color() for t in confusion.texts}
+    assert cells == {
+        ((0, 0), "9"): "white",  # the darkest cell
+        ((1, 0), "0"): "black",
+        ((0, 1), "1"): "black",
+        ((1, 1), "0"): "black",
+    }
+    assert fig.axes[1].get_title().startswith("majority class\nn=10, accuracy 0.90")
+    plt.close(fig)
+    assert prediction_plots.text_colour((0.03, 0.19, 0.42, 1.0)) == "white"  # navy
+    assert prediction_plots.text_colour((0.97, 0.98, 1.0, 1.0)) == "black"
+
+
 def test_regression_panels_colour_each_group_and_show_residuals():
     truth = pd.Series([20.0, 30.0, 40.0, 50.0])
     models = {"model": np.array([22.0, 28.0, 45.0, 50.0])}

@@ -13,7 +13,7 @@ METRIC_NAMES = {  # metrics.json's key -> a reader's name
     "rmse": "RMSE",
     "r2": "R²",
     "accuracy": "accuracy",
-    "f1": "F1",
+    "f1": "macro F1",  # the mean of the classes' F1
     "auc": "AUC",
 }
 

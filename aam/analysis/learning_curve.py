@@ -13,7 +13,7 @@ import pandas as pd
 
 from aam.analysis.cross_validation import read_test_metrics
 from aam.analysis.figures import metric_label, title
-from aam.analysis.predictions import SCRATCH, model_label
+from aam.analysis.predictions import SCRATCH, model_label, scores_classes
 from aam.data.split import read_split
 from aam.errors import InputError
 from aam.runtime.figures import pyplot
@@ -151,7 +151,8 @@ def curve_figure(
 
     metric = headline_metric(table)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    columns = {model_label(m, group_column): f"{m}_{metric}" for m in models_of(table)}
+    classifier = scores_classes([metric])
+    columns = {model_label(m, group_column, classifier): f"{m}_{metric}" for m in models_of(table)}
     interval_lines(ax, table, "n_train", columns)
     ax.set_xlabel("training samples (log scale)")
     ax.set_ylabel(f"test {metric_label(metric, target, unit)}")

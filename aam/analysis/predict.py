@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 
 from aam.analysis.baselines import CONSTANTS
+from aam.analysis.class_report import by_test_group, class_balance, one_class_splits, per_class
 from aam.analysis.domain_shift import domain_shift_report
 from aam.analysis.prediction_plots import plot_predictions
 from aam.analysis.predictions import (
@@ -24,6 +25,8 @@ from aam.analysis.predictions import (
     prediction_table,
     read_model_inputs,
     read_model_predictions,
+    resampled_text,
+    scores_classes,
 )
 from aam.analysis.split_groups import split_groups
 from aam.analysis.spread import near_constant_notes, prediction_spread
@@ -142,6 +145,8 @@ def predict(opts: PredictOptions) -> None:
             train = [study.samples.sample_ids[p] for p in study.subset("train")]
             trained = _groups(opts.metadata, split_column, train, flag)
             metrics["split_groups"] = split_groups(tested, trained)
+        if opts.split and "per_class" in metrics:
+            metrics["class_balance"] = _class_balance(opts.metadata, study, target)
     if truth is not None:
         table["true"] = truth
     with atomic_output(out_dir / "predictions.tsv") as tmp:
@@ -246,8 +251,8 @@ def metrics_lines(metrics: dict) -> list[str]:
     names = [k for k in metrics if k == "model" or k.endswith("_baseline")]
     if not names:
         return []
-    group = metrics.get("group_column")
-    width = max(len(model_label(name, group)) for name in names)
+    group, classifier = metrics.get("group_column"), scores_classes(metrics.get("model", {}))
+    width = max(len(model_label(name, group, classifier)) for name in names)
     lines = [f"metrics of {metrics['n']} samples ({metrics['target']}), 95% bootstrap intervals:"]
     for name in names:
         cells = []
@@ -255,14 +260,14 @@ def metrics_lines(metrics: dict) -> list[str]:
             low, high = metrics["intervals"][name].get(key) or (None, None)
             interval = "" if low is None else f" [{low:.3g}, {high:.3g}]"
             cells.append(f"{key} {_number(value)}{interval}")
-        lines.append(f"  {model_label(name, group):<{width}}  " + ", ".join(cells))
+        lines.append(f"  {model_label(name, group, classifier):<{width}}  " + ", ".join(cells))
     for name, differences in metrics.get("differences", {}).items():
         cells = []
         for key, difference in differences.items():
             value, (low, high) = difference["value"], difference["interval"]
             interval = "" if low is None else f" [{low:+.3g}, {high:+.3g}]"
             cells.append(f"{key} {'undefined' if value is None else f'{value:+.3g}'}{interval}")
-        lines.append(f"  AAM - {model_label(name, group)}: " + ", ".join(cells))
+        lines.append(f"  AAM - {model_label(name, group, classifier)}: " + ", ".join(cells))
     return lines
 
 
@@ -366,6 +371,22 @@ def _truth(metadata_path: Path, target: dict, ids: list[str], asked: bool) -> pd
     return values.reset_index(drop=True)
 
 
+def _class_balance(metadata_path: Path, study: Study, target: dict) -> dict:
+    """``class_balance`` of the study's split (``aam.analysis.class_report``), with a warning
+    line for a validation or test split of one class."""
+    ids = list(study.samples.sample_ids)
+    labels = load_metadata(metadata_path)[target["column"]].reindex(ids)
+    balance = class_balance(study.split.reindex(ids), labels, target["classes"])
+    for name in one_class_splits(balance):
+        log.warning(
+            "the %s split holds one class only (%s): its accuracy says little and its AUC is "
+            "undefined (metrics.json: class_balance)",
+            name,
+            ", ".join(f"{c} {n}" for c, n in balance[name].items()),
+        )
+    return balance
+
+
 def _groups(
     metadata_path: Path | None, column: str, ids: list[str], flag: str = "--group-column"
 ) -> pd.Series:
@@ -396,7 +417,9 @@ def _metrics(
     """metrics.json content: each model's metrics on the samples with a known truth and their
     bootstrap intervals (over whole ``clusters`` where given: the groups a split kept whole),
     AAM minus each baseline (paired intervals), for a regression how much each model's
-    predictions vary beside the target (``spread``, ``aam.analysis.spread``), with ``groups``
+    predictions vary beside the target (``spread``, ``aam.analysis.spread``), for a classifier
+    each class's scores (``per_class``) and with ``clusters`` each test group's
+    (``by_test_group``, ``aam.analysis.class_report``), with ``groups``
     each model's metrics per group (``by_group``), and which samples were left out and why
     (``excluded``); without any known truth ``no_metrics`` says why. NonFiniteError when a
     metric is not finite."""
@@ -435,17 +458,12 @@ def _metrics(
             lambda idx, v=values[known]: score(v, idx), len(y), units
         )
     metrics["intervals"] = intervals
-    over = (
-        f"the {len(y)} samples"
-        if units is None
-        else (
-            f"the {len(set(units.tolist()))} {clusters.name} groups of the {len(y)} samples, each "
-            "drawn whole (the split kept them whole)"
-        )
-    )
+    if units is not None:
+        metrics["interval_groups"] = {"column": clusters.name, "n": len(set(units.tolist()))}
+    whole = " (the split kept them whole)" if units is not None else ""
     metrics["interval_note"] = (
-        f"95% percentile bootstrap over {over} ({BOOTSTRAP_RESAMPLES} resamples, the same for "
-        "every model)"
+        f"95% percentile bootstrap over {resampled_text(len(y), metrics.get('interval_groups'))}"
+        f"{whole} ({BOOTSTRAP_RESAMPLES} resamples, the same for every model)"
     )
     baselines = {name: v[known] for name, v in models.items() if name != "model"}
     metrics["differences"] = paired_differences(
@@ -455,17 +473,27 @@ def _metrics(
         "AAM minus each baseline on the same samples, with the 95% interval of the difference "
         "over the same bootstrap draws (paired): an interval that excludes 0 is a difference"
     )
-    if not lookup:  # how much each model's predictions vary, but the constants'
+    if lookup:
+        scored = {name: v[known] for name, v in models.items()}
+        metrics["per_class"] = per_class(scored, y, target["classes"], units)
+        if units is not None:
+            metrics["by_test_group"] = by_test_group(scored, y, units, target["classes"])
+    else:  # how much each model's predictions vary, but the constants'
         constants = {f"{name}_baseline" for name in CONSTANTS}
         varying = {k: v[known] for k, v in models.items() if k not in constants}
         metrics["spread"] = prediction_spread(varying, y)
     if groups is not None:
         metrics["group_column"] = groups.name
         metrics["by_group"] = _by_group(score, models, known, groups[known].to_numpy())
+    fitted = (
+        "mean = the majority class (the training class frequencies: its prediction is the "
+        "most frequent training class)"
+        if lookup
+        else "mean = the training mean, median = the training median"
+    )
     metrics["baseline_note"] = (
-        "baselines are fitted on the training samples: mean = the training mean (for classes, "
-        "the training class frequencies), median = the training median (regression), "
-        "random_forest = a random forest on relative abundances (aam baselines)"
+        f"baselines are fitted on the training samples: {fitted}, random_forest = a random "
+        "forest on relative abundances (aam baselines)"
     )
     return metrics
 

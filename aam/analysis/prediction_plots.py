@@ -127,7 +127,8 @@ def _confusion_panels(
     plt, models: dict[str, np.ndarray], truth: pd.Series, classes: list[str], column: str
 ):
     """Confusion matrix of the samples whose class the model knows, one column per model
-    (``models`` hold log-probabilities over ``classes``), and below it the one-vs-rest ROC
+    (``models`` hold log-probabilities over ``classes``), each cell's count (0 too) in black or
+    white as its shade needs (``text_colour``), and below it the one-vs-rest ROC
     curve of each class with positive and negative samples (the largest ``MAX_GROUPS``)."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
@@ -144,15 +145,15 @@ def _confusion_panels(
         predicted = values[known].argmax(axis=1)
         counts = np.zeros((k, k), dtype=np.int64)
         np.add.at(counts, (y, predicted), 1)
-        ax.imshow(counts, cmap="Blues")
+        image = ax.imshow(counts, cmap="Blues", vmin=0, vmax=max(int(counts.max()), 1))
         for (row, col), count in np.ndenumerate(counts):
-            if count:
-                ax.text(col, row, str(count), ha="center", va="center", fontsize=8)
+            colour = text_colour(image.cmap(image.norm(count)))
+            ax.text(col, row, str(count), ha="center", va="center", fontsize=8, color=colour)
         ax.set_xticks(range(k), classes, rotation=90, fontsize=7)
         ax.set_yticks(range(k), classes, fontsize=7)
         ax.set_xlabel(f"predicted {column}")
         accuracy = float((predicted == y).mean())
-        label = textwrap.fill(model_label(name), TITLE_WIDTH)
+        label = textwrap.fill(model_label(name, classifier=True), TITLE_WIDTH)
         ax.set_title(f"{label}\nn={len(y)}, accuracy {accuracy:.2f}", fontsize=9)
         for c in curves[:MAX_GROUPS]:
             scores = values[known][:, c]
@@ -166,3 +167,10 @@ def _confusion_panels(
     axes[1][0].set_ylabel("true positive rate")
     axes[0][0].set_ylabel(f"true {column}")
     return fig
+
+
+def text_colour(background: tuple[float, ...]) -> str:
+    """Black on a light cell, white on a dark one (``background``: RGBA, its relative
+    luminance below one half is dark)."""
+    red, green, blue = background[:3]
+    return "white" if 0.2126 * red + 0.7152 * green + 0.0722 * blue < 0.5 else "black"

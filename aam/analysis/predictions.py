@@ -7,13 +7,14 @@ with a ``model`` column and an ``inputs`` column (what the model read, ``inputs_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from aam.errors import InputError
+from aam.training.config import VALIDATION_METRICS
 
 LOG_FLOOR = 1e-12  # probabilities are floored before the log: a log-probability stays finite
 MICROBIOME = "microbiome"  # the input every sequence model and the forest read
@@ -22,8 +23,13 @@ MICROBIOME = "microbiome"  # the input every sequence model and the forest read
 SCRATCH = "scratch"  # a learning curve's AAM fine-tuned from a random initialisation
 
 
-def model_label(section: str, group_column: str | None = None) -> str:
-    """A reader's name of a model of metrics.json (``model``, ``<baseline>_baseline``)."""
+def model_label(section: str, group_column: str | None = None, classifier: bool = False) -> str:
+    """A reader's name of a model of metrics.json (``model``, ``<baseline>_baseline``); for a
+    ``classifier`` the constant baselines by what they predict (``mean_baseline`` keeps its key:
+    the training class frequencies, whose most likely class is the training majority)."""
+    if classifier and section in ("mean_baseline", "group_mean_baseline"):
+        each = f" of each {group_column or 'group'}" if section == "group_mean_baseline" else ""
+        return f"majority class{each}"
     names = {
         "model": "AAM",
         SCRATCH: "AAM from scratch",
@@ -39,6 +45,19 @@ def model_label(section: str, group_column: str | None = None) -> str:
         "group_mean_baseline": f"mean of each {group_column or 'group'}",
     }
     return names.get(section, section.removesuffix("_baseline"))
+
+
+def scores_classes(keys: Iterable[str]) -> bool:
+    """Whether metrics of these keys (metrics.json's of a model) score a classifier."""
+    return not set(VALIDATION_METRICS["classifier"]).isdisjoint(keys)
+
+
+def resampled_text(n: int, groups: Mapping | None = None) -> str:
+    """What a run's bootstrap draws (metrics.json ``n`` and ``interval_groups``): ``the 80
+    samples``, or ``the 6 host_subject_id groups of the 80 samples, each drawn whole``."""
+    if not groups:
+        return f"the {n} samples"
+    return f"the {groups['n']} {groups['column']} groups of the {n} samples, each drawn whole"
 
 
 INPUTS_JOIN = " + "

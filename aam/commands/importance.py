@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> None:
         title("ASV importance", args.dataset, args.run)
         + (
             "\nof a model without shown skill: AAM did not beat the "
-            + model_label(best_constant(metrics))
+            + model_label(best_constant(metrics), classifier=bool(study.classes))
             if caveat
             else ""
         ),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aam.analysis.figures import METRIC_NAMES, add_label_arguments
 from aam.analysis.learning_curve import curve_figure, curve_table, headline_metric, per_doubling
-from aam.analysis.predictions import model_label
+from aam.analysis.predictions import model_label, scores_classes
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.runtime.atomic import atomic_output, check_output_path
 from aam.runtime.figures import FORMATS, figure_format, save_figure
@@ -86,5 +86,8 @@ def run(args: argparse.Namespace) -> None:
     log.info(
         "%s per doubling of the training samples (least squares over the points): %s",
         name,
-        ", ".join(f"{model_label(m, args.group_column)} {v:+.3g}" for m, v in slopes.items()),
+        ", ".join(
+            f"{model_label(m, args.group_column, scores_classes([metric]))} {v:+.3g}"
+            for m, v in slopes.items()
+        ),
     )

@@ -1,0 +1,136 @@
+"""A classifier's test score and what it rests on (issue 73): per-class precision, recall and
+F1, the class balance of each split, each test person's samples and how every model did on
+them; the names of the page and the figures for classes."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import precision_recall_fscore_support
+
+from aam.analysis import class_report
+from aam.analysis.predict import _metrics, metrics_lines
+from aam.runtime.atomic import write_json
+
+CLASSES = ["CD", "Control"]
+
+
+def log_probs(p_cd: list[float]) -> np.ndarray:
+    p = np.array(p_cd)
+    return np.log(np.stack([p, 1 - p], axis=1))
+
+
+def test_class_scores_are_sklearns_and_undefined_where_a_class_is_never_called():
+    rng = np.random.default_rng(1)
+    truth = rng.integers(0, 3, 40)
+    scores = rng.normal(size=(40, 3)) + 1.5 * np.eye(3)[truth]
+    mine = class_report.class_scores(scores, truth, 3)
+    theirs = precision_recall_fscore_support(truth, scores.argmax(1), labels=[0, 1, 2])
+    for m, values in zip(class_report.CLASS_METRICS, theirs[:3], strict=True):
+        np.testing.assert_allclose([mine[f"{m}.{k}"] for k in range(3)], values)
+    always_cd = np.log(np.tile([0.9, 0.1], (4, 1)))
+    never = class_report.class_scores(always_cd, np.array([0, 0, 1, 1]), 2)
+    assert never["precision.0"] == 0.5 and never["recall.0"] == 1.0
+    assert math.isnan(never["precision.1"]) and never["recall.1"] == 0.0 and never["f1.1"] == 0.0
+
+
+def test_class_balance_counts_each_split_and_warns_of_a_one_class_split():
+    split = pd.Series(["train"] * 4 + ["val"] * 2 + ["test"] * 3, index=[f"s{k}" for k in range(9)])
+    truth = pd.Series(["CD", "Control", "CD", None, "CD", "CD", "CD", "Control", "UC"])
+    truth.index = split.index
+    balance = class_report.class_balance(split, truth, CLASSES)
+    assert balance == {
+        "train": {"CD": 2, "Control": 1, "UC": 0},  # s3 has no class: not counted
+        "val": {"CD": 2, "Control": 0, "UC": 0},
+        "test": {"CD": 1, "Control": 1, "UC": 1},
+    }
+    assert list(balance) == ["train", "val", "test"]
+    assert class_report.one_class_splits(balance) == ["val"]
+
+
+def grouped_test() -> tuple[dict, pd.Series, pd.Series]:
+    """Three test people: p1 (CD, 4 samples) called right, p2 (CD, 2) half right, p3
+    (Control, 3) called CD every time; the majority-class baseline calls CD always."""
+    truth = pd.Series(["CD"] * 6 + ["Control"] * 3)
+    people = pd.Series(["p1"] * 4 + ["p2"] * 2 + ["p3"] * 3, name="host_subject_id")
+    model = log_probs([0.9, 0.8, 0.7, 0.6, 0.6, 0.2, 0.7, 0.6, 0.9])
+    constant = log_probs([0.6] * 9)
+    return {"model": model, "mean_baseline": constant}, truth, people
+
+
+def test_a_grouped_classifier_test_is_scored_per_class_and_per_person(tmp_path):
+    models, truth, people = grouped_test()
+    target = {"column": "ibd", "classes": CLASSES}
+    ids = [f"s{k}" for k in range(9)]
+    metrics = _metrics(models, truth, target, tmp_path / "m.tsv", ids, None, people)
+    write_json(tmp_path / "metrics.json", metrics)  # strict JSON: undefined is null
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["per_class"][1]["mean_baseline"]["precision"] is None
+    assert metrics["interval_groups"] == {"column": "host_subject_id", "n": 3}
+    assert (
+        "the 3 host_subject_id groups of the 9 samples, each drawn whole"
+        in (metrics["interval_note"])
+    )
+    cd, control = metrics["per_class"]
+    assert (cd["class"], cd["n"], control["class"], control["n"]) == ("CD", 6, "Control", 3)
+    assert cd["model"] == pytest.approx({"precision": 5 / 8, "recall": 5 / 6, "f1": 10 / 14})
+    assert control["model"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert math.isnan(control["mean_baseline"]["precision"])  # never called Control
+    low, high = cd["intervals"]["model"]["recall"]
+    assert 0 <= low <= 5 / 6 <= high <= 1
+    assert metrics["by_test_group"] == [
+        {
+            "group": "p1",
+            "n": 4,
+            "true": {"CD": 4},
+            "model": {"accuracy": 1.0, "true_class_probability": pytest.approx(0.75)},
+            "mean_baseline": {"accuracy": 1.0, "true_class_probability": pytest.approx(0.6)},
+        },
+        {
+            "group": "p2",
+            "n": 2,
+            "true": {"CD": 2},
+            "model": {"accuracy": 0.5, "true_class_probability": pytest.approx(0.4)},
+            "mean_baseline": {"accuracy": 1.0, "true_class_probability": pytest.approx(0.6)},
+        },
+        {
+            "group": "p3",
+            "n": 3,
+            "true": {"Control": 3},
+            "model": {"accuracy": 0.0, "true_class_probability": pytest.approx(0.8 / 3)},
+            "mean_baseline": {"accuracy": 0.0, "true_class_probability": pytest.approx(0.4)},
+        },
+    ]
+    assert "majority class" in metrics["baseline_note"]
+    lines = metrics_lines(metrics)
+    assert any(line.strip().startswith("majority class  accuracy") for line in lines), lines
+    assert any(line.strip().startswith("AAM - majority class: accuracy") for line in lines)
+
+
+def test_a_classifier_scored_by_sample_has_no_per_person_rows(tmp_path):
+    models, truth, _ = grouped_test()
+    target = {"column": "ibd", "classes": CLASSES}
+    ids = [f"s{k}" for k in range(9)]
+    metrics = _metrics(models, truth, target, tmp_path / "m.tsv", ids)
+    assert "by_test_group" not in metrics and "interval_groups" not in metrics
+    assert "over the 9 samples (" in metrics["interval_note"] and len(metrics["per_class"]) == 2
+
+
+def test_predict_reads_the_balance_from_the_split_and_the_metadata(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from aam.analysis.predict import _class_balance
+
+    ids = [f"s{k}" for k in range(6)]
+    metadata = tmp_path / "metadata.tsv"
+    pd.DataFrame({"sample_id": ids, "ibd": ["CD", "Control", "CD", "CD", "CD", "Control"]}).to_csv(
+        metadata, sep="\t", index=False
+    )
+    split = pd.Series(["train", "train", "val", "val", "test", "test"], index=ids)
+    study = SimpleNamespace(samples=SimpleNamespace(sample_ids=ids), split=split)
+    balance = _class_balance(metadata, study, {"column": "ibd", "classes": CLASSES})
+    assert balance["val"] == {"CD": 2, "Control": 0} and balance["test"]["Control"] == 1
+    assert "the val split holds one class only (CD 2, Control 0)" in caplog.text
+    assert "the test split" not in caplog.text
