@@ -38,13 +38,20 @@ def test_missing_ids_error_names_source_and_ids():
     sources = {
         "table.biom": ["s1", "s2", "s3", "s4"],
         "metadata.tsv": ["s1", "s2", "s3", "s9"],
-        "unifrac.h5": ["s1", "s2", "s3", "s4"],
+        "unifrac.h5": ["s1", "s2", "s4"],
     }
     message = one_line_error(sources)
-    assert "table.biom lacks 1 ID(s) present elsewhere (s9)" in message
-    assert "metadata.tsv lacks 1 ID(s) present elsewhere (s4)" in message
-    assert "unifrac.h5 lacks 1 ID(s) present elsewhere (s9)" in message
-    assert ALLOW_MISSING_FLAG in message and "3 shared samples" in message
+    assert "metadata.tsv lacks 1 ID(s) of table.biom (s4)" in message
+    assert "unifrac.h5 lacks 1 ID(s) of table.biom (s3)" in message
+    assert "s9" not in message  # a row of a sample the table lacks is no gap
+    assert ALLOW_MISSING_FLAG in message and "2 shared samples" in message
+
+
+def test_ids_of_other_samples_are_ignored():
+    """A metadata file (or matrix, or split) may list samples the table lacks: QIIME 2 and
+    Qiita metadata usually describe more samples than one table holds."""
+    sources = {"table.biom": ["c", "a"], "metadata.tsv": ["a", "b", "c", "d"]}
+    assert reconcile_sample_ids(sources) == ["c", "a"]
 
 
 def test_many_missing_ids_are_abbreviated():
@@ -58,8 +65,8 @@ def test_allow_missing_warns_and_intersects(caplog):
     sources = {"table.biom": ["a", "b", "c"], "metadata.tsv": ["c", "b", "z"]}
     with caplog.at_level(logging.WARNING, logger="aam.data.reconcile"):
         assert reconcile_sample_ids(sources, allow_missing=True) == ["b", "c"]
-    assert "metadata.tsv lacks 1 ID(s) present elsewhere (a)" in caplog.text
-    assert "table.biom lacks 1 ID(s) present elsewhere (z)" in caplog.text
+    assert "metadata.tsv lacks 1 ID(s) of table.biom (a)" in caplog.text
+    assert "(z)" not in caplog.text
 
 
 def test_empty_intersection_is_an_error_even_when_allowed():

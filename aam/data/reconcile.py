@@ -29,23 +29,26 @@ def preview(items: Iterable[object], limit: int = 5) -> str:
 def reconcile_sample_ids(
     sources: Mapping[str, Sequence[str]], *, allow_missing: bool = False
 ) -> list[str]:
-    """IDs present in every source, in the first source's order.
+    """The first source's IDs that every other source has, in its order.
 
-    ``sources`` maps a label (usually the file path) to that input's sample IDs. IDs missing
-    from some source raise InputError unless ``allow_missing``, which logs a warning and
-    keeps the shared IDs (an empty intersection is always an error).
+    ``sources`` maps a label (usually the file path) to that input's sample IDs; the first
+    (the table) lists the samples. The others are looked up: their IDs of other samples (a
+    metadata file's rows of samples the table lacks, a matrix or split of a larger table) are
+    ignored. A sample of the first missing from another raises InputError unless
+    ``allow_missing``, which logs a warning and keeps the shared IDs (an empty intersection is
+    always an error).
     """
     if not sources:
         raise ValueError("reconcile_sample_ids needs at least one source")
-    id_sets = {label: set(ids) for label, ids in sources.items()}
-    union = list(dict.fromkeys(i for ids in sources.values() for i in ids))
-    first = next(iter(sources.values()))
-    shared = [str(i) for i in dict.fromkeys(first) if all(i in s for s in id_sets.values())]
-    gaps = [
-        f"{label} lacks {len(missing)} ID(s) present elsewhere ({preview(missing)})"
-        for label, ids in id_sets.items()
-        if (missing := [i for i in union if i not in ids])
-    ]
+    (first_label, first), *others = sources.items()
+    samples = list(dict.fromkeys(str(i) for i in first))
+    gaps, shared = [], samples
+    for label, ids in others:
+        listed = {str(i) for i in ids}
+        missing = [i for i in samples if i not in listed]
+        if missing:
+            gaps.append(f"{label} lacks {len(missing)} ID(s) of {first_label} ({preview(missing)})")
+        shared = [i for i in shared if i in listed]
     if not gaps:
         return shared
     summary = "sample IDs differ between inputs: " + "; ".join(gaps)
@@ -53,7 +56,7 @@ def reconcile_sample_ids(
         raise InputError(f"{summary}; no sample is in every input: check the files belong together")
     if not allow_missing:
         raise InputError(
-            f"{summary}; fix the files so they list the same samples, or pass "
+            f"{summary}; fix the files so they list the table's samples, or pass "
             f"{ALLOW_MISSING_FLAG} to use the {len(shared)} shared samples"
         )
     log.warning("%s; using the %d shared samples", summary, len(shared))
