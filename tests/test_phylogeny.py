@@ -6,8 +6,12 @@ MAFFT and FastTree must be installed (CI installs the Debian packages); these te
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
 import shutil
+import subprocess
+from importlib import metadata
 from pathlib import Path
 
 import biom
@@ -21,6 +25,7 @@ from aam.commands import tree as tree_command
 from aam.data.feature_sequences import parse_fasta
 from aam.errors import InputError
 from aam.unifrac import phylogeny
+from aam.workflow.rules import job_prefix
 
 DEMO_TABLE = Path(__file__).resolve().parents[1] / "data" / "demo" / "table.biom"
 N_ASVS = 25
@@ -137,6 +142,22 @@ def test_cli_entry_with_alignment(small_table_path, tmp_path):
     for seq, row in rows.items():
         assert row.replace("-", "").upper() == seq.upper()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["aligned.fasta", "tree.nwk"]
+
+
+def test_a_tree_jobs_provenance_names_mafft_fasttree_and_snakemake(small_table_path, tmp_path):
+    """Rule tree's command under the workflow's shell prefix: its record names the versions of
+    MAFFT and FastTree as the job ran them, and of the Snakemake that ran the job."""
+    repo = Path(__file__).resolve().parents[1]
+    record, out = tmp_path / "provenance.json", tmp_path / "built_tree.nwk"
+    command = ["python", "-m", "aam", "--provenance", record, "tree", "--table", small_table_path]
+    shell = job_prefix(repo, None, tmp_path / "cache").format() + shlex.join(
+        map(str, [*command, "--output", out])
+    )
+    subprocess.run(["bash", "-c", shell], cwd=repo, check=True, capture_output=True)
+    tools = json.loads(record.read_text())["tools"]
+    assert list(tools) == ["snakemake", "mafft", "fasttree"], tools
+    assert tools["snakemake"] == metadata.version("snakemake")
+    assert tools["mafft"].startswith("v7.") and tools["fasttree"].startswith("FastTree 2."), tools
 
 
 def test_bad_sequence_ids_exit_2(tmp_path, capsys):

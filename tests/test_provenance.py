@@ -6,7 +6,10 @@ import ast
 import hashlib
 import inspect
 import json
+import re
+import shlex
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -586,3 +589,78 @@ def test_stage_missing_input_is_one_line_and_leaves_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("aam stage: error:") and "no.biom" in err and "\n" not in err
     assert not (out / "manifest.sha256").exists()
+
+
+# --------------------------------------------------------------------------- what a record names
+
+
+def test_declared_dependencies_are_pyprojects_read_without_tomllib(monkeypatch, tmp_path):
+    """The images' python (3.10) has no tomllib: the record reads pyproject.toml's dependencies
+    itself, as tomllib reads them; without it beside the package, from aam's metadata."""
+    import tomllib
+
+    from aam.workflow import provenance
+
+    declared = tomllib.loads((fingerprint.PACKAGE_DIR.parent / "pyproject.toml").read_text())
+    names = [re.match(r"[\w.-]+", d).group() for d in declared["project"]["dependencies"]]
+    expected = {provenance.normalized(name): name for name in names}
+    assert provenance.declared_dependencies() == expected and "biom-format" in expected
+    monkeypatch.setattr(provenance, "PYPROJECT", tmp_path / "absent.toml")
+    assert provenance.declared_dependencies() == expected  # the editable install's metadata
+
+
+def test_a_record_names_the_dependencies_aam_declares_not_theirs(tmp_path):
+    """Packages: aam and what pyproject.toml declares, where the job imported it; not what
+    those import (matplotlib's cycler, pandas' dateutil, setuptools)."""
+    import cycler  # noqa: F401  (matplotlib's)
+    import matplotlib  # noqa: F401
+    import yaml  # noqa: F401  (snakemake's; aam imports it too, undeclared)
+
+    from aam.workflow.provenance import declared_dependencies, imported_packages
+
+    packages = imported_packages()
+    assert packages["aam"] == aam_version() and "matplotlib" in packages
+    assert set(packages) - {"aam"} <= set(declared_dependencies().values())
+    assert not {"cycler", "python-dateutil", "setuptools", "PyYAML"} & set(packages)
+    assert "optuna" not in packages or "optuna" in sys.modules
+
+
+def aam_version() -> str:
+    import aam
+
+    return aam.__version__
+
+
+def test_a_jobs_record_names_the_snakemake_that_ran_it(tmp_path, monkeypatch):
+    """The version job_prefix exports (the running Snakemake's), read in the job; a process
+    Snakemake did not start names none."""
+    from importlib import metadata
+
+    from aam.runtime.external_tools import SNAKEMAKE_VERSION, tools_ran
+    from aam.workflow.rules import job_prefix
+
+    prefix = job_prefix(fingerprint.PACKAGE_DIR.parent, None, tmp_path / "cache")
+    script = "from aam.runtime.external_tools import tools_ran; print(tools_ran())"
+    job = subprocess.run(  # Snakemake formats the prefix (its doubled braces) into the shell
+        ["bash", "-c", f"{prefix.format()}python -c {shlex.quote(script)}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert job.stdout.strip() == repr({"snakemake": metadata.version("snakemake")})
+    monkeypatch.delenv(SNAKEMAKE_VERSION, raising=False)
+    assert "snakemake" not in tools_ran()
+
+
+def test_a_tool_run_through_its_python_package_is_named_by_the_packages_version(monkeypatch):
+    from importlib import metadata
+
+    from aam.runtime import external_tools
+
+    monkeypatch.setattr(external_tools, "TOOLS", {})
+    external_tools.record_package("numpy's", "numpy")
+    external_tools.record_package("striped-unifrac", "no-such-distribution")
+    assert external_tools.tools_ran() == {
+        "numpy's": metadata.version("numpy"),
+        "striped-unifrac": "unknown",
+    }

@@ -24,6 +24,7 @@ from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS
 from aam.options import add_options, flag
 from aam.runtime.atomic import check_output_dir
+from aam.runtime.external_tools import record_tool
 from aam.runtime.run_lock import lock_directories
 from aam.runtime.threads import usable_threads
 from aam.training.checkpointing.orphan import stop_with_workflow
@@ -179,6 +180,7 @@ def measure(args: argparse.Namespace) -> None:
         build = probe.rocprofv3_command if tool == "rocprofv3" else probe.rocprof_v1_command
         command = build(trace_dir, child_argv(args))
         log.info("running %s", " ".join(command))
+        record_tool(tool, [tool, "--version"])
         if subprocess.run(command).returncode != 0:
             raise InputError(f"{tool} failed: {' '.join(command)}")
         table = kern.read_rocprof_dir(trace_dir)

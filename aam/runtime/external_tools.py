@@ -1,17 +1,23 @@
-"""The external tools the commands run (MAFFT, FastTree, the RDP classifier on java): whether
-the RDP classifier can run here (the plan asks, for an optional taxonomy), and the version of
-each tool a command ran, collected for its provenance record (``aam.workflow.provenance``)."""
+"""The external tools the commands run (MAFFT, FastTree, the RDP classifier on java, Striped
+UniFrac, rocprof) and the Snakemake that runs a workflow's job: whether the RDP classifier can
+run here (the plan asks, for an optional taxonomy), and the version of each tool a command ran,
+collected for its provenance record (``aam.workflow.provenance``)."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 DEBIAN_JAR = Path("/usr/share/rdp-classifier/rdp_classifier.jar")  # apt-get install rdp-classifier
 TOOLS: dict[str, str] = {}  # tool -> its version line, in the order first run
+# The version of the Snakemake that runs a workflow's job, exported by the job's shell prefix
+# (``aam.workflow.rules.job_prefix``): the Snakemake of the job's own node in a SLURM job.
+SNAKEMAKE_VERSION = "AAM_SNAKEMAKE_VERSION"
 
 
 def rdp_unavailable(jar: Path = DEBIAN_JAR) -> list[str]:
@@ -40,7 +46,23 @@ def record_tool(name: str, version_argv: Sequence[str]) -> None:
     TOOLS[name] = lines[0][:120] if lines else "unknown"
 
 
+def record_package(name: str, distribution: str) -> None:
+    """Remember a tool run through its Python package (Striped UniFrac: ``unifrac``) by the
+    package's version, or ``unknown``."""
+    try:
+        TOOLS[name] = metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        TOOLS[name] = "unknown"
+
+
 def record_file(name: str, path: Path) -> None:
     """Remember a tool that states no version (a jar) by its file name and sha256 prefix."""
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     TOOLS[name] = f"{Path(path).name} sha256:{digest}"
+
+
+def tools_ran() -> dict[str, str]:
+    """Tool -> version: the Snakemake that ran this process (a workflow's job), then each tool
+    it ran (``TOOLS``)."""
+    snakemake = os.environ.get(SNAKEMAKE_VERSION)
+    return {**({"snakemake": snakemake} if snakemake else {}), **TOOLS}

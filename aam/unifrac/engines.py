@@ -12,6 +12,7 @@ import numpy as np
 
 from aam.data.table import Counts, check_counts, counts_of
 from aam.errors import InputError
+from aam.runtime.external_tools import record_package
 from aam.runtime.threads import usable_threads
 from aam.unifrac.abundance import check_samples_have_reads, match_tips, node_abundance
 from aam.unifrac.metrics import distance_matrix
@@ -210,6 +211,7 @@ def _striped(
             "(it is in the cluster images; it does not build from PyPI on this machine); "
             "use --engine builtin"
         ) from err
+    record_package("striped-unifrac", "unifrac")
     if threads:
         os.environ["OMP_NUM_THREADS"] = str(usable_threads(threads))
     name = metric + ("_fp32" if np.dtype(dtype) == np.float32 else "")

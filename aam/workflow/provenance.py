@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -12,8 +13,17 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from aam.runtime.external_tools import TOOLS
+import aam
+from aam.runtime.external_tools import tools_ran
 from aam.workflow.fingerprint import PACKAGE_DIR, code_fingerprint
+
+# pyproject.toml's [project] dependencies, one quoted requirement a line (no tomllib: the images'
+# python is 3.10); without it beside the package (a copy of aam alone, a wheel), the installed
+# aam's Requires-Dist.
+PYPROJECT = PACKAGE_DIR.parent / "pyproject.toml"
+_DEPENDENCIES = re.compile(r"^dependencies = \[\n(.*?)^\]", re.M | re.S)
+_REQUIREMENT = re.compile(r'^\s*"([A-Za-z0-9][A-Za-z0-9._-]*)', re.M)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _git(*args: str) -> str | None:
@@ -53,18 +63,40 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (``biom_format`` is ``biom-format``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def declared_dependencies() -> dict[str, str]:
+    """Normalized name -> name of each distribution aam declares it needs (pyproject.toml's
+    dependencies beside the package, else the installed aam's, else none; not their own
+    dependencies)."""
+    if PYPROJECT.is_file():
+        block = _DEPENDENCIES.search(PYPROJECT.read_text())
+        names = _REQUIREMENT.findall(block.group(1)) if block else []
+    else:
+        try:
+            requires = metadata.requires("aam") or []
+        except metadata.PackageNotFoundError:
+            requires = []
+        names = [_NAME.match(r).group() for r in requires if "extra ==" not in r]
+    return {normalized(name): name for name in names}
+
+
 def imported_packages() -> dict[str, str]:
-    """Name -> version of each installed distribution whose top-level module this process
-    imported (what the command ran with, read in the job, not in the driver), sorted."""
+    """Name -> version of aam and of each distribution it declares (``declared_dependencies``)
+    whose top-level module this process imported (what the command ran with, read in the job,
+    not in the driver), sorted."""
     modules = {name.partition(".")[0] for name in list(sys.modules)}
-    versions = {}
+    declared = declared_dependencies()
+    versions = {"aam": aam.__version__}
     for module, distributions in metadata.packages_distributions().items():
-        if module in modules:
-            for name in distributions:
-                try:
-                    versions[name] = metadata.version(name)
-                except metadata.PackageNotFoundError:
-                    continue
+        if module not in modules:
+            continue
+        for name in distributions:
+            if normalized(name) in declared:
+                versions[declared[normalized(name)]] = metadata.version(name)
     return dict(sorted(versions.items(), key=lambda item: item[0].lower()))
 
 
@@ -82,7 +114,7 @@ def provenance_record(argv: list[str], entry: str, started: datetime) -> dict:
         "python": platform.python_version(),
         **_torch_facts(),
         "packages": imported_packages(),
-        "tools": dict(TOOLS),
+        "tools": tools_ran(),
         "host": socket.gethostname(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "started": started.isoformat(timespec="seconds"),

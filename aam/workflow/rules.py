@@ -17,9 +17,11 @@ import re
 import shlex
 import sys
 from collections.abc import Callable, Iterable
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from aam.runtime.external_tools import SNAKEMAKE_VERSION
 from aam.runtime.figures import FORMATS, figure_name
 from aam.training.checkpointing import orphan
 from aam.workflow.plan import SPLIT_PART
@@ -98,13 +100,15 @@ def job_prefix(repo: Path, image: str | None, compile_cache: Path) -> str:
     ``image`` with its python (the image holds dependencies only), without one with the python
     running Snakemake. A training job stops when the Snakemake that runs it is gone
     (``aam.training.checkpointing.orphan``: the token names this process, in a SLURM job the
-    job's own Snakemake); torch.compile's caches are shared in ``compile_cache``. Not in a
-    rule's shell command or params, which are rerun triggers: the prefix is neither."""
+    job's own Snakemake); torch.compile's caches are shared in ``compile_cache``; the job's
+    provenance record names this Snakemake's version (``SNAKEMAKE_VERSION``). Not in a rule's
+    shell command or params, which are rerun triggers: the prefix is neither."""
     exports = [f'PYTHONPATH={shlex.quote(str(repo))}"{os.pathsep}${{{{PYTHONPATH:-}}}}"']
     python_bin = shlex.quote(str(Path(sys.executable).parent))
     exports += [] if image else [f'PATH={python_bin}"{os.pathsep}$PATH"']
     exports += [f"{orphan.ENV}={shlex.quote(orphan.workflow_token())}"]
     exports += [f"TORCHINDUCTOR_CACHE_DIR={shlex.quote(str(compile_cache))}"]
+    exports += [f"{SNAKEMAKE_VERSION}={shlex.quote(metadata.version('snakemake'))}"]
     return "".join(f"export {e}; " for e in exports)
 
 
