@@ -134,3 +134,81 @@ def test_predict_reads_the_balance_from_the_split_and_the_metadata(tmp_path, cap
     assert balance["val"] == {"CD": 2, "Control": 0} and balance["test"]["Control"] == 1
     assert "the val split holds one class only (CD 2, Control 0)" in caplog.text
     assert "the test split" not in caplog.text
+
+
+def classifier_page(tmp_path) -> tuple[dict, str]:
+    """The landing page of a classifier scored on 3 test people, a one-class validation
+    split."""
+    from aam.analysis.overview import Page, RunMetrics, overview_html
+
+    models, truth, people = grouped_test()
+    target = {"column": "ibd", "classes": CLASSES}
+    metrics = _metrics(
+        models, truth, target, tmp_path / "m.tsv", [f"s{k}" for k in range(9)], None, people
+    )
+    metrics["class_balance"] = {
+        "train": {"CD": 30, "Control": 20},
+        "val": {"CD": 8, "Control": 0},
+        "test": {"CD": 6, "Control": 3},
+    }
+    page = overview_html(Page(runs=[(RunMetrics("ibd", "ibd", metrics), [])]))
+    return metrics, page
+
+
+def test_the_page_of_a_classifier_names_its_baseline_intervals_classes_and_people(tmp_path):
+    import re
+
+    from test_overview import cells
+
+    metrics, page = classifier_page(tmp_path)
+    assert "training mean" not in page and cells(page, "majority class")[0].startswith("0.667")
+    assert "AAM - majority class" in page and "<th>macro F1, higher is better</th>" in page
+    over = "over the 3 host_subject_id groups of the 9 samples, each drawn whole"
+    assert f"9 test samples; [95% bootstrap interval {over}]" in page
+    assert f"<td class=l>the {over.removeprefix('over the ')}</td>" in page  # at a glance
+    # the class balance, and a warning for the one-class validation split only
+    assert cells(page, "validation") == ["8", "0", "8"] and cells(page, "test") == ["6", "3", "9"]
+    assert "<p class=warn>The validation split holds one class only (CD 8, Control 0)" in page
+    assert "The test split holds one class" not in page
+    # per class: each model's precision, recall, F1 with intervals
+    per_class = page.split("<h3>Per class: precision, recall, F1</h3>")[1].split("</table>")[0]
+    assert "<th>precision</th><th>recall</th><th>F1</th>" in per_class  # each class's, not macro
+    assert "CD<br><small>6 test samples</small>" in per_class
+    aam_cd = re.search(r"<th class=l>AAM</th>(.*?)</tr>", per_class).group(1)
+    values = [
+        re.sub("<[^>]+>", "", c).split(" [")[0] for c in re.findall(r"<td>(.*?)</td>", aam_cd)
+    ]
+    assert values == ["0.625", "0.833", "0.714"]
+    assert "<th class=l>majority class</th><td>undefined</td>" in per_class  # never called Control
+    # per person: samples, true class, AAM's mean probability of it, each model's accuracy
+    assert "<h3>Accuracy by test host_subject_id</h3>" in page
+    assert "<tr><th>p2</th><td>2</td><td class=l>CD</td>" in page
+    assert cells(page, "p2") == ["2", "0.40", "0.50", "1.00"]
+    assert "<tr><th>p3</th><td>3</td><td class=l>Control</td>" in page
+    assert cells(page, "p3") == ["3", "0.27", "0.00", "0.00"]
+
+
+def test_the_page_of_a_regression_keeps_its_names_and_has_no_class_tables():
+    from test_overview import regression
+
+    from aam.analysis.overview import Page, RunMetrics, overview_html
+
+    page = overview_html(Page(runs=[(RunMetrics("r", "d", regression([0, -1, 1])), [])]))
+    assert "<tr><th>training mean</th>" in page and "majority class" not in page
+    assert "Per class" not in page and "Samples of each class" not in page
+    assert "[95% bootstrap interval over the 80 samples]" in page
+
+
+def test_the_page_says_how_to_follow_training_in_tensorboard():
+    from aam.analysis.overview import Page, overview_html
+
+    files = {"runs": ["runs/ibd/finetune/events/train/events.out.tfevents.1"]}
+    page = overview_html(Page(runs=[], files=files, workdir="results/ibd", docs="../../docs/t.md"))
+    assert "<code>.venv/bin/tensorboard --logdir results/ibd/runs</code>" in page
+    assert "<a href='../../docs/t.md#following-a-run'>docs/training.md, Following a run</a>" in page
+    assert "tensorboard" not in overview_html(Page(runs=[]))  # no runs: no line
+    spaced = overview_html(Page(runs=[], files=files, workdir="my results"))
+    assert (
+        "--logdir &#x27;my results/runs&#x27;</code>" in spaced
+        and "<a href" not in spaced.split("Files")[0]
+    )

@@ -189,6 +189,7 @@ def test_every_run_and_ensemble_compares_at_a_glance():
         "4 [3, 5]",
         "4.5 [3.5, 5.5]",
         "-0.5 [-0.9, -0.1]",
+        "the 80 samples",  # what its intervals resample
     ]
     assert rows[1][5] == "+0.2 [-0.1, +0.5]"
     assert "At a glance" not in overview_html(Page(runs=[]))

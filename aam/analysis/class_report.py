@@ -13,7 +13,7 @@ import pandas as pd
 from aam.data.split import SPLITS
 from aam.training.metrics import bootstrap_intervals
 
-CLASS_METRICS = ("precision", "recall", "f1")
+CLASS_METRICS = {"precision": "precision", "recall": "recall", "f1": "F1"}  # key: a reader's name
 
 
 def class_scores(log_probs: np.ndarray, truth: np.ndarray, n_classes: int) -> dict[str, float]:

@@ -12,19 +12,27 @@ from __future__ import annotations
 
 import hashlib
 import html
-import math
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aam.analysis.class_section import balance_warnings, class_html
 from aam.analysis.figures import IN_TARGET_UNITS, METRIC_NAMES
-from aam.analysis.predictions import MICROBIOME, inputs_text, model_label
+from aam.analysis.interval_cell import cell
+from aam.analysis.predictions import (
+    MICROBIOME,
+    inputs_text,
+    model_label,
+    resampled_text,
+    scores_classes,
+)
 from aam.analysis.search_section import search_html
 from aam.analysis.spread import near_constant_notes
 from aam.analysis.workdir_index import Figure, StageRecord
 from aam.training.config import LOWER_IS_BETTER
+from aam.training.meters.events import EVENTS_DIR
 
 # What each top folder of the work directory holds (the page lists only those that exist).
 OUTPUT_FOLDERS = {
@@ -95,9 +103,9 @@ def verdict(metrics: Mapping, baseline: str | None = None, group: str | None = N
     baseline = baseline or headline_baseline(metrics)
     differences = metrics.get("differences", {}).get(baseline)
     if not differences:
-        return f"no paired comparison with the {model_label(baseline, group)} in this run"
+        return f"no paired comparison with the {_label(baseline, metrics, group)} in this run"
     key, difference = next(iter(differences.items()))
-    name, other = METRIC_NAMES.get(key, key), model_label(baseline, group)
+    name, other = METRIC_NAMES.get(key, key), _label(baseline, metrics, group)
     inputs = metrics.get("inputs", {})
     mine, theirs = inputs.get("model"), inputs.get(baseline)
     if mine is not None and theirs is not None and MICROBIOME in theirs and mine != theirs:
@@ -113,6 +121,17 @@ def verdict(metrics: Mapping, baseline: str | None = None, group: str | None = N
     if better is None:
         return f"No clear difference in {name}: {span} includes 0."
     return f"AAM is {'better' if better else 'worse'} than the {other} in {name}: {span}."
+
+
+def _label(section: str, metrics: Mapping, group: str | None = None) -> str:
+    """``model_label`` of a model of ``metrics`` (a classifier's constants by what they
+    predict)."""
+    return model_label(section, group, scores_classes(metrics.get("model", {})))
+
+
+def resampled(metrics: Mapping) -> str:
+    """What a run's bootstrap draws resample (``predictions.resampled_text``)."""
+    return resampled_text(metrics["n"], metrics.get("interval_groups"))
 
 
 def _better(key: str, low: float, high: float) -> bool | None:
@@ -156,19 +175,10 @@ def skill_caveat(metrics: Mapping) -> str | None:
     if beats(metrics, constant):
         return None
     return (
-        f"AAM did not beat the {model_label(constant)} on its test split "
+        f"AAM did not beat the {_label(constant, metrics)} on its test split "
         f"({verdict(metrics, constant).rstrip('.')}): its ASV importance is that of a "
         "model without shown skill."
     )
-
-
-def _cell(value: float | None, interval: Sequence | None, signed: bool = False) -> str:
-    form = "+.3g" if signed else ".3g"
-    if value is None or not math.isfinite(value):
-        return "undefined"
-    low, high = interval or (None, None)
-    span = "" if low is None else f" <span class=ci>[{low:{form}}, {high:{form}}]</span>"
-    return f"{value:{form}}{span}"
 
 
 def glance_table(results: Sequence[RunMetrics]) -> str:
@@ -188,21 +198,31 @@ def glance_table(results: Sequence[RunMetrics]) -> str:
             html.escape(result.run),
             html.escape(inputs_text(inputs["model"])) if "model" in inputs else "not recorded",
             html.escape(_metric_header(key, metrics)),
-            _cell(metrics["model"][key], metrics["intervals"]["model"].get(key)),
-            _cell(metrics.get(forest, {}).get(key), metrics["intervals"].get(forest, {}).get(key)),
-            _cell(difference["value"], difference["interval"], signed=True)
+            cell(metrics["model"][key], metrics["intervals"]["model"].get(key)),
+            cell(metrics.get(forest, {}).get(key), metrics["intervals"].get(forest, {}).get(key)),
+            cell(difference["value"], difference["interval"], signed=True)
             if difference
             else "none",
+            html.escape(resampled(metrics)),
         ]
         rows.append("<tr>" + "".join(f"<td class=l>{c}</td>" for c in cells) + "</tr>")
     if not rows:
         return ""
     header = "".join(
         f"<th>{h}</th>"
-        for h in ("run", "AAM reads", "metric", "AAM", "the forest with its inputs", "AAM - forest")
+        for h in (
+            "run",
+            "AAM reads",
+            "metric",
+            "AAM",
+            "the forest with its inputs",
+            "AAM - forest",
+            "intervals resample",
+        )
     )
     note = (
-        "Each value: the test-split estimate [its 95% bootstrap interval]; AAM - forest: the "
+        "Each value: the test-split estimate [its 95% bootstrap interval], over the draws the "
+        "last column names (whole groups where the split kept them whole); AAM - forest: the "
         "paired difference on the same samples and draws [its 95% interval]."
     )
     return (
@@ -232,23 +252,23 @@ def run_section(result: RunMetrics) -> str:
         intervals = metrics["intervals"].get(section, {})
         read = html.escape(inputs_text(inputs[section])) if section in inputs else "not recorded"
         cells = f"<td class=l>{read}</td>" + "".join(
-            f"<td>{_cell(metrics[section].get(k), intervals.get(k))}</td>" for k in keys
+            f"<td>{cell(metrics[section].get(k), intervals.get(k))}</td>" for k in keys
         )
-        rows.append(f"<tr><th>{html.escape(model_label(section, group))}</th>{cells}</tr>")
+        rows.append(f"<tr><th>{html.escape(_label(section, metrics, group))}</th>{cells}</tr>")
     for section, differences in metrics.get("differences", {}).items():
         cells = "<td class=l></td>" + "".join(
-            f"<td>{_cell(d['value'], d['interval'], signed=True)}</td>"
-            for d in differences.values()
+            f"<td>{cell(d['value'], d['interval'], signed=True)}</td>" for d in differences.values()
         )
-        name = f"AAM - {model_label(section, group)}"
+        name = f"AAM - {_label(section, metrics, group)}"
         rows.append(f"<tr class=diff><th>{html.escape(name)}</th>{cells}</tr>")
     verdicts = "".join(
         f"<li>{html.escape(verdict(metrics, section, group))}</li>"
         for section in metrics.get("differences", {})
     )
     note = html.escape(
-        f"{metrics['n']} test samples; [95% bootstrap interval]; the rows 'AAM - ...' are "
-        "paired differences (the same bootstrap draws for both); inputs: what each model read."
+        f"{metrics['n']} test samples; [95% bootstrap interval over {resampled(metrics)}]; the "
+        "rows 'AAM - ...' are paired differences (the same bootstrap draws for both); inputs: "
+        "what each model read."
     )
     caveat = skill_caveat(metrics)
     constant = "".join(
@@ -256,9 +276,9 @@ def run_section(result: RunMetrics) -> str:
     )
     return (
         f"{title}<p class=verdict>{html.escape(verdict(metrics, group=group))}</p>"
-        f"{constant}{split_note(metrics)}"
+        f"{constant}{split_note(metrics)}{balance_warnings(metrics)}"
         f"<table><tr><th>model</th><th class=l>inputs</th>{header}</tr>{''.join(rows)}</table>"
-        f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}"
+        f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}{class_html(metrics)}"
         f"{search_html(result.search)}"
         f"<p class=note>{html.escape(cost_text(result))}</p>"
         + (f"<p class=warn>{html.escape(caveat)}</p>" if caveat else "")
@@ -305,10 +325,10 @@ def group_table(metrics: Mapping) -> str:
         return ""
     sections = [k for k in groups[0] if k == "model" or k.endswith("_baseline")]
     key = next(iter(groups[0]["model"]))
-    header = "".join(f"<th>{html.escape(model_label(s, column))}</th>" for s in sections)
+    header = "".join(f"<th>{html.escape(_label(s, metrics, column))}</th>" for s in sections)
     rows = "".join(
         f"<tr><th>{html.escape(str(g['group']))}</th><td>{g['n']}</td>"
-        + "".join(f"<td>{_cell(g[s].get(key), None)}</td>" for s in sections)
+        + "".join(f"<td>{cell(g[s].get(key), None)}</td>" for s in sections)
         + "</tr>"
         for g in groups[:MAX_GROUP_ROWS]
     )
@@ -338,8 +358,8 @@ STYLE = (
 @dataclass(frozen=True)
 class Page:
     """Everything on the page: the runs (with their figures), the stages' provenance records,
-    the config files (path, text), the work directory's files by folder, when it was made, and
-    what the workflow left out."""
+    the config files (path, text), the work directory's files by folder, when it was made,
+    what the workflow left out, the work directory as named and the training docs' link."""
 
     runs: Sequence[tuple[RunMetrics, Sequence[Figure]]]
     stages: Sequence[StageRecord] = ()
@@ -347,6 +367,24 @@ class Page:
     files: Mapping[str, Sequence[str]] = field(default_factory=dict)
     made: str = ""
     notes: Sequence[str] = ()  # what the workflow left out, and why
+    workdir: str = "."  # the page's folder, as the command was given it
+    docs: str = ""  # docs/training.md relative to the page; "" where the checkout has none
+
+
+def tensorboard_html(page: Page) -> str:
+    """How to follow the runs' training curves in TensorBoard (their event files are under
+    ``runs/``), with a link to the docs where the page can reach them; "" without runs."""
+    if "runs" not in page.files:
+        return ""
+    logdir = html.escape(shlex.quote(str(Path(page.workdir) / "runs")))
+    where = "docs/training.md, Following a run"
+    docs = f"<a href='{html.escape(page.docs)}#following-a-run'>{where}</a>" if page.docs else where
+    return (
+        "<p class=note>Training curves of every run, per epoch and while it trains: "
+        f"<code>.venv/bin/tensorboard --logdir {logdir}</code> from the checkout "
+        "(<code>tensorboard</code> in the container), then open localhost:6006; the event files "
+        f"are in runs/&lt;run&gt;/&lt;stage&gt;/{EVENTS_DIR}/ ({docs}).</p>"
+    )
 
 
 def figures_html(figures: Sequence[Figure]) -> str:
@@ -469,7 +507,7 @@ def overview_html(page: Page) -> str:
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>AAM results</title>"
         f"<style>{STYLE}</style></head><body><h1>AAM results: test split</h1>"
-        f"<p class=note>{made}</p>{skipped}"
+        f"<p class=note>{made}</p>{skipped}{tensorboard_html(page)}"
         f"{glance_table([result for result, _ in page.runs])}{runs}"
         f"<h2>How they were made</h2>{stages_html(page.stages)}"
         "<h2>Software</h2><p class=note>Each package a stage imported and each tool it ran, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from aam.errors import InputError
 from aam.runtime.atomic import atomic_output
 
 log = logging.getLogger(__name__)
+TRAINING_DOCS = Path(__file__).resolve().parents[2] / "docs/training.md"  # in a checkout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +96,8 @@ def run(args: argparse.Namespace) -> None:
         files=files_by_folder(work),
         made=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         notes=args.note,
+        workdir=str(work),
+        docs=_docs(work),
     )
     if args.versions is not None:
         rows = [("software", "version", "stages")] + software_versions(page.stages)
@@ -102,6 +106,12 @@ def run(args: argparse.Namespace) -> None:
     with atomic_output(args.output) as tmp:
         tmp.write_text(overview_html(page))
     log.info("wrote %s: %d run(s)", args.output, len(results))
+
+
+def _docs(work: Path) -> str:
+    """docs/training.md of the checkout this aam runs from, relative to ``work`` (the page's
+    folder); "" where there is none (an installed package)."""
+    return os.path.relpath(TRAINING_DOCS, work.resolve()) if TRAINING_DOCS.is_file() else ""
 
 
 def _run(item: str) -> list[str]:
