@@ -623,16 +623,17 @@ def test_train_drops_and_counts_missing_targets(micro, tmp_path, caplog):
     metadata = write_metadata(tmp_path / "nan.tsv", frame)
     split = tmp_path / "split.tsv"
     caplog.set_level(logging.INFO)
-    # `aam split --target-column` leaves the two samples out; train accepts that split.
+    # `aam split --target-column` lists the two samples unused; train accepts that split.
     inputs = ["--table", table, "--metadata", metadata, "--target-column", "age"]
     assert aam("split", *inputs, "--output", split, "--test-fraction", "0") == 0
-    assert len(read_split(split)) == 10
+    labels = read_split(split)
+    assert len(labels) == 12 and labels[["s03", "s07"]].tolist() == ["unused", "unused"]
     out = tmp_path / "out"
     assert micro_train(table, metadata, out, "--split", split) == 0
     dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert len(dropped) == 2 and all("dropped 2 samples with no age value" in m for m in dropped)
     assert all("s03" in m and "s07" in m for m in dropped)
-    assert sorted(read_split(out / "split.tsv").index) == sorted(read_split(split).index)
+    assert sorted(read_split(out / "split.tsv").index) == sorted(labels[labels != "unused"].index)
 
 
 def test_train_all_targets_missing(micro, tmp_path, capsys):
@@ -806,7 +807,7 @@ def test_split_metadata_missing_samples(micro, tmp_path, capsys):
     assert not out.exists()
     flag = "--allow-missing-samples"
     assert aam("split", "--table", table, "--metadata", metadata, "--output", out, flag) == 0
-    assert len(read_split(out)) == 11
+    assert len(read_split(out)) == 12 and read_split(out)["s11"] == "unused"
 
 
 def test_predict_empty_subset(micro, tmp_path, capsys):

@@ -14,6 +14,7 @@ from biom.util import biom_open
 
 from aam.cli import main
 from aam.data.split import read_split
+from aam.training.data.study import load_study
 
 IDS = [f"s{k:02d}" for k in range(12)]
 EXTRA = [f"x{k:02d}" for k in range(5)]  # metadata rows of samples the table lacks
@@ -73,3 +74,29 @@ def test_fold_split_assigns_the_tables_samples(superset, tmp_path):
     args = ["--table", table, "--metadata", metadata, "--target-column", "site", "--classifier"]
     assert aam("split", *args, "--folds", "3", "--fold", "1", "--output", out) == 0
     assert sorted(read_split(out).index) == IDS
+
+
+def test_samples_without_a_target_are_listed_unused(tmp_path):
+    """A table sample without a target value (s03) or, with --allow-missing-samples, without a
+    metadata row (s11) is in the split, unused: pretraining and prediction, which read the
+    table and the split, find every sample of the table there."""
+    table = write_table(tmp_path / "table.biom")
+    metadata = write_metadata(tmp_path / "m.tsv", [*EXTRA, *IDS[:-1]], ages={"s03": ""})
+    out = tmp_path / "split.tsv"
+    args = ["--table", table, "--metadata", metadata, "--target-column", "age"]
+    args += ["--allow-missing-samples"]
+    assert aam("split", *args, "--output", out) == 0
+    split = read_split(out)
+    assert list(split.index) == IDS
+    assert split[["s03", "s11"]].tolist() == ["unused", "unused"]
+    assert (split.drop(["s03", "s11"]) != "unused").all()
+
+    study = load_study(table, max_bp=24, split_path=out)  # as pretraining reads them
+    assert study.samples.sample_ids == IDS
+    assert not {"s03", "s11"} & {IDS[k] for k in study.subset("train")}
+
+    point = tmp_path / "lc.split.tsv"  # a learning-curve point drawn from that split
+    assert (
+        aam("split", *args, "--from-file", out, "--train-fraction", "0.5", "--output", point) == 0
+    )
+    assert read_split(point)[["s03", "s11"]].tolist() == ["unused", "unused"]

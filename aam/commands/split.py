@@ -15,6 +15,7 @@ import pandas as pd
 from aam.data.metadata import metadata_column
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.split import (
+    UNUSED,
     given_split,
     make_fold_split,
     make_split,
@@ -23,6 +24,7 @@ from aam.data.split import (
     read_split,
     write_split,
 )
+from aam.data.table import load_table
 from aam.errors import InputError
 from aam.options import checked
 from aam.training.data.study import Labels, load_study
@@ -39,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metadata",
         type=Path,
-        help="with --target-column: only samples that have a target value are assigned",
+        help="with --target-column: only samples that have a target value are assigned (the "
+        "table's others are listed unused)",
     )
     parser.add_argument("--target-column", help="metadata column of the target (with --metadata)")
     parser.add_argument(
@@ -167,7 +170,7 @@ def run(args: argparse.Namespace) -> None:
         source = f"{args.metadata} column {args.from_column!r}"
         split = given_split(labels, ids, source)
     elif args.from_file:
-        split = given_split(read_split(args.from_file), ids, str(args.from_file))
+        split = given_split(_labelled(args.from_file), ids, str(args.from_file))
         if args.train_fraction is not None:
             split = nested_split(split, fraction=args.train_fraction, seed=args.seed)
         elif new_study:
@@ -189,8 +192,24 @@ def run(args: argparse.Namespace) -> None:
             groups=groups,
             test_group=args.test_group,
         )
+    split = _every_sample(split, args.table)
     write_split(args.output, split)
     log.info("%s: %s", args.output, split.value_counts().to_dict())
+
+
+def _every_sample(split: pd.Series, table: Path) -> pd.Series:
+    """``split`` over every sample of ``table``, in its order: the samples it leaves out (no
+    target value, no metadata row) ``unused``, so that a command reading the table and the
+    split (pretraining, prediction) finds each of them there."""
+    ids = pd.Index([str(sid) for sid in load_table(table).ids()], name="sample_id")
+    return split.reindex(ids).fillna(UNUSED).rename("split")
+
+
+def _labelled(path: Path) -> pd.Series:
+    """The train/val/test labels of split file ``path``: its unused samples (of a split this
+    command wrote, those without a target) have none."""
+    labels = read_split(path)
+    return labels[labels != UNUSED]
 
 
 def _fold_split(args: argparse.Namespace, study, ids: list[str], groups) -> pd.Series:
@@ -199,7 +218,7 @@ def _fold_split(args: argparse.Namespace, study, ids: list[str], groups) -> pd.S
     --group-column's groups whole."""
     keep = np.ones(len(ids), dtype=bool)
     if args.from_file:
-        given = given_split(read_split(args.from_file), ids, str(args.from_file))
+        given = given_split(_labelled(args.from_file), ids, str(args.from_file))
         keep = given.reindex(ids).isin(["train", "val"]).to_numpy()
         if not keep.any():
             raise InputError(f"{args.from_file}: no train or val sample to draw folds from")
