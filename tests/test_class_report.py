@@ -212,3 +212,34 @@ def test_the_page_says_how_to_follow_training_in_tensorboard():
         "--logdir &#x27;my results/runs&#x27;</code>" in spaced
         and "<a href" not in spaced.split("Files")[0]
     )
+
+
+def test_a_classifiers_history_has_its_accuracy_and_auc_panel(tmp_path, monkeypatch):
+    """Issue 73: the regression history had its target panel, the classifier's none."""
+    from test_cli_training import aam
+
+    from aam.commands import plot_history
+
+    history = pd.DataFrame(
+        {"epoch": [1, 2, 3], "train_loss": [0.7, 0.6, 0.5], "val_loss": [0.7, 0.65, 0.66]}
+        | {"val_accuracy": [0.5, 0.75, 0.7], "val_f1": [0.3, 0.7, 0.6], "val_auc": [0.6, 0.8, 0.9]}
+    )
+    path, out = tmp_path / "history.tsv", tmp_path / "history.png"
+    history.to_csv(path, sep="\t", index=False)
+    drawn = []
+    draw = plot_history.history_figure
+    monkeypatch.setattr(
+        plot_history, "history_figure", lambda *a: drawn.append(draw(*a)) or drawn[-1]
+    )
+    assert aam("plot-history", "--history", path, "--output", out, "--target-column", "ibd") == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    loss, target = drawn[0].axes
+    assert target.get_title() == "target" and target.get_ylabel() == "accuracy and AUC of ibd"
+    lines = {line.get_label(): list(line.get_ydata()) for line in target.lines}
+    assert lines == {
+        "val accuracy": [0.5, 0.75, 0.7],
+        "val AUC": [0.6, 0.8, 0.9],
+        "AUC of chance": [0.5, 0.5],
+    }
+    assert target.get_ylim() == (-0.02, 1.02)
+    assert [line.get_label() for line in loss.lines] == ["train", "val"]  # as before

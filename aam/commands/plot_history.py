@@ -1,5 +1,6 @@
 """`aam plot-history`: training curves from a history.tsv (for the workflow report), titled with
-the dataset, the run and the stage; the MAE in the target's unit."""
+the dataset, the run and the stage; the MAE in the target's unit, a classifier's validation
+accuracy and AUC in one panel."""
 
 from __future__ import annotations
 
@@ -9,18 +10,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from aam.analysis.figures import add_label_arguments, metric_label, title
+from aam.analysis.figures import METRIC_NAMES, add_label_arguments, metric_label, title
 from aam.errors import InputError
 from aam.runtime.atomic import check_output_path
 from aam.runtime.figures import FORMATS, figure_format, pyplot, save_figure
 
-# (history key, panel title, y axis label; {mae}: the MAE of the target in its unit)
+# (history key, panel title, y axis label; {mae}: the MAE of the target in its unit,
+# {target}: the target's name)
 SERIES = (
     ("loss", "objective", "weighted sum of the losses"),
     ("unifrac_loss", "UniFrac fit", "MSE of the UniFrac distances"),
     ("mae", "target", "{mae}"),
+    ("accuracy", "target", "accuracy and AUC of {target}"),  # a classifier's
     ("nuc_accuracy", "masked nucleotides", "accuracy of the masked nucleotides"),
 )
+ALSO = {"accuracy": ("auc",)}  # series drawn in another key's panel, each named in the legend
+CHANCE_AUC = 0.5
+STYLES = (("o", "-"), ("s", "-."))  # (marker, line) of a panel's first series, its second
+# (a split keeps its colour: train C0, validation C1)
 STAGES = {"pretrain": "pretraining", "finetune": "fine-tuning"}
 
 
@@ -69,8 +76,10 @@ def history_figure(
     heading: str | None = None,
 ):
     """The figure: a panel per (key, title, y label) of ``panels`` (``SERIES``), the MAE in
-    ``unit``; ``summary``'s ``best_epoch`` as a dotted vertical line, its training mean's
-    validation MAE as a dashed one on the MAE; ``heading`` above them."""
+    ``unit``; the series of ``ALSO`` in their key's panel (a classifier's validation accuracy
+    and AUC, on 0 to 1 beside the AUC of chance); ``summary``'s ``best_epoch`` as a dotted
+    vertical line, its training mean's validation MAE as a dashed one on the MAE; ``heading``
+    above them."""
     pyplot()  # the backend, literal text
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -80,16 +89,23 @@ def history_figure(
     fig = Figure(figsize=(3.8 * len(panels), 3.4), layout="tight")
     axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, (key, name, ylabel) in zip(axes[0], panels, strict=True):
-        for split in ("train", "val"):
-            if f"{split}_{key}" in history:
-                ax.plot(history["epoch"], history[f"{split}_{key}"], marker="o", label=split)
+        keys = (key, *ALSO.get(key, ()))
+        for each, (marker, line) in zip(keys, STYLES, strict=False):
+            for colour, split in enumerate(("train", "val")):
+                if f"{split}_{each}" in history:
+                    label = split if len(keys) == 1 else f"{split} {METRIC_NAMES[each]}"
+                    drawn = {"marker": marker, "linestyle": line, "color": f"C{colour}"}
+                    ax.plot(history["epoch"], history[f"{split}_{each}"], label=label, **drawn)
+        if key in ALSO:  # shares of 0 to 1
+            ax.axhline(CHANCE_AUC, color="grey", linestyle="--", label="AUC of chance")
+            ax.set_ylim(-0.02, 1.02)
         if chosen:
             by = f" (best {chooser})" if chooser else " (the last)"
             ax.axvline(chosen, color="grey", linestyle=":", label=f"chosen: epoch {chosen}{by}")
         if key == "mae" and baseline is not None:
             ax.axhline(baseline, color="red", linestyle="--", label="training mean (val)")
         ax.set_title(name)
-        ax.set_ylabel(ylabel.format(mae=metric_label("mae", target, unit)))
+        ax.set_ylabel(ylabel.format(mae=metric_label("mae", target, unit), target=target))
         ax.set_xlabel("epoch")
         # whole epochs only, whatever their number (one epoch: one tick, not 0.945 ... 1.065)
         ax.set_xlim(history["epoch"].min() - 0.5, history["epoch"].max() + 0.5)
