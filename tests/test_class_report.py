@@ -243,3 +243,34 @@ def test_a_classifiers_history_has_its_accuracy_and_auc_panel(tmp_path, monkeypa
     }
     assert target.get_ylim() == (-0.02, 1.02)
     assert [line.get_label() for line in loss.lines] == ["train", "val"]  # as before
+
+
+def test_the_importance_heatmap_of_a_classifier_groups_its_samples_by_class(monkeypatch):
+    """Issue 73: a category's axis read "ranked by the target (1 = lowest)"."""
+    from types import SimpleNamespace
+
+    import scipy.sparse as sp
+
+    from aam.analysis import importance_plot
+
+    abundance = np.array([[0.5, 0.5], [0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
+    monkeypatch.setattr(
+        importance_plot, "relative_abundances", lambda _, rows: sp.csr_matrix(abundance[rows])
+    )
+    saved = []
+    monkeypatch.setattr(importance_plot, "save_figure", lambda fig, path: saved.append(fig))
+    study = SimpleNamespace(
+        samples=SimpleNamespace(asv_ids=["AC", "GT"]),
+        targets=np.array([1, 0, 1, 0]),
+        classes=CLASSES,
+    )
+    table = pd.DataFrame(
+        {"asv": ["AC", "GT"], "asv_id": ["a1", "g2"], "taxon": [None, None]}
+        | {"aam_rank": [1, 2], "forest_scored": [False, False]}
+    )
+    importance_plot.plot_importance(None, study, np.arange(4), table, 2, 0.5, "ibd")
+    strip, heat = saved[0].axes[:2]
+    assert heat.get_xlabel() == "the 4 test samples grouped by their true ibd: CD, Control"
+    assert strip.images[0].get_array().tolist() == [[0, 0, 1, 1]]  # CD first, then Control
+    regression = importance_plot.samples_axis([], 4, "age")
+    assert regression == "test samples ranked by the target above (1 = lowest, of 4)"

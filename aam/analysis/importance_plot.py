@@ -27,7 +27,7 @@ def plot_importance(
     heading: str = "ASV importance",
 ) -> None:
     """Heatmap: rows the ``top`` ASVs by AAM's importance (``row_labels``), columns the test
-    samples sorted by the target (class index for classes), log10 relative abundance; above
+    samples sorted by the target (grouped by class for classes), log10 relative abundance; above
     it the target (``target``: its label, with the unit), with its colour scale; ``heading``
     opens the title (it names the dataset and run)."""
     plt = pyplot()
@@ -49,7 +49,7 @@ def plot_importance(
     scored = int(table["forest_scored"].sum())
     heat.set_yticks(range(len(rows)), row_labels(rows, scored, bool(study.classes)))
     heat.tick_params(axis="y", labelsize=7)
-    heat.set_xlabel(f"test samples ranked by the target above (1 = lowest, of {len(order)})")
+    heat.set_xlabel(samples_axis(study.classes, len(order), target))
     label = f"log10 relative abundance (black: absent, drawn at {FLOOR:g})"
     fig.colorbar(image, ax=heat, label=label, fraction=0.03, pad=0.02)
     agreement = "undefined" if not np.isfinite(spearman) else f"{spearman:.2f}"
@@ -59,6 +59,14 @@ def plot_importance(
     )
     save_figure(fig, path)
     plt.close(fig)
+
+
+def samples_axis(classes: list[str], n: int, target: str) -> str:
+    """The heatmap's x label: the ``n`` test samples ranked by a regression target, grouped by
+    a classifier's true class (in the order of ``classes``)."""
+    if classes:
+        return f"the {n} test samples grouped by their true {target}: {', '.join(classes)}"
+    return f"test samples ranked by the target above (1 = lowest, of {n})"
 
 
 def _target_strip(fig, strip, study: Study, values: np.ndarray, target: str) -> None:
