@@ -30,6 +30,17 @@ SAME_COMMAND = {
 }
 
 
+# Rules without a provenance record: they gather other jobs' outputs (each with its record, on
+# the landing page) into a table, a figure or a page, or build the image (not aam: every job's
+# record names the image it ran in, container_image).
+GATHER = {
+    *("plot_history", "summary", "leaderboard", "learning_curve", "new_study"),
+    *("cross_validation", "search_best", "profiling_report", "overview", "build_container"),
+}
+OUTPUTS = re.compile(r"^( +)output:\n((?:\1 +.*\n)+)", re.M)
+PROVENANCE = re.compile(r'^\s+provenance=WORK\s+/\s+f?"[^"]*provenance\.json",$', re.M)
+
+
 def _rules() -> dict[str, str]:
     """rule name -> its text, from every workflow/rules/*.smk; a rule made by `use rule BASE
     as NAME with:` has its own text, then BASE's (its shell)."""
@@ -131,3 +142,16 @@ def test_every_cluster_job_has_its_resources_in_each_site_profile():
         profile = yaml.safe_load((REPO / f"profiles/{site}/config.yaml").read_text())
         missing = cluster - set(profile["set-resources"])
         assert not missing, f"profiles/{site}: no set-resources for {sorted(missing)}"
+
+
+def test_every_rule_that_computes_writes_its_provenance_record():
+    """Its own output ``provenance`` (`use rule` replaces the outputs: a derived rule names its
+    own), written by ``aam --provenance`` (the versions of what the job ran, for the landing
+    page's software table and methods)."""
+    rules = _rules()
+    assert GATHER <= set(rules)
+    for rule, body in rules.items():
+        outputs = OUTPUTS.search(body).group(2)  # a derived rule's own come first
+        declared = bool(PROVENANCE.search(outputs))
+        written = "-m aam --provenance {output.provenance:q} " in body
+        assert declared == written == (rule not in GATHER), rule

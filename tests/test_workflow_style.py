@@ -52,13 +52,14 @@ def rule_lengths(files: list[Path] = WORKFLOW_FILES) -> dict[str, int]:
 
 
 def test_rules_are_as_short_as_the_catalogs():
-    """Median rule <= 16 lines (the catalog's median: 13; before issue 40, 31 rules, median 29
+    """Median rule <= 17 lines (the catalog's median: 13; before issue 40, 31 rules, median 29
     and longest 60 lines by this count; 15 until issue 58 gave each rule whose command names
-    an optional input file a ``paths`` params line, apart from the config's values)."""
+    an optional input file a ``paths`` params line, apart from the config's values; 16 until
+    issue 73 gave every rule that computes a provenance output)."""
     lengths = rule_lengths()
     assert len(lengths) >= 30, sorted(lengths)
     table = ", ".join(f"{rule} {n}" for rule, n in sorted(lengths.items(), key=lambda x: x[1]))
-    assert statistics.median(lengths.values()) <= 16, table
+    assert statistics.median(lengths.values()) <= 17, table
 
 
 def test_repeated_directives_are_gone_from_the_rules():

@@ -93,6 +93,7 @@ rule importance:
         table=in_report(WORK / "runs/{run}/importance/importance.tsv"),
         summary=WORK / "runs/{run}/importance/importance.json",
         plot=in_report(figure(WORK / "runs/{run}/importance/importance")),
+        provenance=WORK / "runs/{run}/importance/provenance.json",
     log:
         WORK / "logs/importance/{run}.log",
     threads: config["threads"]
@@ -101,7 +102,8 @@ rule importance:
         options=FLAGS.importance,
         paths=input_flags(taxonomy="taxonomy"),
     shell:
-        "python -m aam importance --model {input.model:q} --table {input.table:q}"
+        "python -m aam --provenance {output.provenance:q} importance --model {input.model:q}"
+        " --table {input.table:q}"
         " --metadata {input.metadata:q} --split {input.split:q} --metrics {input.metrics:q}"
         " --threads {threads}"
         " --output-dir {params.out_dir:q} {params.options} {params.paths} > {log:q} 2>&1"

@@ -13,6 +13,8 @@ use rule split as search_split with:
         given=WORK / "data/{dataset}/split.tsv",
     output:
         split=WORK / "data/{dataset}/search/{folds}x{seed}/fold{fold}.split.tsv",
+        provenance=WORK
+        / "data/{dataset}/search/{folds}x{seed}/fold{fold}.provenance.json",
     log:
         WORK / "logs/search_split/{dataset}.{folds}x{seed}.fold{fold}.log",
     params:
@@ -31,7 +33,8 @@ rule search_worker:
         split=split_of,
         folds=lambda wc: PLAN.search_folds(wc.run),
     output:
-        WORK / "runs/{run}/search/workers/{worker}.json",
+        record=WORK / "runs/{run}/search/workers/{worker}.json",
+        provenance=WORK / "runs/{run}/search/workers/{worker}.provenance.json",
     log:
         WORK / "logs/search_worker/{run}.{worker}.log",
     threads: config["threads"]
@@ -39,9 +42,10 @@ rule search_worker:
         search_dir=lambda wc: PLAN.search_file(wc.run, ""),
         options=FLAGS.search_worker,
     shell:
-        "python -m aam search-worker --table {input.table:q} --metadata {input.metadata:q}"
-        " --tree {input.tree:q} --split {input.split:q} --folds {input.folds:q}"
-        " --search-dir {params.search_dir:q} --threads {threads} --output {output:q}"
+        "python -m aam --provenance {output.provenance:q} search-worker --table {input.table:q}"
+        " --metadata {input.metadata:q} --tree {input.tree:q} --split {input.split:q}"
+        " --folds {input.folds:q} --search-dir {params.search_dir:q} --threads {threads}"
+        " --output {output.record:q}"
         " {params.options} > {log:q} 2>&1"
 
 
@@ -81,6 +85,7 @@ rule search_forest:
         predictions=WORK / "runs/{run}/search/forest/predictions.tsv",
         trials=in_report(WORK / "runs/{run}/search/forest/trials.tsv"),
         summary=WORK / "runs/{run}/search/forest/search.json",
+        provenance=WORK / "runs/{run}/search/forest/provenance.json",
     log:
         WORK / "logs/search_forest/{run}.log",
     threads: config["threads"]
@@ -89,6 +94,7 @@ rule search_forest:
         out_dir=out_dir,
         options=FLAGS.search_forest,
     shell:
-        "python -m aam search-forest --table {input.table:q} --metadata {input.metadata:q}"
+        "python -m aam --provenance {output.provenance:q} search-forest --table {input.table:q}"
+        " --metadata {input.metadata:q}"
         " --split {input.split:q} --folds {input.folds:q} --search-dir {params.search_dir:q}"
         " --threads {threads} --output-dir {params.out_dir:q} {params.options} > {log:q} 2>&1"

@@ -45,6 +45,7 @@ rule check_data:
         sequences=given("sequences"),
     output:
         manifest=WORK / "data/{dataset}/checked.sha256",
+        provenance=WORK / "data/{dataset}/checked.provenance.json",
     log:
         WORK / "logs/check_data/{dataset}.log",
     priority: 100
@@ -52,7 +53,8 @@ rule check_data:
         options=FLAGS.check_data,
         paths=input_flags(sequences="sequences"),
     shell:
-        "python -m aam check-data --dataset {wildcards.dataset:q} --table {input.table:q}"
+        "python -m aam --provenance {output.provenance:q} check-data"
+        " --dataset {wildcards.dataset:q} --table {input.table:q}"
         " --metadata {input.metadata:q} --output {output.manifest:q} {params.options}"
         " {params.paths} > {log:q} 2>&1"
 
@@ -65,13 +67,14 @@ rule rarefy:
         table=WORK / "data/{dataset}/table.biom",
     output:
         table=WORK / "data/{dataset}/rarefied.biom",
+        provenance=WORK / "data/{dataset}/rarefied.provenance.json",
     log:
         WORK / "logs/rarefy/{dataset}.log",
     params:
         options=FLAGS.rarefy,
     shell:
-        "python -m aam rarefy --table {input.table:q} --output {output.table:q} {params.options}"
-        " > {log:q} 2>&1"
+        "python -m aam --provenance {output.provenance:q} rarefy --table {input.table:q}"
+        " --output {output.table:q} {params.options} > {log:q} 2>&1"
 
 
 # A rule of its own, not an output of `stage`: the tree is optional (datasets without one get
@@ -84,13 +87,15 @@ rule stage_tree:
     output:
         tree=WORK / "data/{dataset}/tree.nwk",
         manifest=WORK / "data/{dataset}/tree.sha256",
+        provenance=WORK / "data/{dataset}/tree.provenance.json",
     log:
         WORK / "logs/stage_tree/{dataset}.log",
     params:
         out_dir=out_dir,
         paths=input_flags(sequences="sequences"),
     shell:
-        "python -m aam stage --output-dir {params.out_dir:q} --manifest tree.sha256"
+        "python -m aam --provenance {output.provenance:q} stage --output-dir {params.out_dir:q}"
+        " --manifest tree.sha256"
         " --tree tree.nwk={input.tree:q} {params.paths} > {log:q} 2>&1"
 
 
@@ -102,14 +107,16 @@ rule split:
         given=given("split_file"),
     output:
         split=WORK / "data/{dataset}/split.tsv",
+        provenance=WORK / "data/{dataset}/split.provenance.json",
     log:
         WORK / "logs/split/{dataset}.log",
     params:
         options=FLAGS.split,
         paths=input_flags(from_file="given"),
     shell:
-        "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
-        " --output {output.split:q} {params.options} {params.paths} > {log:q} 2>&1"
+        "python -m aam --provenance {output.provenance:q} split --table {input.table:q}"
+        " --metadata {input.metadata:q} --output {output.split:q} {params.options}"
+        " {params.paths} > {log:q} 2>&1"
 
 
 # Stratified by class for classifiers: the fold's samples `test`, a seeded validation fraction
@@ -121,6 +128,7 @@ use rule split as cv_split with:
         metadata=WORK / "data/{dataset}/metadata.tsv",
     output:
         split=WORK / "data/{dataset}/cv/{folds}x{seed}/fold{fold}.split.tsv",
+        provenance=WORK / "data/{dataset}/cv/{folds}x{seed}/fold{fold}.provenance.json",
     log:
         WORK / "logs/cv_split/{dataset}.{folds}x{seed}.fold{fold}.log",
     params:
@@ -136,13 +144,15 @@ rule learning_curve_split:
         split=WORK / "data/{dataset}/split.tsv",
     output:
         split=WORK / "data/{dataset}/lc/{seed}/{fraction}.split.tsv",
+        provenance=WORK / "data/{dataset}/lc/{seed}/{fraction}.provenance.json",
     log:
         WORK / "logs/learning_curve_split/{dataset}.{seed}.{fraction}.log",
     params:
         options=FLAGS.learning_curve_split,
     shell:
-        "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
-        " --from-file {input.split:q} --output {output.split:q} {params.options} > {log:q} 2>&1"
+        "python -m aam --provenance {output.provenance:q} split --table {input.table:q}"
+        " --metadata {input.metadata:q} --from-file {input.split:q} --output {output.split:q}"
+        " {params.options} > {log:q} 2>&1"
 
 
 # The left-out study's pool drawn once (every point's test samples: the rest of the study);
@@ -155,10 +165,12 @@ rule new_study_split:
         split=WORK / "data/{dataset}/split.tsv",
     output:
         split=WORK / "data/{dataset}/new_study/{seed}/{size}.split.tsv",
+        provenance=WORK / "data/{dataset}/new_study/{seed}/{size}.provenance.json",
     log:
         WORK / "logs/new_study_split/{dataset}.{seed}.{size}.log",
     params:
         options=FLAGS.new_study_split,
     shell:
-        "python -m aam split --table {input.table:q} --metadata {input.metadata:q}"
-        " --from-file {input.split:q} --output {output.split:q} {params.options} > {log:q} 2>&1"
+        "python -m aam --provenance {output.provenance:q} split --table {input.table:q}"
+        " --metadata {input.metadata:q} --from-file {input.split:q} --output {output.split:q}"
+        " {params.options} > {log:q} 2>&1"

@@ -14,12 +14,14 @@ rule stage_taxonomy:
     output:
         taxonomy=WORK / "data/{dataset}/taxonomy.tsv",
         manifest=WORK / "data/{dataset}/taxonomy.sha256",
+        provenance=WORK / "data/{dataset}/taxonomy.provenance.json",
     log:
         WORK / "logs/stage_taxonomy/{dataset}.log",
     params:
         out_dir=out_dir,
     shell:
-        "python -m aam stage --output-dir {params.out_dir:q} --manifest taxonomy.sha256"
+        "python -m aam --provenance {output.provenance:q} stage --output-dir {params.out_dir:q}"
+        " --manifest taxonomy.sha256"
         " --taxonomy taxonomy.tsv={input.taxonomy:q} > {log:q} 2>&1"
 
 
@@ -31,10 +33,12 @@ rule taxonomy:
         taxa=lambda wc: DATASETS[wc.dataset]["taxonomy"]["training_taxa"],
     output:
         taxonomy=WORK / "data/{dataset}/rdp_taxonomy.tsv",
+        provenance=WORK / "data/{dataset}/rdp_taxonomy.provenance.json",
     log:
         WORK / "logs/taxonomy/{dataset}.log",
     params:
         options=FLAGS.taxonomy,
     shell:
-        "python -m aam taxonomy --table {input.table:q} --training-sequences {input.sequences:q}"
+        "python -m aam --provenance {output.provenance:q} taxonomy --table {input.table:q}"
+        " --training-sequences {input.sequences:q}"
         " --training-taxa {input.taxa:q} --output {output.taxonomy:q} {params.options} > {log:q} 2>&1"

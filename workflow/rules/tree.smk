@@ -4,8 +4,10 @@ rule tree:
         table=WORK / "data/{dataset}/table.biom",
     output:
         tree=WORK / "data/{dataset}/built_tree.nwk",
+        provenance=WORK / "data/{dataset}/built_tree.provenance.json",
     log:
         WORK / "logs/tree/{dataset}.log",
     threads: config["threads"]
     shell:
-        "python -m aam tree --table {input.table:q} --output {output.tree:q} --threads {threads} > {log:q} 2>&1"
+        "python -m aam --provenance {output.provenance:q} tree --table {input.table:q}"
+        " --output {output.tree:q} --threads {threads} > {log:q} 2>&1"

@@ -77,6 +77,7 @@ rule pcoa:
         plot=in_report(figure(WORK / "unifrac/{dataset}.{metric}.pcoa/pcoa")),
         ordination=WORK / "unifrac/{dataset}.{metric}.pcoa/ordination.txt",
         lsmat=WORK / "unifrac/{dataset}.{metric}.pcoa/distance-matrix.tsv",
+        provenance=WORK / "unifrac/{dataset}.{metric}.pcoa/provenance.json",
     log:
         WORK / "logs/pcoa/{dataset}.{metric}.log",
     threads: config["threads"]  # BLAS threads of the eigendecomposition
@@ -85,5 +86,6 @@ rule pcoa:
         options=FLAGS.pcoa,
         paths=input_flags(metadata="metadata"),
     shell:
-        "python -m aam pcoa --matrix {input.matrix:q} --output-dir {params.out_dir:q}"
+        "python -m aam --provenance {output.provenance:q} pcoa --matrix {input.matrix:q}"
+        " --output-dir {params.out_dir:q}"
         " {params.options} {params.paths} > {log:q} 2>&1"
