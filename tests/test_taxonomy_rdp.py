@@ -3,6 +3,7 @@ training set of rdp-classifier-doc, classifying a handful of the demo's ASVs (~6
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import biom
@@ -49,8 +50,12 @@ def test_taxonomy_classifies_the_table_as_qiime2_taxonomy_tsv(tmp_path):
     table = tmp_path / "table.biom"
     with biom.util.biom_open(str(table), "w") as handle:
         small.to_hdf5(handle, "test")
-    out = tmp_path / "taxonomy.tsv"
-    assert aam("taxonomy", "--table", table, *TRAINING, "--output", out) == 0
+    out, record = tmp_path / "taxonomy.tsv", tmp_path / "rdp_taxonomy.provenance.json"
+    argv = ["--provenance", record, "taxonomy", "--table", table, *TRAINING, "--output", out]
+    assert aam(*argv) == 0
+    tools = json.loads(record.read_text())["tools"]  # what the job ran, for the landing page
+    assert tools["java"].startswith(("openjdk version", "java version")), tools
+    assert tools["rdp-classifier"].startswith(f"{DEBIAN_JAR.name} sha256:"), tools
     taxonomy = pd.read_csv(out, sep="\t")
     assert taxonomy.columns.tolist() == ["Feature ID", "Taxon", "Confidence"]
     assert taxonomy["Feature ID"].tolist() == asvs  # the table's IDs, the sequences
