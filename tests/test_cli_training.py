@@ -30,6 +30,7 @@ from read_only import read_only_dir
 from aam.analysis.spread import NEAR_CONSTANT
 from aam.cli import main
 from aam.commands.plot_history import SERIES, history_figure
+from aam.training.meters.events import WRITERS
 from aam.training.trainer import epoch_line
 
 # One xdist worker: every worker that ran one of these tests would build the module fixtures.
@@ -214,28 +215,32 @@ def test_pretrain_outputs(demo, pretrained):
 
 
 def test_training_writes_tensorboard_events_of_every_epoch(pretrained, micro, tmp_path):
-    """OUTPUT_DIR/events: each history column of each epoch as a TensorBoard scalar, read back
-    with TensorBoard's own event reader; a fresh run first removes an earlier run's events."""
+    """OUTPUT_DIR/events/train and /val: each history column of each epoch as a TensorBoard
+    scalar at the epoch's last optimizer step, a train_ column and its val_ twin under one tag
+    (one chart), read back with TensorBoard's own event reader; a fresh run first removes an
+    earlier run's events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from aam.training.meters.events import tag
 
-    events = EventAccumulator(str(pretrained / "events"))
-    events.Reload()
+    readers = {name: EventAccumulator(str(pretrained / "events" / name)) for name in WRITERS}
+    for reader in readers.values():
+        reader.Reload()
     history = read_history(pretrained / "history.tsv")
-    assert {"train/loss", "val/loss", "val/unifrac_r", "run/lr", "run/samples_per_s"} <= set(
-        events.Tags()["scalars"]
+    assert {"metrics/loss", "run/lr", "run/samples_per_s", "run/epoch"} <= set(
+        readers["train"].Tags()["scalars"]
     )
-    for column in ("train_loss", "val_unifrac_r", "lr"):
-        scalars = events.Scalars(tag(column))
-        assert [s.step for s in scalars] == list(history["epoch"])
-        assert np.allclose([s.value for s in scalars], history[column], rtol=1e-5), column
+    assert {"metrics/loss", "metrics/unifrac_r"} <= set(readers["val"].Tags()["scalars"])
+    for column in ("train_loss", "val_loss", "val_unifrac_r", "lr", "epoch"):
+        writer, name = tag(column)
+        scalars = {s.step: s.value for s in readers[writer].Scalars(name)}
+        assert np.allclose([scalars[s] for s in history["step"]], history[column], rtol=1e-5)
     out = tmp_path / "run"
     (out / "events").mkdir(parents=True)
     (out / "events/events.out.tfevents.old").write_text("an earlier run's")
     assert micro_train(*micro, out, "--epochs", "2") == 0
-    written = list((out / "events").iterdir())
-    assert len(written) == 1 and written[0].name != "events.out.tfevents.old"
+    assert sorted(p.name for p in (out / "events").iterdir()) == sorted(WRITERS)
+    assert all(len(list((out / "events" / name).iterdir())) == 1 for name in WRITERS)
 
 
 @pytest.mark.slow
@@ -933,11 +938,11 @@ def test_the_epoch_line_holds_the_few_numbers_that_matter():
     row |= {"val_loss": 1.7, "val_mae": 5.25, "val_r2": 0.1, "val_nuc_loss": 0.8}
     row |= {"samples_per_s": 31.6, "epoch_seconds": 9.14, "peak_memory_mb": 100.0}
     assert epoch_line(row, "val_r2") == (
-        "train loss 1.5, val loss 1.7, val mae 5.25, val r2 0.1, 32 samples/s, 9.1 s "
+        "train loss 1.5, val loss 1.7, val mae 5.25, val r2 0.1, 31.6 samples/s, 9.1 s "
         "(every column: history.tsv)"
     )
     del row["val_loss"], row["val_mae"], row["val_r2"]  # no validation samples
-    assert epoch_line(row, "val_loss").startswith("train loss 1.5, 32 samples/s")
+    assert epoch_line(row, "val_loss").startswith("train loss 1.5, 31.6 samples/s")
     row["device_busy"] = 0.934  # on a GPU: the share of the training window it computed
     assert epoch_line(row, "val_loss").endswith("9.1 s, GPU busy 93% (every column: history.tsv)")
     row["tflops"] = 0.0964  # achieved matmul TFLOP/s, on any device

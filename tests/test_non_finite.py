@@ -137,7 +137,7 @@ def test_divergence_after_a_resume_keeps_the_last_good_files(micro, tmp_path, ca
     line = diverged(train(*micro, out, "--epochs", "2"), capsys, "finetune")
     assert "target_loss is nan at epoch 2, step" in line, line
     assert files(out) == before  # latest.pt, best.pt untouched; no temporaries
-    assert len(list((out / EVENTS_DIR).iterdir())) == 2  # each attempt its own event log
+    assert len(list((out / EVENTS_DIR / "train").iterdir())) == 2  # each attempt its own log
 
 
 def test_non_finite_gradient_norm_exits_3(micro, tmp_path, capsys, monkeypatch):

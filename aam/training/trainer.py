@@ -38,9 +38,10 @@ from aam.training.device import peak_memory_mb, unwrap, uses_bf16
 from aam.training.ema import WeightAverage
 from aam.training.evaluation import PairTruth, evaluate
 from aam.training.meters.busy import DeviceBusy
-from aam.training.meters.events import EpochEvents
+from aam.training.meters.events import EVENTS_EVERY_STEPS, EpochEvents
 from aam.training.meters.flops import MatmulRate
 from aam.training.meters.memory import release_free_memory
+from aam.training.meters.progress import PROGRESS_EVERY_S, EpochProgress, significant
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext
 from aam.training.parallel.fsdp import is_sharded, model_state
@@ -63,7 +64,7 @@ def epoch_line(row: dict, best_metric: str) -> str:
     metric of the target (or of the UniFrac fit) and the run's ``best_metric``, throughput."""
     keys = [k for k in dict.fromkeys((*EPOCH_LINE, best_metric)) if isinstance(row.get(k), float)]
     cells = [f"{k.replace('_', ' ')} {row[k]:.4g}" for k in keys]
-    cells.append(f"{row['samples_per_s']:.0f} samples/s, {row['epoch_seconds']:.1f} s")
+    cells.append(f"{significant(row['samples_per_s'])} samples/s, {row['epoch_seconds']:.1f} s")
     if "tflops" in row:  # and the share of the device's peak where it is known
         mfu = f" ({row['mfu']:.0%} MFU)" if "mfu" in row else ""
         cells.append(f"{row['tflops']:.3g} TFLOP/s{mfu}")
@@ -101,7 +102,8 @@ def step_seed(seed: int, *parts: int) -> int:
 
 class Trainer:
     """Runs ``objective`` on ``model`` over the train split of the study ``batches`` reads,
-    validating each epoch."""
+    validating each epoch; a running epoch logs a line every ``progress_every_s`` seconds
+    without a progress bar and writes its scalars every ``events_every_steps`` steps."""
 
     def __init__(
         self,
@@ -116,6 +118,8 @@ class Trainer:
         progress: bool = False,
         stale_checkpoints: str = "refuse",
         events_dir: Path | None = None,
+        progress_every_s: float = PROGRESS_EVERY_S,
+        events_every_steps: int = EVENTS_EVERY_STEPS,
     ) -> None:
         cfg = replace(
             cfg, best_metric=best_metric_of(cfg.best_metric, validation_metrics(objective))
@@ -169,6 +173,8 @@ class Trainer:
         self.stepped = False  # whether this process has trained on a batch yet
         self.busy = DeviceBusy(device)
         self.events_dir = events_dir if ctx.is_main else None
+        self.running = EpochProgress(progress_every_s, enabled=ctx.is_main and not progress)
+        self.events_every_steps = events_every_steps
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """The global batches of ``epoch`` (study positions), the same on every rank: each
@@ -201,21 +207,22 @@ class Trainer:
         events = EpochEvents(self.events_dir, fresh=state.epoch == 0 and state.batch == 0)
         with PreemptionFlag() as flag, closing(events):
             while state.epoch < cfg.epochs and not self._stop_early():
-                row = self._epoch(flag)
+                row = self._epoch(flag, events)
                 self.checkpointer.end_epoch(row)
                 events.write(row)
         return self._result()
 
-    def _epoch(self, flag: PreemptionFlag) -> dict:
+    def _epoch(self, flag: PreemptionFlag, events: EpochEvents) -> dict:
         """One epoch from where the state stands (a resumed one from its next batch), its
-        batches made ahead in a thread; its history row. A signal (``flag``) stops it at the
-        next checkpoint: Preempted."""
+        batches made ahead in a thread, its progress logged and written to ``events``; its
+        history row. A signal (``flag``) stops it at the next checkpoint: Preempted."""
         state, cfg = self.state, self.cfg
         started, samples = time.perf_counter(), 0
         state.start_epoch()
         batches = self._epoch_batches(state.epoch)
         self.model.train()
         todo = range(state.batch, len(batches))
+        self.running.start(f"epoch {state.epoch + 1}/{cfg.epochs}", len(batches), state.batch)
         calls = [(batches[b], state.epoch, b) for b in todo]
         with Prefetch(self._make_batch, calls) as ahead, self._bar(batches) as bar:
             for b, batch in zip(todo, ahead, strict=True):
@@ -229,11 +236,25 @@ class Trainer:
                     continue
                 for k, batch_terms in enumerate(terms, start=b + 1 - len(terms)):
                     state.add(batch_terms, len(batches[k]))
+                if b + 1 < len(batches):  # the epoch's last step: its row follows
+                    self._report(events, samples, time.perf_counter() - started)
                 if self.checkpointer.step_done(flag.requested):
                     signal_name = flag.signal_name or "a signal to another rank"
                     latest = self.checkpointer.latest
                     raise Preempted(f"{signal_name}: saved {latest}; rerun to resume")
         return self._validate(samples, time.perf_counter() - started)
+
+    def _report(self, events: EpochEvents, samples: int, seconds: float) -> None:
+        """After a step inside the running epoch (``samples`` in ``seconds`` so far): its log
+        line when one is due, and every ``events_every_steps`` steps its scalars."""
+        state = self.state
+        means = state.train_means()
+        self.running.step(state.batch, samples, means.get("loss"))
+        if state.step % self.events_every_steps == 0:
+            running = {"step": state.step, **{f"train_{k}": v for k, v in means.items()}}
+            running["lr"] = self.scheduler.get_last_lr()[0]
+            running["samples_per_s"] = samples / seconds
+            events.write(running, flush=False)
 
     def _train_batch(self, batch: Batch, b: int, at_step: bool) -> list[dict[str, float]]:
         """Forward and backward of batch ``b`` (gradients accumulate over a step's batches); at

@@ -1,6 +1,10 @@
-"""TensorBoard event files of a training run (``OUTPUT_DIR/events/``): each epoch's history
-row as scalars, flushed at the end of every epoch, so `tensorboard --logdir` follows a running
-job offline (no network, no account). Written by the main process only."""
+"""TensorBoard event files of a training run (``OUTPUT_DIR/events/``), at the global optimizer
+step: each epoch's history row, and within an epoch every ``EVENTS_EVERY_STEPS`` steps the
+epoch's running train means (what the row's ``train_`` columns end as), learning rate and
+samples/s. Two writers, ``events/train/`` and ``events/val/``, give a ``train_`` column and its
+``val_`` twin one tag, so TensorBoard draws them on one chart (the runs ``train`` and ``val``).
+Flushed at every epoch end and every ``FLUSH_S`` seconds, so `tensorboard --logdir` follows a
+running job offline (no network, no account). Written by the main process only."""
 
 from __future__ import annotations
 
@@ -10,44 +14,55 @@ from pathlib import Path
 from typing import Any
 
 EVENTS_DIR = "events"  # under the run's output directory
-SECTIONS = {"train_": "train/", "val_": "val/"}  # a history column's prefix -> its tag's
+WRITERS = ("train", "val")  # a writer each, of the history columns named <writer>_...
+RUN_WRITER = "train"  # the writer of the other columns (lr, samples_per_s, device_busy, ...)
+EVENTS_EVERY_STEPS = 10  # optimizer steps between a running epoch's scalars
+FLUSH_S = 30  # the writers flush at least this often
 
 
-def tag(column: str) -> str:
-    """A history column's TensorBoard tag: ``train_loss`` -> ``train/loss``, ``val_mae`` ->
-    ``val/mae``, the rest (lr, samples_per_s, device_busy, ...) under ``run/``."""
-    for prefix, section in SECTIONS.items():
-        if column.startswith(prefix):
-            return section + column.removeprefix(prefix)
-    return f"run/{column}"
+def tag(column: str) -> tuple[str, str]:
+    """A history column's writer and TensorBoard tag: ``train_loss`` -> (train, metrics/loss),
+    ``val_loss`` -> (val, metrics/loss), the rest (``lr``, ...) -> (train, run/lr)."""
+    for writer in WRITERS:
+        if column.startswith(f"{writer}_"):
+            return writer, "metrics/" + column.removeprefix(f"{writer}_")
+    return RUN_WRITER, f"run/{column}"
 
 
 class EpochEvents:
-    """The writer of one run's events; ``directory`` None: none (another rank)."""
+    """The writers of one run's events; ``directory`` None: none (another rank)."""
 
     def __init__(self, directory: Path | None, fresh: bool) -> None:
         """``fresh``: the run starts at epoch 1, so events of an earlier run go first (a
         resumed run appends to its own)."""
-        self.writer = None
+        self.writers: dict[str, Any] = {}
         if directory is None:
             return
         if fresh and directory.exists():
             shutil.rmtree(directory)
         from torch.utils.tensorboard import SummaryWriter  # ~1 s: only where it writes
 
-        self.writer = SummaryWriter(log_dir=str(directory))
+        self.writers = {
+            name: SummaryWriter(log_dir=str(directory / name), flush_secs=FLUSH_S)
+            for name in WRITERS
+        }
 
-    def write(self, row: dict[str, Any]) -> None:
-        """Every finite number of an epoch's row, at step ``row["epoch"]``; then flush."""
-        if self.writer is None:
+    def write(self, row: dict[str, Any], flush: bool = True) -> None:
+        """Every finite number of ``row`` (a history row, or a running epoch's part of one) at
+        step ``row["step"]`` (the epoch too, as ``run/epoch``); then flush (unless ``flush`` is
+        False)."""
+        if not self.writers:
             return
         for column, value in row.items():
             number = isinstance(value, int | float) and not isinstance(value, bool)
-            if column != "epoch" and number and math.isfinite(value):
-                self.writer.add_scalar(tag(column), value, global_step=row["epoch"])
-        self.writer.flush()
+            if column != "step" and number and math.isfinite(value):
+                writer, name = tag(column)
+                self.writers[writer].add_scalar(name, value, global_step=row["step"])
+        if flush:
+            for writer in self.writers.values():
+                writer.flush()
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        for writer in self.writers.values():
+            writer.close()
+        self.writers = {}
