@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ log = logging.getLogger(__name__)
 RUN_FILES = ("history.tsv", "split.tsv", "summary.json")  # written next to the model file
 RUNTIME_FIELDS = ("attn_implementation", "gradient_checkpointing")  # may change on resume
 MemoryCurve = Callable[..., Any]  # ``aam.profiling.probe.memory_curve``: --batch-size auto
+EXIT_PREEMPTED = 75  # latest.pt saved after a signal: rerun to resume (EX_TEMPFAIL)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C where nothing could be saved
 
 
 @dataclass
@@ -97,9 +100,22 @@ def pretrain(opts: TrainingOptions, memory_curve: MemoryCurve) -> None:
             f"{cfg.mask_rate:g}, --nuc-weight {cfg.nuc_weight:g}) leave no loss to learn from; "
             "set --unifrac-weight or both of the others above 0"
         )
-    device, ctx = setup_run(opts.runtime)
-    with prepare_outputs(paths, ctx, "encoder.pt", "aam pretrain"):
-        _pretrain(opts, device, ctx, memory_curve)
+    with sigint_exits():
+        device, ctx = setup_run(opts.runtime)
+        with prepare_outputs(paths, ctx, "encoder.pt", "aam pretrain"):
+            _pretrain(opts, device, ctx, memory_curve)
+
+
+@contextmanager
+def sigint_exits() -> Iterator[None]:
+    """Ctrl-C (SIGINT) outside the training steps, where nothing can be saved (loading the
+    data, writing the outputs): one line and exit status EXIT_INTERRUPTED, no traceback.
+    (During them it saves latest.pt: ``aam.training.checkpointing.preemption``.)"""
+    try:
+        yield
+    except KeyboardInterrupt:
+        log.warning("stopped by SIGINT, nothing saved; a rerun resumes from the last latest.pt")
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 def _pretrain(opts: TrainingOptions, device, ctx: DistContext, memory_curve: MemoryCurve) -> None:
@@ -136,59 +152,70 @@ def _pretrain(opts: TrainingOptions, device, ctx: DistContext, memory_curve: Mem
 def finetune(opts: TrainingOptions, target: Target, memory_curve: MemoryCurve) -> None:
     """Fine-tune a SequencePredictor (from a pretrained encoder, if given) and write
     OUTPUT_DIR/model.pt (+ history, split, summary)."""
+    with sigint_exits():
+        device, ctx = setup_run(opts.runtime)
+        with prepare_outputs(opts.paths, ctx, "model.pt", "aam finetune"):
+            _finetune(opts, target, device, ctx, memory_curve)
+
+
+def _finetune(
+    opts: TrainingOptions,
+    target: Target,
+    device: torch.device,
+    ctx: DistContext,
+    memory_curve: MemoryCurve,
+) -> None:
     paths, cfg = opts.paths, opts.train
-    device, ctx = setup_run(opts.runtime)
-    with prepare_outputs(paths, ctx, "model.pt", "aam finetune"):
-        encoder = load_model_file(target.encoder, "encoder")[1] if target.encoder else None
-        if cfg.freeze_base and encoder is None:
-            raise InputError("--freeze-base: needs --pretrained-encoder (a random base is useless)")
-        base = encoder["config"] if encoder else None
-        max_bp = opts.model.config(base).max_bp
-        inputs = training_inputs(paths, metadata=target.metadata)
-        # Inside: a --unifrac matrix is read by rows (from --scratch) while training runs.
-        with localized(inputs, paths.scratch) as local:
-            study = load_study(
-                local["table"],
-                max_bp=max_bp,
-                unifrac=UniFracSource(local.get("tree"), local.get("unifrac"), opts.distances),
-                labels=target.labels(local["metadata"]),
-                split_path=local.get("split"),
-                reading=opts.study,
-                seed=cfg.seed,
-            )
-            mcfg = opts.model.config(
-                base,
-                out_dim=len(study.classes) if target.classifier else 1,
-                classifier=target.classifier,
-                categorical_cardinalities=[
-                    len(study.category_levels[c]) + 1 for c in target.categorical
-                ],
-            )
-            torch.manual_seed(cfg.seed)
-            model = SequencePredictor(mcfg)
-            if encoder is not None:
-                model.base.load_state_dict(encoder["model"])
-            if cfg.freeze_base:
-                model.freeze_base()
-            train = study.subset("train")
-            scale = TargetScale()
-            if not study.classes:
-                scale = fit_target_scale(study.targets, train, target.metadata, target.column)
-            frozen = None
-            if cfg.freeze_base:  # the base's ASV embeddings, computed once
-                frozen = encode_table_asvs(model.to(device), study.samples, device)
-            objective = Objective.of(cfg, predictor=True, study=study, ctx=ctx, scale=scale)
-            batches = train_batches(study, objective, cfg, mcfg.token_limit, ctx, frozen)
-            resolve_auto_batch(model, objective, batches, cfg, device, memory_curve)
-            resume = resume_config(opts, study, architecture(mcfg.to_dict()))
-            resume["target"] = {
-                "column": target.column,
-                "classes": study.classes,
-                "categorical": target.categorical,
-            }
-            result = run_training(model, objective, batches, ctx, opts, device, resume)
-        if ctx.is_main:
-            _write_predictor(opts, target, study, mcfg.to_dict(), scale, result)
+    encoder = load_model_file(target.encoder, "encoder")[1] if target.encoder else None
+    if cfg.freeze_base and encoder is None:
+        raise InputError("--freeze-base: needs --pretrained-encoder (a random base is useless)")
+    base = encoder["config"] if encoder else None
+    max_bp = opts.model.config(base).max_bp
+    inputs = training_inputs(paths, metadata=target.metadata)
+    # Inside: a --unifrac matrix is read by rows (from --scratch) while training runs.
+    with localized(inputs, paths.scratch) as local:
+        study = load_study(
+            local["table"],
+            max_bp=max_bp,
+            unifrac=UniFracSource(local.get("tree"), local.get("unifrac"), opts.distances),
+            labels=target.labels(local["metadata"]),
+            split_path=local.get("split"),
+            reading=opts.study,
+            seed=cfg.seed,
+        )
+        mcfg = opts.model.config(
+            base,
+            out_dim=len(study.classes) if target.classifier else 1,
+            classifier=target.classifier,
+            categorical_cardinalities=[
+                len(study.category_levels[c]) + 1 for c in target.categorical
+            ],
+        )
+        torch.manual_seed(cfg.seed)
+        model = SequencePredictor(mcfg)
+        if encoder is not None:
+            model.base.load_state_dict(encoder["model"])
+        if cfg.freeze_base:
+            model.freeze_base()
+        train = study.subset("train")
+        scale = TargetScale()
+        if not study.classes:
+            scale = fit_target_scale(study.targets, train, target.metadata, target.column)
+        frozen = None
+        if cfg.freeze_base:  # the base's ASV embeddings, computed once
+            frozen = encode_table_asvs(model.to(device), study.samples, device)
+        objective = Objective.of(cfg, predictor=True, study=study, ctx=ctx, scale=scale)
+        batches = train_batches(study, objective, cfg, mcfg.token_limit, ctx, frozen)
+        resolve_auto_batch(model, objective, batches, cfg, device, memory_curve)
+        resume = resume_config(opts, study, architecture(mcfg.to_dict()))
+        resume["target"] = {
+            "column": target.column,
+            "classes": study.classes,
+            "categorical": target.categorical,
+        }
+        result = run_training(model, objective, batches, ctx, opts, device, resume)
+    if ctx.is_main:
+        _write_predictor(opts, target, study, mcfg.to_dict(), scale, result)
 
 
 def _write_predictor(opts, target, study, config, scale, result) -> None:
@@ -353,7 +380,8 @@ def run_training(
     device: torch.device,
     resume_config: dict,
 ) -> TrainResult:
-    """Train (resuming if possible); exit status 75 after a SLURM signal so the job reruns."""
+    """Train (resuming if possible); exit status EXIT_PREEMPTED after a SLURM signal or Ctrl-C
+    (latest.pt saved) so the job reruns."""
     planned = opts.train.epochs * len(batches.study.subset("train"))
     model = parallelize(model.to(device), opts.runtime, ctx, device, planned)
     log.info("%s; device %s", describe(batches.study), device)
@@ -383,7 +411,7 @@ def run_training(
         return result
     except Preempted as stop:
         log.warning("preempted: %s", stop)
-        raise SystemExit(75) from None
+        raise SystemExit(EXIT_PREEMPTED) from None
 
 
 def training_inputs(paths: RunPaths, **more: Path | None) -> dict[str, Path | None]:

@@ -52,7 +52,8 @@ log = logging.getLogger(__name__)
 
 
 class Preempted(Exception):
-    """A SLURM signal arrived; ``latest.pt`` was saved and the job should exit to be resumed."""
+    """A SLURM signal or Ctrl-C arrived; ``latest.pt`` was saved and the job should exit to be
+    resumed."""
 
 
 # The numbers of the per-epoch log line (those a row has); history.tsv holds every column.

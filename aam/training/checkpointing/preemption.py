@@ -1,4 +1,5 @@
-"""Turn SLURM's pre-walltime / preemption signals (SIGTERM, SIGUSR1) into a polled flag."""
+"""Turn SLURM's pre-walltime / preemption signals (SIGTERM, SIGUSR1) and Ctrl-C (SIGINT) into a
+polled flag."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 _REASONS: dict[int, str] = {}  # signal -> why this process sent it to itself (signal_self)
 
 
@@ -20,7 +21,9 @@ def signal_self(reason: str, sig: signal.Signals = signal.SIGTERM) -> None:
 
 
 class PreemptionFlag:
-    """Context manager: while active, SIGTERM/SIGUSR1 only set ``requested`` and ``signal_name``.
+    """Context manager: while active, SIGTERM/SIGUSR1/SIGINT only set ``requested`` and
+    ``signal_name`` (a second Ctrl-C too: it would otherwise lose the steps since the last save,
+    and Snakemake passes a second one to its jobs as well).
 
     The trainer polls ``requested`` at step boundaries, saves ``latest.pt`` and exits. The
     previous handlers are restored on exit. Outside the main thread (where Python cannot install
