@@ -52,3 +52,30 @@ def test_every_figure_of_the_landing_page_renders_in_a_browser(tmp_path):
     shot = tmp_path / "page.png"
     run = _browser(f"--screenshot={shot}", "--window-size=1000,800", out.as_uri())
     assert run.returncode == 0 and shot.read_bytes()[:4] == b"\x89PNG", run.stderr[-500:]
+
+
+WIDTH = (
+    "<script>window.onload=()=>{document.body.setAttribute('data-overflow',"
+    "document.documentElement.scrollWidth-document.documentElement.clientWidth)}</script></body>"
+)
+
+
+def test_long_provenance_records_wrap_within_the_page_width(tmp_path):
+    """A stage's command of long paths and a tool's long version line wrap in their cells: the
+    page scrolls sideways at no window width from 1,400 px down to 800."""
+    work = tmp_path / "work"
+    deep = work / "runs/tiny/search/trials/aam-dc76fc9fbd7b-597f8d81492b/0/fold2/predict"
+    deep.mkdir(parents=True)
+    long = ["--output-dir", str(deep), "--note", "x" * 150, *["--lr", "0.003"] * 20]
+    record = {"command": ["aam", "finetune", *long], "code_fingerprint": "61fe83ed7f8b7fe7"}
+    record["tools"] = {"fasttree": "FastTree 2.1.11 Double precision (No SSE3): " + "y" * 120}
+    (deep / "provenance.json").write_text(json.dumps(record))
+    (deep / "metrics.json").write_text(json.dumps(regression([-0.5, -0.9, -0.1])))
+    out = work / "overview.html"
+    assert aam("overview", "--run", f"tiny=demo={deep / 'metrics.json'}", "--output", out) == 0
+    measured = tmp_path / "measured.html"
+    measured.write_text(out.read_text().replace("</body>", WIDTH))
+    for width in (1400, 800):
+        dom = _browser(f"--window-size={width},900", "--dump-dom", measured.as_uri())
+        assert dom.returncode == 0, dom.stderr[-500:]
+        assert re.search(r'data-overflow="(-?\d+)"', dom.stdout).group(1) == "0", width

@@ -21,6 +21,7 @@ from pathlib import Path
 from aam.analysis.class_section import balance_warnings, class_html
 from aam.analysis.figures import IN_TARGET_UNITS, METRIC_NAMES
 from aam.analysis.interval_cell import cell
+from aam.analysis.methods import methods_html
 from aam.analysis.predictions import (
     MICROBIOME,
     inputs_text,
@@ -37,7 +38,8 @@ from aam.training.meters.events import EVENTS_DIR
 # What each top folder of the work directory holds (the page lists only those that exist).
 OUTPUT_FOLDERS = {
     ".": "this page, summary.tsv (every run's test metrics beside the baselines', one row per "
-    "run), leaderboard.tsv (each sweep's runs ranked on validation) and Snakemake's report.html",
+    "run), leaderboard.tsv (each sweep's runs ranked on validation), software_versions.tsv, "
+    "citations.bib (the Methods' references) and Snakemake's report.html",
     "data": "per dataset: the staged table, tree and metadata, split.tsv and the checks' manifests",
     "unifrac": "UniFrac distance matrices (<dataset>.<metric>.h5) and their PCoA "
     "(<dataset>.<metric>.pcoa/: the figure, ordination.txt, lsmat distance-matrix.tsv)",
@@ -344,7 +346,7 @@ def group_table(metrics: Mapping) -> str:
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:80em}"
     "table{border-collapse:collapse;margin:.5em 0}"
-    "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
+    "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right;overflow-wrap:anywhere}"
     "tr th:first-child{text-align:left}tr.diff{background:#f3f6fb}"
     ".ci{color:#666;font-size:.9em}.verdict{font-weight:bold}.note{color:#555;font-size:.9em}"
     ".warn{color:#a33;font-size:.9em}"
@@ -359,7 +361,8 @@ STYLE = (
 class Page:
     """Everything on the page: the runs (with their figures), the stages' provenance records,
     the config files (path, text), the work directory's files by folder, when it was made,
-    what the workflow left out, the work directory as named and the training docs' link."""
+    what the workflow left out, the work directory as named, the training docs' link and the
+    Methods' BibTeX file."""
 
     runs: Sequence[tuple[RunMetrics, Sequence[Figure]]]
     stages: Sequence[StageRecord] = ()
@@ -369,6 +372,7 @@ class Page:
     notes: Sequence[str] = ()  # what the workflow left out, and why
     workdir: str = "."  # the page's folder, as the command was given it
     docs: str = ""  # docs/training.md relative to the page; "" where the checkout has none
+    citations: str = ""  # the Methods' BibTeX file relative to the page; "" where none is written
 
 
 def tensorboard_html(page: Page) -> str:
@@ -509,8 +513,9 @@ def overview_html(page: Page) -> str:
         f"<style>{STYLE}</style></head><body><h1>AAM results: test split</h1>"
         f"<p class=note>{made}</p>{skipped}{tensorboard_html(page)}"
         f"{glance_table([result for result, _ in page.runs])}{runs}"
-        f"<h2>How they were made</h2>{stages_html(page.stages)}"
-        "<h2>Software</h2><p class=note>Each package a stage imported and each tool it ran, "
+        f"<h2>How they were made</h2>{methods_html(software_versions(page.stages), page.citations)}"
+        f"{stages_html(page.stages)}<h2>Software</h2><p class=note>aam and each dependency it "
+        "declares that a stage imported, the Snakemake that ran the stage and each tool it ran, "
         f"with its version, as the stage's job read them.</p>{software_html(page.stages)}"
         f"<h2>Config</h2>{configs_html(page.configs)}"
         f"<h2>Files</h2>{files_html(page.files)}</body></html>\n"

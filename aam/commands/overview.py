@@ -1,7 +1,8 @@
 """`aam overview`: the landing page, every run's test metrics beside the baselines' with
 intervals, AAM minus each baseline with its paired interval and a verdict, the run's figures
-inline, each stage's provenance, the config and every file of the work directory (the page's
-folder), linked (``aam.analysis.overview``, ``aam.analysis.workdir_index``)."""
+inline, a Methods paragraph and each stage's provenance, the config and every file of the work
+directory (the page's folder), linked (``aam.analysis.overview``, ``aam.analysis.methods``,
+``aam.analysis.workdir_index``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from aam.analysis.methods import methods_bibtex
 from aam.analysis.overview import (
     Page,
     RunMetrics,
@@ -58,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="TSV to write too: each software the stages ran, its version and how many stages",
     )
     parser.add_argument(
+        "--citations",
+        type=Path,
+        help="BibTeX file to write too: the references the page's Methods paragraph cites",
+    )
+    parser.add_argument(
         "--note",
         nargs="*",
         default=[],
@@ -71,6 +78,8 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(f"--output {args.output}: name the page *.html")
     if args.versions is not None:
         check_output_file(args.versions, TSV_SUFFIXES, "software versions table")
+    if args.citations is not None:
+        check_output_file(args.citations, (".bib",), "BibTeX file")
     work, results = args.output.parent, []
     for item in args.run:
         name, dataset, path = _run(item)
@@ -98,11 +107,16 @@ def run(args: argparse.Namespace) -> None:
         notes=args.note,
         workdir=str(work),
         docs=_docs(work),
+        citations="" if args.citations is None else os.path.relpath(args.citations, work),
     )
+    rows = software_versions(page.stages)
     if args.versions is not None:
-        rows = [("software", "version", "stages")] + software_versions(page.stages)
+        table = [("software", "version", "stages"), *rows]
         with atomic_output(args.versions) as tmp:
-            tmp.write_text("".join("\t".join(map(str, row)) + "\n" for row in rows))
+            tmp.write_text("".join("\t".join(map(str, row)) + "\n" for row in table))
+    if args.citations is not None:
+        with atomic_output(args.citations) as tmp:
+            tmp.write_text(methods_bibtex(rows), encoding="utf-8")
     with atomic_output(args.output) as tmp:
         tmp.write_text(overview_html(page))
     log.info("wrote %s: %d run(s)", args.output, len(results))

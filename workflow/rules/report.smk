@@ -51,6 +51,7 @@ rule overview:
     output:
         page=in_report(WORK / "overview.html"),
         versions=in_report(WORK / "software_versions.tsv"),
+        citations=WORK / "citations.bib",
     log:
         WORK / "logs/overview/overview.log",
     params:
@@ -59,7 +60,8 @@ rule overview:
         config_sha256=digests(workflow.configfiles),
     shell:
         "python -m aam overview {params.options} --config {params.config:q}"
-        " --output {output.page:q} --versions {output.versions:q} > {log:q} 2>&1"
+        " --output {output.page:q} --versions {output.versions:q}"
+        " --citations {output.citations:q} > {log:q} 2>&1"
 
 
 rule summary:
