@@ -20,6 +20,16 @@ CATEGORICAL_FUSIONS = ("concat", "add")
 # The transformer stacks; the `layers` option sets all of them (``ModelConfig.from_options``).
 LAYER_STACKS = ("asv_layers", "sample_layers", "encoder_layers", "count_layers", "target_layers")
 LAYERS_HELP = "transformer layers in every stack (a stack's own option wins)"
+# The default model on a CPU (the demo's scale; the field defaults are sized for a GPU): what a
+# training run on a CPU given none of these options, nor a stack's layers, trains
+# (``aam.training.model_size``).
+CPU_MODEL = {
+    "embedding_dim": 32,
+    "attention_heads": 4,
+    "layers": 2,
+    "max_bp": 100,
+    "token_limit": 256,
+}
 
 # Fields that fix the architecture (and so the state-dict keys/shapes) of the pretrained base,
 # i.e. of ``SequenceEncoder``. Everything else concerns the predictor heads or runtime options.

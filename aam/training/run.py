@@ -51,6 +51,7 @@ from aam.training.device import resolve_device
 from aam.training.inference import encode_table_asvs
 from aam.training.meters.events import EVENTS_DIR
 from aam.training.metrics import baseline_metrics, write_history
+from aam.training.model_size import sized_for
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import (
     DistContext,
@@ -102,6 +103,7 @@ def pretrain(opts: TrainingOptions, memory_curve: MemoryCurve) -> None:
         )
     with sigint_exits():
         device, ctx = setup_run(opts.runtime)
+        opts = replace(opts, model=sized_for(opts.model, device, say=ctx.is_main))
         with prepare_outputs(paths, ctx, "encoder.pt", "aam pretrain"):
             _pretrain(opts, device, ctx, memory_curve)
 
@@ -170,6 +172,7 @@ def _finetune(
     if cfg.freeze_base and encoder is None:
         raise InputError("--freeze-base: needs --pretrained-encoder (a random base is useless)")
     base = encoder["config"] if encoder else None
+    opts = replace(opts, model=sized_for(opts.model, device, base, say=ctx.is_main))
     max_bp = opts.model.config(base).max_bp
     inputs = training_inputs(paths, metadata=target.metadata)
     # Inside: a --unifrac matrix is read by rows (from --scratch) while training runs.
