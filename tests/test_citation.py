@@ -15,6 +15,7 @@ def test_citation_and_license_match_the_package():
     citation = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
     license_line = re.search(r'^license = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M)
     assert citation["cff-version"] == "1.2.0" and citation["authors"]
+    assert re.fullmatch(r"https://\S+/aam-hpc", citation["repository-code"])
     assert str(citation["version"]) == aam.__version__
     assert citation["license"] == license_line.group(1) == "BSD-3-Clause"
     assert (REPO / "LICENSE").read_text().startswith("BSD 3-Clause License")
