@@ -37,6 +37,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "tree": "Phylogeny of the ASV sequences (MAFFT, FastTree, midpoint root)",
         "taxonomy": "Each ASV's lineage by the RDP classifier, as QIIME 2's taxonomy.tsv",
         "rarefy": "Subsample every sample of a BIOM table to a depth, once, seeded",
+        "match-samples": "Keep the samples of a BIOM table that have a metadata row",
         "split": "Seeded train/validation/test split, or fold k of a K-fold partition",
         "pretrain": "Pretrain the base on UniFrac + masked nucleotides",
         "finetune": "Fine-tune on a metadata target (regression or classes)",

@@ -104,7 +104,7 @@ def test_hand_written_defaults_appear_in_the_help(capsys):
 # Stages that read tables, metadata or metrics but no model: `import torch` is ~3 s of CPU per
 # process, paid by every such job of a workflow (and, on a cluster, by every SLURM job).
 NO_MODEL = (
-    *("split", "rarefy", "baselines", "check-data", "stage"),
+    *("split", "rarefy", "match-samples", "baselines", "check-data", "stage"),
     *("cross-validation", "learning-curve", "overview", "pcoa"),
 )
 # One interpreter imports them in turn (argv: the modules) and names the first whose import

@@ -332,8 +332,8 @@ def test_workflow_check_reads_a_regression_target_as_training_does(
     metadata = write_metadata(tmp_path / "m.tsv", ages, types=types)
     message = one_line_error(check_dataset, "d", table, metadata, "age", [])
     assert message.startswith(f"datasets.d.metadata: {metadata}: ") and phrase in message
-    classes = check_dataset("d", table, metadata, "age", [], classifier=True)
-    assert len(classes) == len(IDS)  # a classifier's labels may be any text
+    counts = check_dataset("d", table, metadata, "age", [], classifier=True)
+    assert counts.with_target == len(IDS)  # a classifier's labels may be any text
 
 
 def test_unknown_declared_type(tmp_path):
@@ -492,7 +492,7 @@ def test_a_group_column_must_exist_and_differ_from_the_target(micro, tmp_path):
     assert message.startswith("datasets.d.group_column: 'age' is the target") and "null" in message
     message = one_line_error(check_dataset, "d", table, metadata, "age", group_column="study")
     assert f"{metadata} has no column(s) ['study']" in message and "group_column" in message
-    assert len(check_dataset("d", table, metadata, "age", group_column="site")) == len(IDS)
+    assert check_dataset("d", table, metadata, "age", group_column="site").with_target == len(IDS)
     message = one_line_error(check_dataset, "d", table, metadata, "age", categorical=["age"])
     assert message.startswith("datasets.d.categorical: 'age' is the target")
 

@@ -6,6 +6,9 @@ that an edit of the data readers reruns this check, never the staging of the dat
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,8 @@ from aam.errors import InputError
 from aam.runtime.atomic import atomic_output, check_output_path
 from aam.runtime.staging import sha256_of
 from aam.workflow.dataset_checks import check_dataset
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
     parser.add_argument("--output", required=True, type=Path, help="manifest to write")
+    parser.add_argument(
+        "--samples",
+        type=Path,
+        help="JSON to write: how many samples the table and the metadata hold, share, and hold "
+        "alone, and how many shared ones have a target",
+    )
     parser.add_argument("--target-column", required=True, help="metadata column of the target")
     parser.add_argument("--classifier", action="store_true", help="the target is categorical")
     parser.add_argument("--categorical-columns", default="", help="covariate columns (a,b)")
@@ -49,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rarefied", action="store_true", help="the table is rarefied first (drops empty samples)"
     )
     parser.add_argument(
+        "--drop-samples-without-metadata",
+        action="store_true",
+        help="leave out table samples without a metadata row (the jobs read the table without "
+        "them) instead of stopping",
+    )
+    parser.add_argument(
         "--lsmat",
         action="store_true",
         help="its UniFrac matrix is written as an lsmat TSV (PCoA): sample IDs must fit one",
@@ -56,9 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Check the dataset; write ``<sha256>  <path>`` of the table and the metadata."""
+    """Check the dataset; log how its table and metadata meet (and write it, --samples);
+    write ``<sha256>  <path>`` of the table and the metadata."""
     check_output_path(args.output, "manifest")
-    check_dataset(
+    if args.samples is not None:
+        check_output_path(args.samples, "sample counts")
+    counts = check_dataset(
         args.dataset,
         args.table,
         args.metadata,
@@ -75,7 +95,12 @@ def run(args: argparse.Namespace) -> None:
         sequences=args.sequences,
         rarefied=args.rarefied,
         lsmat=args.lsmat,
+        drop_samples_without_metadata=args.drop_samples_without_metadata,
     )
+    log.info("%s", counts.line(args.dataset, args.target_column))
+    if args.samples is not None:
+        with atomic_output(args.samples) as tmp:
+            tmp.write_text(json.dumps(dataclasses.asdict(counts), indent=2) + "\n")
     with atomic_output(args.output) as tmp:
         checked = (args.table, args.metadata, *([args.sequences] if args.sequences else []))
         tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in checked))

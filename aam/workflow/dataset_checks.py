@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pandas as pd
 
 from aam.data.feature_sequences import read_sequences, with_sequences
 from aam.data.metadata import load_metadata, numeric_column
+from aam.data.reconcile import preview
 from aam.data.samples import check_samples_have_reads, check_sequences
 from aam.data.split import check_folds, given_split, read_split
 from aam.data.table import check_training_counts, load_table
@@ -21,6 +23,31 @@ from aam.errors import InputError
 from aam.unifrac.io import check_tsv_ids
 from aam.unifrac.shard_plan import check_shard_count
 from aam.workflow.checks import check_not_target
+
+
+@dataclass(frozen=True)
+class SampleCounts:
+    """How a dataset's table and metadata meet (check-data's log line and samples.json): the
+    table's samples, the metadata's rows, the samples in both (those the dataset's jobs read,
+    before rarefaction), the table's samples without a row (left out:
+    drop_samples_without_metadata), the rows of samples the table lacks (ignored) and the
+    samples in both with a target value."""
+
+    table_samples: int
+    metadata_rows: int
+    matched: int
+    table_only: int
+    metadata_only: int
+    with_target: int
+
+    def line(self, name: str, target: str) -> str:
+        """The counts as one line of check-data's log."""
+        return (
+            f"datasets.{name}: {self.matched} samples in the table ({self.table_samples}) and "
+            f"the metadata ({self.metadata_rows} rows), {self.with_target} of them with a "
+            f"{target!r} value; {self.metadata_only} metadata rows of samples the table lacks "
+            f"ignored; {self.table_only} table samples without a metadata row left out"
+        )
 
 
 def check_dataset(
@@ -41,9 +68,12 @@ def check_dataset(
     sequences: Path | None = None,
     rarefied: bool = False,
     lsmat: bool = False,
-) -> pd.Series:
+    drop_samples_without_metadata: bool = False,
+) -> SampleCounts:
     """Dataset ``name`` fits its config: the target, covariate and group columns exist, the
-    counts fit training's float32, table and metadata share samples, a regression target (not
+    counts fit training's float32, table and metadata share samples, each table sample has a
+    metadata row (unless ``drop_samples_without_metadata``: the jobs read the table without
+    those; rows of samples the table lacks are always ignored), a regression target (not
     ``classifier``) holds numbers and is not declared categorical (``#q2:types``), a given split
     (a metadata column or a file) labels every sample with a target and leaves enough of them
     for training; each cross-validated run's ``folds`` (run -> folds) can partition the samples
@@ -51,8 +81,8 @@ def check_dataset(
     dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard;
     every sample with a target has a group in ``split_group_column``, whose groups are enough
     for each run's folds; the table's feature IDs are nucleotide sequences (or, with
-    ``sequences``, each has one there). Returns the target value of each shared sample that
-    has one (index: sample ID)."""
+    ``sequences``, each has one there). Returns how the table's samples and the metadata's
+    rows meet."""
     check_not_target(name, target, categorical, group_column, split_group_column)
     columns = load_metadata(metadata)
     grouping = (split_column, group_column, split_group_column)
@@ -67,11 +97,20 @@ def check_dataset(
             )
     sample_ids = _checked_table(name, table, sequences, rarefied, lsmat, shards)
     _check_normalization(name, table, metadata, sample_ids, list(columns.index))
-    shared = set(sample_ids) & set(columns.index)
+    rows = set(columns.index)
+    shared = set(sample_ids) & rows
     if not shared:
         raise InputError(
             f"datasets.{name}: {table} and {metadata} share no sample IDs; "
             "check that both files describe the same samples"
+        )
+    table_only = [sid for sid in sample_ids if sid not in rows]
+    if table_only and not drop_samples_without_metadata:
+        raise InputError(
+            f"datasets.{name}: {len(table_only)} of the {len(sample_ids)} samples of {table} "
+            f"have no row in {metadata} ({preview(table_only)}); add their rows (an empty "
+            f"target cell marks a sample without a target), or set datasets.{name}."
+            "drop_samples_without_metadata: true to leave them out"
         )
     if classifier:
         targets = columns[target].reindex(sorted(shared))
@@ -96,7 +135,14 @@ def check_dataset(
                 f"{split_group_column!r} (a fold's test part is whole groups); use at most "
                 f"{groups.nunique()} folds"
             )
-    return targets
+    return SampleCounts(
+        table_samples=len(sample_ids),
+        metadata_rows=len(rows),
+        matched=len(shared),
+        table_only=len(table_only),
+        metadata_only=len(rows - shared),
+        with_target=len(targets),
+    )
 
 
 def _check_columns(name: str, metadata: Path, columns: pd.DataFrame, named: list[str]) -> None:

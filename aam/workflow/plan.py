@@ -289,9 +289,16 @@ class Plan:
         return self.work / "data" / dataset / (f"{part}.split.tsv" if part else "split.tsv")
 
     def table_of(self, dataset: str) -> Path:
-        """The table a dataset's jobs read: rarefied once (its ``rarefy:``), or as staged."""
-        name = "rarefied.biom" if self.datasets[dataset]["rarefy"] else "table.biom"
-        return self.work / "data" / dataset / name
+        """The table a dataset's jobs read: rarefied once (its ``rarefy:``), or unrarefied."""
+        if self.datasets[dataset]["rarefy"]:
+            return self.work / "data" / dataset / "rarefied.biom"
+        return self.unrarefied_table(dataset)
+
+    def unrarefied_table(self, dataset: str) -> Path:
+        """A dataset's table before rarefaction: as staged, or without its samples that have
+        no metadata row (``drop_samples_without_metadata``: rule match_samples)."""
+        matched = self.datasets[dataset]["drop_samples_without_metadata"]
+        return self.work / "data" / dataset / ("matched.biom" if matched else "table.biom")
 
     def tree_of(self, dataset: str) -> Path:
         """The staged tree of a dataset, or the one built from its sequences."""
@@ -538,5 +545,6 @@ def _data_checks(
             "shards": shards if matrix and shards > 1 else None,
             "rarefied": data["rarefy"] is not None,
             "lsmat": matrix,
+            "drop_samples_without_metadata": data["drop_samples_without_metadata"],
         }
     )

@@ -87,14 +87,14 @@ def dataset_table(wildcards):
 
 
 def run_table(section):
-    """Input function: the table of a run's `section` stage (and what reads its model): as
-    staged where it draws afresh each epoch (rarefy_each_epoch), else table_of its dataset.
+    """Input function: the table of a run's `section` stage (and what reads its model):
+    unrarefied where it draws afresh each epoch (rarefy_each_epoch), else table_of its dataset.
     """
 
     def table(wildcards):
         run = RUNS[wildcards.run]
         if run[section].get("rarefy_each_epoch"):
-            return WORK / "data" / run["dataset"] / "table.biom"
+            return PLAN.unrarefied_table(run["dataset"])
         return table_of(run["dataset"])
 
     return table

@@ -1,6 +1,7 @@
 localrules:
     stage,
     check_data,
+    match_samples,
     rarefy,
     stage_tree,
     split,
@@ -45,6 +46,7 @@ rule check_data:
         sequences=given("sequences"),
     output:
         manifest=WORK / "data/{dataset}/checked.sha256",
+        samples=WORK / "data/{dataset}/samples.json",
         provenance=WORK / "data/{dataset}/checked.provenance.json",
     log:
         WORK / "logs/check_data/{dataset}.log",
@@ -55,8 +57,27 @@ rule check_data:
     shell:
         "python -m aam --provenance {output.provenance:q} check-data"
         " --dataset {wildcards.dataset:q} --table {input.table:q}"
-        " --metadata {input.metadata:q} --output {output.manifest:q} {params.options}"
+        " --metadata {input.metadata:q} --output {output.manifest:q}"
+        " --samples {output.samples:q} {params.options}"
         " {params.paths} > {log:q} 2>&1"
+
+
+# A dataset with drop_samples_without_metadata: its table without the samples that have no
+# metadata row (check_data counts them), which every job of the dataset reads (rarefied first
+# where the dataset asks): Plan.unrarefied_table.
+rule match_samples:
+    """A dataset's table without its samples that have no metadata row."""
+    input:
+        table=WORK / "data/{dataset}/table.biom",
+        metadata=WORK / "data/{dataset}/metadata.tsv",
+    output:
+        table=WORK / "data/{dataset}/matched.biom",
+        provenance=WORK / "data/{dataset}/matched.provenance.json",
+    log:
+        WORK / "logs/match_samples/{dataset}.log",
+    shell:
+        "python -m aam --provenance {output.provenance:q} match-samples --table {input.table:q}"
+        " --metadata {input.metadata:q} --output {output.table:q} > {log:q} 2>&1"
 
 
 # Every job of the dataset then reads it (table_of), but the training of a run that draws
@@ -64,7 +85,7 @@ rule check_data:
 rule rarefy:
     """Subsample a dataset's table once, seeded, to its `rarefy:` depth."""
     input:
-        table=WORK / "data/{dataset}/table.biom",
+        table=lambda wc: PLAN.unrarefied_table(wc.dataset),
     output:
         table=WORK / "data/{dataset}/rarefied.biom",
         provenance=WORK / "data/{dataset}/rarefied.provenance.json",

@@ -1,0 +1,57 @@
+"""`aam match-samples`: a BIOM table without its samples that have no row in a metadata file,
+ASVs left without reads removed. Rule match_samples runs it for a dataset with
+``drop_samples_without_metadata: true``: every later job of the dataset reads the samples both
+files describe (a metadata file's rows of other samples are ignored by every command)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import biom
+
+from aam.data.metadata import load_metadata
+from aam.data.outputs import check_output_file
+from aam.data.reconcile import preview
+from aam.data.table import load_table
+from aam.errors import InputError
+from aam.runtime.atomic import atomic_output
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam match-samples`."""
+    parser.add_argument("--table", required=True, type=Path, help="BIOM table of read counts")
+    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
+    parser.add_argument("--output", required=True, type=Path, help="BIOM table to write")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Write the table's samples that have a metadata row to OUTPUT (BIOM HDF5)."""
+    check_output_file(args.output, (".biom",), "table")
+    table = load_table(args.table)
+    rows = set(load_metadata(args.metadata).index)
+    ids = [str(sid) for sid in table.ids()]
+    kept = [sid for sid in ids if sid in rows]
+    if not kept:
+        raise InputError(
+            f"{args.table} and {args.metadata} share no sample IDs; check that both files "
+            "describe the same samples"
+        )
+    left_out = [sid for sid in ids if sid not in rows]
+    matched = table.filter(kept, inplace=False).remove_empty(axis="observation")
+    with atomic_output(args.output, what="table") as tmp:
+        with biom.util.biom_open(str(tmp), "w") as handle:
+            matched.to_hdf5(handle, "aam match-samples")
+    log.info(
+        "%s: %d of %d samples have a row in %s; left out %d without one%s: %s",
+        args.table,
+        len(kept),
+        len(ids),
+        args.metadata,
+        len(left_out),
+        f" ({preview(left_out)})" if left_out else "",
+        args.output,
+    )
