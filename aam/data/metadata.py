@@ -133,10 +133,16 @@ def declared_types(df: pd.DataFrame) -> dict[str, str]:
     return dict(df.attrs.get(_TYPES_ATTR, {}))
 
 
-def numeric_column(df: pd.DataFrame, column: str, path: str | os.PathLike[str]) -> pd.Series:
+def numeric_column(
+    df: pd.DataFrame,
+    column: str,
+    path: str | os.PathLike[str],
+    classifier: str = "train a classifier (--classifier)",
+) -> pd.Series:
     """``df[column]`` (a regression target) as float, NaN where the cell is empty (missing).
-    InputError for a missing column, a column ``#q2:types`` declares categorical, or a value
-    that is not a finite number (text such as ``abc`` or ``NA`` included): training and
+    InputError for a missing column, a column ``#q2:types`` declares categorical or that holds
+    mostly text (a category: the error says ``classifier``, how to predict its classes), or a
+    value that is not a finite number (text such as ``abc`` or ``NA`` included): training and
     prediction read a target alike."""
     if column not in df.columns:
         raise InputError(
@@ -145,14 +151,21 @@ def numeric_column(df: pd.DataFrame, column: str, path: str | os.PathLike[str]) 
     if declared_types(df).get(column) == "categorical":
         raise InputError(
             f"{path}: column {column!r} is declared categorical in the #q2:types row, but a "
-            "regression target must be numeric; train a classifier (--classifier), or declare "
-            "the column numeric in the #q2:types row"
+            f"regression target must be numeric; {classifier}, or declare the column numeric "
+            "in the #q2:types row"
         )
     values = df[column]
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
-    bad = values[(numbers.isna() & values.notna()) | np.isinf(numbers)]
+    text = numbers.isna() & values.notna()
+    bad = values[text | np.isinf(numbers)]
     if len(bad):
         shown = preview(f"{sample}={value!r}" for sample, value in bad.items())
+        if 2 * text.sum() > values.notna().sum():
+            raise InputError(
+                f"{path}: column {column!r} holds text, not numbers ({text.sum()} of its "
+                f"{values.notna().sum()} values, e.g. {preview(values[text].unique(), 3)}): a "
+                f"category; to predict its classes {classifier}, or name a numeric target column"
+            )
         raise InputError(
             f"{path}: column {column!r} has {len(bad)} non-numeric or infinite values "
             f"({shown}); fix them or leave the cells empty to mark them missing"

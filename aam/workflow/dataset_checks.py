@@ -116,7 +116,8 @@ def check_dataset(
         targets = columns[target].reindex(sorted(shared))
     else:  # numbers, as training reads them: text or a categorical declaration stop here
         source = f"datasets.{name}.metadata: {metadata}"
-        targets = numeric_column(columns, target, source).reindex(sorted(shared))
+        fix = f"set datasets.{name}.classifier: true"
+        targets = numeric_column(columns, target, source, fix).reindex(sorted(shared))
     targets = targets.dropna()
     if split_column:
         source = f"datasets.{name}.split_column: {metadata} column {split_column!r}"
