@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aam.analysis.figures import title
 from aam.analysis.ordination import ordinate, plot_ordination, write_lsmat, write_ordination
-from aam.data.metadata import load_metadata
+from aam.data.metadata import column_hint, load_metadata
 from aam.errors import InputError
 from aam.runtime.atomic import check_output_dir
 from aam.runtime.figures import add_format_argument, figure_name
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
         if args.color_column not in metadata.columns:
             raise InputError(
                 f"{args.metadata}: no column {args.color_column!r} for --color-column "
-                f"(columns: {', '.join(map(str, metadata.columns))})"
+                f"({column_hint(args.color_column, metadata.columns)})"
             )
         groups = metadata[args.color_column].astype("string")
     result = ordinate(ids, matrix)

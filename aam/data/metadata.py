@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import io
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,7 @@ _TYPES_ATTR = "q2:types"  # where load_metadata keeps the declared types (DataFr
 # QIIME 2's `#q2:missing` schemes: which cells of a column mean "missing" besides empty ones.
 INSDC_MISSING = ("not applicable", "missing", "not collected", "not provided", "restricted access")
 MISSING_SCHEMES = {"blank": (), "no-missing": (), "insdc:missing": INSDC_MISSING}
+COLUMNS_SHOWN = 10  # the columns a missing column's error lists (a Qiita file has over 100)
 
 
 def load_metadata(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -123,8 +126,25 @@ def metadata_column(path: str | os.PathLike[str] | None, column: str, flag: str)
         raise InputError(f"{flag} {column}: needs --metadata")
     metadata = load_metadata(path)
     if column not in metadata.columns:
-        raise InputError(f"{path}: no column {column!r} ({flag})")
+        hint = column_hint(column, metadata.columns)
+        raise InputError(f"{path}: no column {column!r} ({flag}); {hint}")
     return metadata[column]
+
+
+def column_hint(missing: str | Sequence[str], columns: Iterable[object]) -> str:
+    """The tail of the error of a metadata lacking column(s) ``missing``: the closest of its
+    ``columns`` to each (case aside), then the columns, ``COLUMNS_SHOWN`` at most."""
+    names = [str(c) for c in columns]
+    lowered = {name.lower(): name for name in reversed(names)}
+    wanted = [missing] if isinstance(missing, str) else list(missing)
+    guesses = []
+    for column in wanted:
+        close = difflib.get_close_matches(column.lower(), lowered, n=1)
+        if close:
+            named = lowered[close[0]]
+            guesses.append(repr(named) if len(wanted) == 1 else f"{named!r} for {column!r}")
+    guess = f"did you mean {', '.join(guesses)}? " if guesses else ""
+    return f"{guess}columns: {preview(names, COLUMNS_SHOWN)}"
 
 
 def declared_types(df: pd.DataFrame) -> dict[str, str]:
@@ -145,9 +165,7 @@ def numeric_column(
     value that is not a finite number (text such as ``abc`` or ``NA`` included): training and
     prediction read a target alike."""
     if column not in df.columns:
-        raise InputError(
-            f"{path}: no column {column!r}; available columns: {preview(df.columns, 10)}"
-        )
+        raise InputError(f"{path}: no column {column!r}; {column_hint(column, df.columns)}")
     if declared_types(df).get(column) == "categorical":
         raise InputError(
             f"{path}: column {column!r} is declared categorical in the #q2:types row, but a "

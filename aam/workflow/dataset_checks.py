@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from aam.data.feature_sequences import read_sequences, with_sequences
-from aam.data.metadata import load_metadata, numeric_column
+from aam.data.metadata import column_hint, load_metadata, numeric_column
 from aam.data.reconcile import preview
 from aam.data.samples import check_samples_have_reads, check_sequences
 from aam.data.split import check_folds, given_split, read_split
@@ -152,7 +152,7 @@ def _check_columns(name: str, metadata: Path, columns: pd.DataFrame, named: list
     if missing:
         raise InputError(
             f"datasets.{name}: {metadata} has no column(s) {missing} "
-            f"(columns: {', '.join(map(str, columns.columns))}); "
+            f"({column_hint(missing, columns.columns)}); "
             "fix target/categorical/split_column/group_column/split_group_column"
         )
 
