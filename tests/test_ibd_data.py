@@ -51,5 +51,5 @@ def test_the_ibd_config_splits_the_people_not_their_samples(tmp_path):
     assert set(sides.index) == {"train", "val", "test"}
     assert not sides["train"] & sides["test"] and not sides["train"] & sides["val"]
     assert not sides["val"] & sides["test"]
-    for side in ("train", "test"):  # both classes in training and in the test people
+    for side in ("train", "val", "test"):  # both classes on each side (stratified by class)
         assert metadata.loc[split.index[split == side], "ibd"].nunique() == 2

@@ -21,6 +21,7 @@ from aam.data.split import (
     make_split,
     nested_split,
     new_study_split,
+    one_class_warnings,
     read_split,
     write_split,
 )
@@ -48,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--classifier",
         action="store_true",
-        help="the target is categorical (--folds then stratifies by class)",
+        help="the target is categorical: folds (--folds) and the draws of whole groups "
+        "(--group-column) are stratified by class, and a side holding one class is warned of",
     )
     parser.add_argument(
         "--output",
@@ -163,6 +165,7 @@ def run(args: argparse.Namespace) -> None:
     )
     ids = study.samples.sample_ids
     groups = _groups(args, ids)
+    classes = study.class_labels()  # a classifier's class per sample (None: not a classifier)
     if args.folds is not None:
         split = _fold_split(args, study, ids, groups)
     elif args.from_column:
@@ -191,10 +194,15 @@ def run(args: argparse.Namespace) -> None:
             seed=args.seed,
             groups=groups,
             test_group=args.test_group,
+            classes=None if classes is None else list(classes),
         )
     split = _every_sample(split, args.table)
     write_split(args.output, split)
     log.info("%s: %s", args.output, split.value_counts().to_dict())
+    if classes is not None:
+        group_of = None if groups is None else pd.Series(groups, index=ids)
+        for line in one_class_warnings(split, classes, str(args.output), group_of):
+            log.warning("%s", line)
 
 
 def _every_sample(split: pd.Series, table: Path) -> pd.Series:

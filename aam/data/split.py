@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +37,16 @@ def make_split(
     seed: int,
     groups: Sequence[str] | None = None,
     test_group: str | None = None,
+    classes: Sequence[str] | None = None,
 ) -> pd.Series:
     """Split name per sample ID, from a seeded permutation (index: sample_id, name: split).
 
     With ``groups`` (a label per sample) whole groups are assigned (``grouped_labels``): the
-    fractions are met as closely as whole groups allow. With ``test_group`` too (leave one
-    group out), that group's samples are the test samples and ``val_fraction`` of the others,
-    whole groups, are validation samples (``test_fraction`` is not used)."""
+    fractions are met as closely as whole groups allow, and with ``classes`` (a classifier's
+    label per sample) each side's class balance as close to the whole's (stratified). With
+    ``test_group`` too (leave one group out), that group's samples are the test samples and
+    ``val_fraction`` of the others, whole groups, are validation samples (``test_fraction``
+    is not used). Without ``groups`` the samples are permuted (``classes`` not used)."""
     for name, value in (("--val-fraction", val_fraction), ("--test-fraction", test_fraction)):
         if not 0.0 <= value < 1.0:
             raise InputError(f"{name} {value}: must be in [0, 1)")
@@ -50,7 +54,9 @@ def make_split(
     if test_group is not None and groups is None:
         raise InputError(f"--test-group {test_group}: needs --group-column, the groups' column")
     if test_group is not None:
-        return _left_out(sample_ids, list(map(str, groups)), test_group, val_fraction, seed)
+        return _left_out(
+            sample_ids, list(map(str, groups)), test_group, val_fraction, seed, classes
+        )
     n_test = int(round(test_fraction * n))
     n_val = int(round(val_fraction * n))
     if n - n_test - n_val < 2:
@@ -60,7 +66,7 @@ def make_split(
         )
     if groups is not None:
         sizes = {"test": n_test, "val": n_val, "train": n - n_test - n_val}
-        labels = grouped_labels(list(map(str, groups)), sizes, seed)
+        labels = grouped_labels(list(map(str, groups)), sizes, seed, classes)
     else:
         order = np.random.default_rng(seed).permutation(n)
         labels = np.empty(n, dtype=object)
@@ -70,42 +76,106 @@ def make_split(
     return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
 
 
-def grouped_labels(groups: Sequence[str], sizes: Mapping[str, int], seed: int) -> np.ndarray:
+def grouped_labels(
+    groups: Sequence[str],
+    sizes: Mapping[str, int],
+    seed: int,
+    classes: Sequence[str] | None = None,
+) -> np.ndarray:
     """A part (a key of ``sizes``) per sample, each group's samples in one part: the groups in
     a seeded order, each to the part whose distance from its size (relative to that size) it
     shortens most, so the parts' sizes come close to ``sizes`` as whole groups allow.
+
+    With ``classes`` (a label per sample) the distance is summed over the classes, from each
+    part's share of each class, then shortened further by swapping groups between parts:
+    every part's class balance comes close to the whole's as whole groups allow (stratified,
+    like scikit-learn's StratifiedGroupKFold for parts of unequal sizes). Where that leaves a
+    part empty, the draw by sizes alone is kept (a part then may hold one class).
     InputError where a part asked for samples gets none, or training fewer than MIN_TRAIN."""
     names, index = np.unique(np.asarray(groups, dtype=str), return_inverse=True)
-    counts = np.bincount(index, minlength=len(names))
-    wanted = {part: size for part, size in sizes.items() if size > 0}
-    filled = dict.fromkeys(wanted, 0)
-    chosen = np.empty(len(names), dtype=object)
-    for group in np.random.default_rng(seed).permutation(len(names)):
-        count = int(counts[group])
-
-        def gain(part: str, count: int = count) -> float:
-            left = wanted[part] - filled[part]
-            return (abs(left - count) - abs(left)) / wanted[part]
-
-        part = min(wanted, key=gain)
-        chosen[group] = part
-        filled[part] += count
-    empty = [part for part in wanted if filled[part] == 0]
-    if empty or filled.get("train", 0) < MIN_TRAIN:
+    label_of = np.zeros(len(index), dtype=np.int64)
+    if classes is not None:
+        label_of = np.unique(np.asarray(classes, dtype=str), return_inverse=True)[1]
+    counts = np.zeros((len(names), label_of.max(initial=0) + 1), dtype=np.int64)
+    np.add.at(counts, (index, label_of), 1)  # samples per group and class
+    parts = [part for part, size in sizes.items() if size > 0]
+    wanted = np.array([sizes[part] for part in parts], dtype=np.float64)
+    chosen = _assigned(counts, wanted, seed)
+    if classes is not None:
+        _swap(chosen, counts, wanted)
+        if len(np.unique(chosen)) < len(parts):
+            chosen = _assigned(counts.sum(axis=1, keepdims=True), wanted, seed)
+    totals = np.bincount(chosen, counts.sum(axis=1), len(parts)).astype(int)
+    got = dict(zip(parts, totals.tolist(), strict=True))
+    empty = [part for part in parts if got[part] == 0]
+    if empty or got.get("train", 0) < MIN_TRAIN:
         short = " and ".join(empty or ["enough train"])
-        got = ", ".join(f"{part} {n}" for part, n in filled.items())
+        shown = ", ".join(f"{part} {n}" for part, n in got.items())
         raise InputError(
             f"{len(names)} group(s) of {len(groups)} samples cannot give {short} samples in "
-            f"whole groups ({got}); lower --val-fraction/--test-fraction, or group by a column "
+            f"whole groups ({shown}); lower --val-fraction/--test-fraction, or group by a column "
             "with more groups"
         )
-    return chosen[index]
+    return np.asarray(parts, dtype=object)[chosen][index]
+
+
+def _target(counts: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Samples per part and class that parts of ``wanted`` sizes hold in the classes'
+    proportions (``counts``: samples per group and class)."""
+    return wanted[:, None] * counts.sum(axis=0) / counts.sum()
+
+
+def _assigned(counts: np.ndarray, wanted: np.ndarray, seed: int) -> np.ndarray:
+    """A part per group (``counts``: its samples per class): the groups in a seeded order, each
+    to the part whose distance from ``_target`` (summed over the classes, relative to the
+    part's ``wanted`` size) it shortens most."""
+    target, filled = _target(counts, wanted), np.zeros((len(wanted), counts.shape[1]))
+    chosen = np.empty(len(counts), dtype=np.int64)
+    for group in np.random.default_rng(seed).permutation(len(counts)):
+        left = target - filled
+        gain = (np.abs(left - counts[group]) - np.abs(left)).sum(axis=1) / wanted
+        chosen[group] = int(np.argmin(gain))
+        filled[chosen[group]] += counts[group]
+    return chosen
+
+
+def _swap(chosen: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> None:
+    """Swap groups between parts (``chosen``, a part per group, changed in place) while a swap
+    shortens the parts' distance from ``_target``: the best swap first, of groups that differ
+    in their samples per class (``counts``; the first group of equal ones)."""
+    target, filled = _target(counts, wanted), np.zeros((len(wanted), counts.shape[1]))
+    np.add.at(filled, chosen, counts)
+    for _ in range(len(chosen)):
+        best, pick = 0.0, None
+        for p, q in combinations(range(len(wanted)), 2):
+            here, there = np.flatnonzero(chosen == p), np.flatnonzero(chosen == q)
+            kinds_p, first_p = np.unique(counts[here], axis=0, return_index=True)
+            kinds_q, first_q = np.unique(counts[there], axis=0, return_index=True)
+            moved = kinds_q[None, :, :] - kinds_p[:, None, :]  # what part p gains by a swap
+            off_p, off_q = filled[p] - target[p], filled[q] - target[q]
+            change = (np.abs(off_p + moved) - np.abs(off_p)).sum(axis=2) / wanted[p]
+            change += (np.abs(off_q - moved) - np.abs(off_q)).sum(axis=2) / wanted[q]
+            if change.size and change.min() < best - 1e-9:
+                i, j = np.unravel_index(np.argmin(change), change.shape)
+                best, pick = change[i, j], (here[first_p[i]], there[first_q[j]])
+        if pick is None:
+            return
+        a, b = pick
+        filled[chosen[a]] += counts[b] - counts[a]
+        filled[chosen[b]] += counts[a] - counts[b]
+        chosen[a], chosen[b] = chosen[b], chosen[a]
 
 
 def _left_out(
-    sample_ids: Sequence[str], groups: list[str], test_group: str, val_fraction: float, seed: int
+    sample_ids: Sequence[str],
+    groups: list[str],
+    test_group: str,
+    val_fraction: float,
+    seed: int,
+    classes: Sequence[str] | None,
 ) -> pd.Series:
-    """Leave one group out: ``test_group``'s samples test, whole other groups val and train."""
+    """Leave one group out: ``test_group``'s samples test, whole other groups val and train
+    (stratified by ``classes`` where given)."""
     test = np.asarray(groups) == test_group
     if not test.any():
         known = ", ".join(sorted(set(groups))[:5])
@@ -114,7 +184,8 @@ def _left_out(
     rest = [g for g, t in zip(groups, test, strict=True) if not t]
     n_val = int(round(val_fraction * len(rest)))
     sizes = {"val": n_val, "train": len(rest) - n_val}
-    labels[~test] = grouped_labels(rest, sizes, seed)
+    kept = None if classes is None else np.asarray(classes, dtype=str)[~test]
+    labels[~test] = grouped_labels(rest, sizes, seed, kept)
     return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
 
 
@@ -154,7 +225,8 @@ def make_fold_split(
     ``test``, a seeded ``val_fraction`` of the others ``val``, the rest ``train``. The test
     parts of folds 1..K partition ``sample_ids``; with ``classes`` (one label per sample) every
     fold holds each class in proportion (stratified). With ``groups`` every group is whole in
-    each fold's test, val and train (folds as many as the groups: leave one group out)."""
+    each fold's test, val and train (folds as many as the groups: leave one group out), and
+    with ``classes`` too the val groups are drawn stratified (``grouped_labels``)."""
     from sklearn.model_selection import KFold, StratifiedKFold
 
     counts = None if classes is None else pd.Series(list(classes)).value_counts().to_dict()
@@ -196,7 +268,8 @@ def _grouped_fold(
     groups: Sequence[str],
 ) -> pd.Series:
     """``make_fold_split`` keeping each group whole (scikit-learn's GroupKFold, or
-    StratifiedGroupKFold for classes, shuffled by ``seed``; val: whole groups of the rest)."""
+    StratifiedGroupKFold for classes, shuffled by ``seed``; val: whole groups of the rest,
+    stratified by classes too: ``grouped_labels``)."""
     from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
 
     groups = np.asarray(list(map(str, groups)))
@@ -217,7 +290,8 @@ def _grouped_fold(
     n_val = int(round(val_fraction * len(rest)))
     sizes = {"val": n_val, "train": len(rest) - n_val}
     labels = np.full(n, "test", dtype=object)
-    labels[rest] = grouped_labels(groups[rest], sizes, seed + fold)
+    kept = None if classes is None else np.asarray(classes, dtype=str)[rest]
+    labels[rest] = grouped_labels(groups[rest], sizes, seed + fold, kept)
     return pd.Series(labels, index=pd.Index(list(sample_ids), name="sample_id"), name="split")
 
 
@@ -423,3 +497,65 @@ def split_counts(labels: pd.Series) -> str:
     ``labels`` are in each split."""
     names = [*SPLITS, UNUSED] if (labels == UNUSED).any() else SPLITS
     return ", ".join(f"{name} {int((labels == name).sum())}" for name in names)
+
+
+def one_class_sides(split: pd.Series, classes: pd.Series) -> dict[str, tuple[str, int]]:
+    """The sides of ``split`` (train, val, test) whose samples all have one class while the
+    split's samples have several (``classes``: sample_id -> class label; samples without one
+    are not counted): side -> (that class, the side's samples). Such a side's AUC is undefined
+    and its accuracy scores one class."""
+    labels = _side_classes(split, classes)
+    if labels.nunique() < 2:
+        return {}
+    sides = {}
+    for side, held in labels.groupby(split.reindex(labels.index), sort=False):
+        if held.nunique() == 1:
+            sides[str(side)] = (str(held.iloc[0]), len(held))
+    return dict(sorted(sides.items(), key=lambda item: SPLITS.index(item[0])))
+
+
+def one_class_warnings(
+    split: pd.Series, classes: pd.Series, source: str, groups: pd.Series | None = None
+) -> list[str]:
+    """A line naming ``source`` (the split) per side ``one_class_sides`` finds, with its fix
+    (``_one_class_fix``; ``groups``: sample_id -> group, where the split keeps groups whole)."""
+    labels = _side_classes(split, classes)
+    return [
+        f"{source}: {side} holds one class ({label!r}, {n} samples) of the "
+        f"{labels.nunique()} classes: its AUC is undefined and its accuracy scores that class "
+        f"alone; {_one_class_fix(split, labels, side, label, groups)}"
+        for side, (label, n) in one_class_sides(split, classes).items()
+    ]
+
+
+def _one_class_fix(
+    split: pd.Series, labels: pd.Series, side: str, label: str, groups: pd.Series | None
+) -> str:
+    """What gives ``side`` (holding class ``label`` only) another class: more groups on it
+    where it is one group, more groups of a class that has fewer groups than the split has
+    sides (whole groups cannot put it on every side), else another draw or labelling."""
+    if groups is not None:
+        groups = groups.reindex(labels.index)
+        sides = split.reindex(labels.index)
+        held = groups[sides == side].unique()
+        if len(held) == 1:
+            return (
+                f"it is one group ({held[0]}, --group-column): read its scores pooled with "
+                "other groups' (cross-validation) or give it more groups"
+            )
+        spread = groups.groupby(labels).nunique()
+        few = spread[(spread < sides.nunique()) & (spread.index != label)]
+        if len(few):
+            return (
+                f"class {few.index[0]!r} has {few.iloc[0]} group(s) (--group-column) and whole "
+                f"groups cannot put it on all {sides.nunique()} sides: add samples of more "
+                "groups of that class"
+            )
+    return "draw another split (--seed, a larger fraction) or label samples of each class"
+
+
+def _side_classes(split: pd.Series, classes: pd.Series) -> pd.Series:
+    """The class label (str) of each sample of ``split`` that is train, val or test and has
+    one in ``classes``."""
+    labels = classes.reindex(split.index)
+    return labels[split.isin(SPLITS) & labels.notna()].astype(str)

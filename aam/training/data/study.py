@@ -59,6 +59,13 @@ class Study:
         text = "\n".join(f"{sid}\t{label}" for sid, label in labels.items())
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def class_labels(self) -> pd.Series | None:
+        """sample_id -> class label of a classifier's target (None for any other study)."""
+        if not self.classes:
+            return None
+        labels = np.asarray(self.classes, dtype=object)[self.targets]
+        return pd.Series(labels, index=pd.Index(self.samples.sample_ids, name="sample_id"))
+
     def subset(self, name: str) -> np.ndarray:
         """Positions of the samples in split ``name``."""
         labels = self.split.reindex(self.samples.sample_ids).to_numpy()
