@@ -1,13 +1,24 @@
 """A grouped split of a classifier's samples is stratified by class (issue 73, item 3): whole
 groups per side, each side's class balance close to the whole's; a side that still holds one
-class is warned of by `aam split`."""
+class is warned of by `aam split`, and fine-tuning then picks its best epoch by the validation
+loss, saying so."""
 
+import json
 import logging
 
+import numpy as np
 import pandas as pd
 import pytest
 from checkout import REPO
-from test_cli_training import aam, micro_table, write_metadata, write_table
+from test_cli_training import (
+    aam,
+    micro_metadata,
+    micro_table,
+    micro_train,
+    read_history,
+    write_metadata,
+    write_table,
+)
 
 from aam.data.split import (
     make_fold_split,
@@ -15,6 +26,7 @@ from aam.data.split import (
     one_class_sides,
     one_class_warnings,
     read_split,
+    write_split,
 )
 
 IBD = pd.read_csv(REPO / "data/ibd/metadata.tsv", sep="\t", dtype=str, index_col="sample_id")
@@ -151,3 +163,55 @@ def test_aam_split_warns_of_a_one_class_side(tmp_path, caplog):
     assert all(
         line.startswith(f"{out}: ") and "class 'B' has 1 group(s)" in line for line in warned
     )
+
+
+def _micro_classes(tmp_path, val: list[str]) -> tuple:
+    """A hand-made 12-sample table, its metadata (class ``site``: gut, oral alternating) and a
+    split whose val samples are ``val``, the others train."""
+    table = write_table(tmp_path / "table.biom", micro_table())
+    metadata = write_metadata(tmp_path / "metadata.tsv", micro_metadata())
+    ids = [f"s{k:02d}" for k in range(12)]
+    split = pd.Series(["val" if i in val else "train" for i in ids], index=ids, name="split")
+    split.index.name = "sample_id"
+    write_split(tmp_path / "split.tsv", split)
+    return table, metadata, tmp_path / "split.tsv"
+
+
+@pytest.mark.parametrize(
+    ("val", "chosen"),
+    [(["s00", "s02", "s04"], "val_loss"), (["s00", "s01", "s02"], "val_accuracy")],
+)
+def test_a_one_class_validation_picks_the_best_epoch_by_its_loss(tmp_path, caplog, val, chosen):
+    table, metadata, split = _micro_classes(tmp_path, val)  # s00, s02, s04: all gut
+    out = tmp_path / "run"
+    caplog.set_level(logging.WARNING)
+    flags = ["--classifier", "--split", split, "--epochs", "3"]
+    assert micro_train(table, metadata, out, *flags, target="site") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["best_metric"] == chosen
+    history = read_history(out / "history.tsv")
+    if chosen == "val_loss":
+        assert summary["best_epoch"] == int(history.loc[history["val_loss"].idxmin(), "epoch"])
+    warned = [r.getMessage() for r in caplog.records if "holds one class" in r.getMessage()]
+    if chosen == "val_loss":
+        assert warned == [
+            "--split: validation holds one class ('gut', 3 samples): its AUC is undefined and "
+            "its accuracy scores that class alone; the best epoch is chosen by val_loss instead "
+            "of val_accuracy; make a split whose validation holds every class (`aam split "
+            "--classifier` stratifies whole groups by class)"
+        ]
+    else:
+        assert warned == []
+    assert np.isnan(history["val_auc"]).all() == (chosen == "val_loss")
+
+
+def test_an_asked_auc_on_a_one_class_validation_gives_way_to_the_loss(tmp_path, caplog):
+    """The AUC of one class is NaN in every epoch: asked for, it stopped the run with no model
+    to keep; it now gives way to the loss, with the line."""
+    table, metadata, split = _micro_classes(tmp_path, ["s00", "s02", "s04"])
+    out = tmp_path / "run"
+    caplog.set_level(logging.WARNING)
+    flags = ["--classifier", "--split", split, "--epochs", "2", "--best-metric", "auc"]
+    assert micro_train(table, metadata, out, *flags, target="site") == 0
+    assert json.loads((out / "summary.json").read_text())["best_metric"] == "val_loss"
+    assert any("chosen by val_loss instead of val_auc" in r.getMessage() for r in caplog.records)

@@ -5,6 +5,7 @@ options of a whole training run (``TrainingOptions``) that ``aam.training.run`` 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,9 @@ from aam.unifrac.pair_sums import DEFAULT_ALPHA, DTYPES, METRICS
 
 if TYPE_CHECKING:  # the torch-free commands read this module: aam.models imports torch
     from aam.models.config import ModelOptions
+    from aam.training.data.study import Study
+
+log = logging.getLogger(__name__)
 
 PRECISIONS = ("auto", "fp32", "bf16")
 REGRESSION_LOSSES = ("huber", "mse", "mae")
@@ -61,6 +65,31 @@ def best_metric_of(name: str, measured: tuple[str, ...]) -> str:
         if AUTO_BEST[kind] in measured:
             return AUTO_BEST[kind]
     return AUTO_BEST["pretrain"]
+
+
+def scorable_metric(metric: str, study: Study, say: bool = True) -> str:
+    """``metric``, or ``val_loss`` where it scores classes (accuracy, F1, AUC) and ``study``'s
+    validation samples hold one class (``one_class_sides``): AUC is undefined there, and
+    accuracy and F1 favour the epochs that predict that class. A warning line says so
+    (``say``: the main process)."""
+    from aam.data.split import one_class_sides  # pandas: not for the commands that only parse
+
+    classes = study.class_labels()
+    held = None if classes is None else one_class_sides(study.split, classes).get("val")
+    if held is None:
+        return metric
+    name = metric.removeprefix("val_")  # --best-metric's prefix is optional
+    switch = name in VALIDATION_METRICS["classifier"]
+    if say:
+        log.warning(
+            "--split: validation holds one class (%r, %d samples): its AUC is undefined and its "
+            "accuracy scores that class alone; the best epoch is chosen by %s; make a split "
+            "whose validation holds every class (`aam split --classifier` stratifies whole "
+            "groups by class)",
+            *held,
+            f"val_loss instead of val_{name}" if switch else f"val_{name} as asked",
+        )
+    return "val_loss" if switch else metric
 
 
 # Metrics (without their train_/val_ prefix) where lower is better; for the others higher is.

@@ -31,7 +31,13 @@ from aam.errors import InputError, NonFiniteError
 from aam.training.checkpointing.checkpoint import Checkpointer
 from aam.training.checkpointing.preemption import PreemptionFlag
 from aam.training.checkpointing.state import TrainState
-from aam.training.config import TrainConfig, best_metric_of, check_best_metric, metric_names
+from aam.training.config import (
+    TrainConfig,
+    best_metric_of,
+    check_best_metric,
+    metric_names,
+    scorable_metric,
+)
 from aam.training.data.batches import TrainBatches
 from aam.training.data.prefetch import Prefetch
 from aam.training.device import peak_memory_mb, unwrap, uses_bf16
@@ -122,9 +128,8 @@ class Trainer:
         progress_every_s: float = PROGRESS_EVERY_S,
         events_every_steps: int = EVENTS_EVERY_STEPS,
     ) -> None:
-        cfg = replace(
-            cfg, best_metric=best_metric_of(cfg.best_metric, validation_metrics(objective))
-        )
+        best_metric = best_metric_of(cfg.best_metric, validation_metrics(objective))
+        cfg = replace(cfg, best_metric=scorable_metric(best_metric, batches.study, ctx.is_main))
         self.model, self.objective, self.cfg, self.ctx = model, objective, cfg, ctx
         self.batches, self.device, self.progress = batches, device, progress
         self.sharded = is_sharded(model)  # FSDP: validation needs every rank
