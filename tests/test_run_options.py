@@ -37,9 +37,9 @@ from aam.training.data.study_options import StudyOptions
 
 SCHEMA = run_options.run_options_schema()
 # Rule flags the rules do not pass: the workflow keeps the default checkpoint location, the
-# split fractions apply only without --split, and training reads the tree (--tree), not a
-# matrix (--unifrac).
-NOT_PASSED = {"checkpoint_dir", "val_fraction", "test_fraction", "unifrac"}
+# split fractions apply only without --split, training reads the tree (--tree), not a matrix
+# (--unifrac), and the inputs of the jobs list the same samples (--allow-missing-samples).
+NOT_PASSED = {"checkpoint_dir", "val_fraction", "test_fraction", "unifrac", "allow_missing_samples"}
 
 
 def test_committed_schema_is_what_the_flags_generate():

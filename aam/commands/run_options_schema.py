@@ -26,8 +26,9 @@ from aam.runtime.atomic import atomic_output
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_options.schema.json"
 # Flags the workflow's rules pass themselves (inputs, outputs, a search's chosen options, the
 # dataset's target and covariates, threads, scratch, device, progress bars) or that the
-# workflow's `split:` makes moot (the fractions apply only without --split): not options of a
-# run.
+# workflow makes moot (the fractions apply only without --split; the inputs of its jobs list
+# the same samples: datasets.<name>.drop_samples_without_metadata decides which): not options of
+# a run.
 RULE_FLAGS = frozenset(
     {
         "table",
@@ -49,6 +50,7 @@ RULE_FLAGS = frozenset(
         "stale_checkpoints",
         "val_fraction",
         "test_fraction",
+        "allow_missing_samples",
     }
 )
 SECTIONS = {"pretrain": "pretrain", "finetune": "finetune"}  # config section -> `aam` command

@@ -9,7 +9,6 @@ from a config file or a metadata header can execute: values are quoted with ``sh
 from __future__ import annotations
 
 import copy
-import difflib
 import itertools
 import json
 import os
@@ -20,6 +19,7 @@ from typing import Any
 
 from aam.options import option_fields, value_type
 from aam.training.config import RuntimeConfig, TrainConfig
+from aam.workflow.suggest import did_you_mean
 
 FROM_SCRATCH = "none"  # a run's ``pretrain:`` that fine-tunes from a random initialisation
 DEFAULT_SEED = TrainConfig.__dataclass_fields__["seed"].default
@@ -90,8 +90,7 @@ def _schema_line(cause: Any, where: str) -> str:
         known = list(cause.schema.get("properties", {}))
         key = sorted(k for k in cause.instance if k not in known)[0]
         where = f"{where}.{key}" if where != "(top level)" else key
-        close = difflib.get_close_matches(key, known, n=1)
-        message = "unknown key" + (f" (did you mean {close[0]}?)" if close else "")
+        message = "unknown key" + did_you_mean(key, known)
     elif cause.validator == "not" and isinstance(cause.instance, float):
         message = f"{cause.instance} is not a finite number"  # the schema's NaN guard
     return f"config {where}: {message}{hint}; fix it in the config file or --config"
@@ -265,8 +264,7 @@ def expand_sweeps(
             section, _, option = key.partition(".")
             if option not in options.get(section, ()):
                 known = [f"{sec}.{opt}" for sec, names in options.items() for opt in names]
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f" (did you mean {close[0]}?)" if close else ""
+                hint = did_you_mean(key, known)
                 raise ValueError(
                     f"config runs.{name}.sweep.{key}: not a run option{hint}; use "
                     "<section>.<option> with a section of model, pretrain, finetune"

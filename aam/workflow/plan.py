@@ -54,8 +54,9 @@ class PlanError(InputError):
 class Plan:
     """What the rules are built from.
 
-    ``config``: the validated config with every fold and sweep point as a run and $VARS of
-    the environment expanded (``scratch`` is expanded by the job that uses it). ``cv``: run ->
+    ``config``: the validated config with every fold and sweep point as a run, $VARS of the
+    environment and a leading ``~`` expanded (``scratch`` is expanded by the job that uses it).
+    ``cv``: run ->
     ``{"dataset", "folds", "seed", "pretrain", "members": {member: k}}``; ``sweeps``: run ->
     ``{member: {"section.option": value}}``; ``fold``: member -> (its cv plan, k);
     ``curves``: run -> ``{"dataset", "seed", "pretrain", "fractions", "points": {member:
@@ -488,12 +489,13 @@ def _one_draw_notes(new_studies: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def _expand(value: Any) -> Any:
-    """$VARS of the environment in every string of ``value``."""
+    """$VARS of the environment, then a leading ``~`` (the home directory, as a shell does), in
+    every string of ``value``."""
     if isinstance(value, dict):
         return {key: _expand(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_expand(item) for item in value]
-    return os.path.expandvars(value) if isinstance(value, str) else value
+    return os.path.expanduser(os.path.expandvars(value)) if isinstance(value, str) else value
 
 
 def _container(container: Mapping[str, Any], repo: Path) -> tuple[str | None, Path | None]:

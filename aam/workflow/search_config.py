@@ -11,13 +11,14 @@ score each point by K-fold cross-validation on the run's train and val samples o
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import json
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
+
+from aam.workflow.suggest import did_you_mean
 
 # A run's ``pretrain:`` as a choice of the space: a random initialisation, or its section.
 PRETRAIN_KEY = "pretrain"
@@ -193,11 +194,9 @@ def _check_key(
     section, _, option = key.partition(".")
     if option not in options.get(section, ()):
         known = [PRETRAIN_KEY] + [f"{s}.{o}" for s, names in options.items() for o in names]
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(
-            f"{where}.space.{key}: not a run option{hint}; use <section>.<option> with a section "
-            "of model, pretrain, finetune, or pretrain itself"
+            f"{where}.space.{key}: not a run option{did_you_mean(key, known)}; use "
+            "<section>.<option> with a section of model, pretrain, finetune, or pretrain itself"
         )
     if section == "pretrain" and run.get("pretrain") == "none":
         raise ValueError(
@@ -224,10 +223,9 @@ def _forest(where: str, forest: Mapping[str, Any] | None) -> dict[str, Any] | No
     space = {}
     for key, value in given.items():
         if key not in FOREST_OPTIONS:
-            close = difflib.get_close_matches(key, FOREST_OPTIONS, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
             raise ValueError(
-                f"{where}.forest.space.{key}: not a forest option{hint}; use one of "
+                f"{where}.forest.space.{key}: not a forest option"
+                f"{did_you_mean(key, FOREST_OPTIONS)}; use one of "
                 f"{', '.join(FOREST_OPTIONS)}"
             )
         space[key] = _checked_range(f"{where}.forest.space.{key}", value)
