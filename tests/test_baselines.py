@@ -17,15 +17,14 @@ from aam.analysis.baselines import fit_predict, relative_abundances
 from aam.analysis.predictions import read_model_predictions
 from aam.data.samples import SampleSet
 from aam.data.split import read_split
-from aam.training.data.study import Study
-from aam.training.metrics import (
+from aam.training.bootstrap import (
     BOOTSTRAP_RESAMPLES,
     bootstrap_draws,
     bootstrap_intervals,
-    classification_metrics,
-    macro_auc,
     paired_differences,
 )
+from aam.training.data.study import Study
+from aam.training.metrics import classification_metrics, macro_auc
 
 
 def synthetic_study(n: int = 120, n_asvs: int = 6, classes: bool = False, seed: int = 0) -> Study:

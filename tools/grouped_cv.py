@@ -21,7 +21,7 @@ import pandas as pd
 from sklearn.metrics import accuracy_score, roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from aam.training.metrics import bootstrap_draws  # noqa: E402
+from aam.training.bootstrap import bootstrap_draws  # noqa: E402
 
 DRAWS = 2000
 

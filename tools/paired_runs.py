@@ -1,7 +1,7 @@
 """AAM against AAM: the paired difference of two runs' test metrics (e.g. pretrained minus from
 scratch, an ensemble minus one of its members), from their predictions.tsv (`aam predict` with
 the truth: a ``true`` column), on the samples both predicted, with the bootstrap draws that
-metrics.json's intervals use (``aam.training.metrics``).
+metrics.json's intervals use (``aam.training.bootstrap``).
 
     python tools/paired_runs.py results/oral-full/runs/once/predict/predictions.tsv \
         results/oral-full/runs/scratch/predict/predictions.tsv
@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from aam.training.metrics import paired_differences, regression_metrics  # noqa: E402
+from aam.training.bootstrap import paired_differences  # noqa: E402
+from aam.training.metrics import regression_metrics  # noqa: E402
 
 
 def paired_runs(first: Path, second: Path) -> dict[str, dict]:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from aam.data.split import SPLITS
-from aam.training.metrics import bootstrap_intervals
+from aam.training.bootstrap import bootstrap_intervals
 
 CLASS_METRICS = {"precision": "precision", "recall": "recall", "f1": "F1"}  # key: a reader's name
 

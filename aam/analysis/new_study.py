@@ -20,7 +20,7 @@ from aam.analysis.predictions import SCRATCH, model_label, read_model_prediction
 from aam.data.split import read_split
 from aam.errors import InputError
 from aam.runtime.figures import pyplot
-from aam.training.metrics import bootstrap_draws
+from aam.training.bootstrap import bootstrap_draws
 
 MODEL = "model"  # AAM fine-tuned from the encoder pretrained on the other studies
 # (a, b) -> column a_minus_b: the comparisons a reader asks of a new study

@@ -40,18 +40,13 @@ from aam.runtime.figures import figure_name
 from aam.runtime.staging import localized
 from aam.runtime.threads import usable_threads
 from aam.training import inference
+from aam.training.bootstrap import BOOTSTRAP_RESAMPLES, bootstrap_intervals, paired_differences
 from aam.training.config import RuntimeConfig
 from aam.training.data.study import Labels, Study, load_study
 from aam.training.data.study_options import StudyOptions
 from aam.training.data.target_scale import TargetScale, check_scalable
 from aam.training.device import resolve_device
-from aam.training.metrics import (
-    BOOTSTRAP_RESAMPLES,
-    bootstrap_intervals,
-    classification_metrics,
-    paired_differences,
-    regression_metrics,
-)
+from aam.training.metrics import classification_metrics, regression_metrics
 
 log = logging.getLogger(__name__)
 
