@@ -143,6 +143,20 @@ def test_a_table_sample_without_a_metadata_row_stops_the_check_naming_the_key(tm
     assert counts.with_target == 9  # s05 has no age
 
 
+def test_an_empty_blank_without_a_metadata_row_is_left_out_unchecked(tmp_path):
+    """A blank (no reads, no metadata row) stops the check only as a sample without a row."""
+    table = write_table(tmp_path / "table.biom", [*IDS, "BLANK1"])
+    given = biom.load_table(str(table))
+    empty = given.transform(lambda v, sid, _: v * (sid != "BLANK1"), inplace=False)
+    with biom_open(str(table), "w") as handle:
+        empty.to_hdf5(handle, "aam tests")
+    metadata = write_metadata(tmp_path / "m.tsv", IDS)
+    message = one_line_error(check_dataset, "d", table, metadata, "age")
+    assert "1 of the 13 samples" in message and "(BLANK1)" in message
+    counts = check_dataset("d", table, metadata, "age", drop_samples_without_metadata=True)
+    assert (counts.matched, counts.table_only) == (12, 1)
+
+
 def test_match_samples_writes_the_samples_with_a_metadata_row(tmp_path):
     table = write_table(tmp_path / "table.biom")
     metadata = write_metadata(tmp_path / "m.tsv", [*EXTRA, *IDS[2:]])

@@ -9,6 +9,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,9 @@ from aam.errors import InputError
 from aam.unifrac.io import check_tsv_ids
 from aam.unifrac.shard_plan import check_shard_count
 from aam.workflow.checks import check_not_target
+
+if TYPE_CHECKING:
+    from biom import Table
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,8 @@ def check_dataset(
                 f"column(s) {absent} the model uses; add them (empty cells map to the unknown "
                 "category)"
             )
-    sample_ids = _checked_table(name, table, sequences, rarefied, lsmat, shards)
+    counts = _loaded_table(name, table, sequences)
+    sample_ids = [str(x) for x in counts.ids()]
     _check_normalization(name, table, metadata, sample_ids, list(columns.index))
     rows = set(columns.index)
     shared = set(sample_ids) & rows
@@ -112,6 +117,8 @@ def check_dataset(
             f"target cell marks a sample without a target), or set datasets.{name}."
             "drop_samples_without_metadata: true to leave them out"
         )
+    read = counts.filter(shared, inplace=False) if table_only else counts  # what the jobs read
+    _check_samples(name, table, read, rarefied, lsmat, shards)
     if classifier:
         targets = columns[target].reindex(sorted(shared))
     else:  # numbers, as training reads them: text or a categorical declaration stop here
@@ -157,17 +164,23 @@ def _check_columns(name: str, metadata: Path, columns: pd.DataFrame, named: list
         )
 
 
-def _checked_table(
-    name: str, table: Path, sequences: Path | None, rarefied: bool, lsmat: bool, shards: int
-) -> list[str]:
-    """The sample IDs of ``table`` once its features are sequences (``sequences``: theirs),
-    its counts fit float32, every sample has reads (unless ``rarefied``, which drops them),
-    its IDs suit the PCoA's TSV (``lsmat``) and it has a sample per UniFrac shard."""
+def _loaded_table(name: str, table: Path, sequences: Path | None) -> Table:
+    """``table`` with its features as sequences (``sequences``: theirs), checked to be
+    sequences and to hold counts that fit float32."""
     counts = load_table(table)
     if sequences is not None:
         counts = with_sequences(counts, read_sequences(sequences), table, sequences)
     check_sequences([str(x) for x in counts.ids("observation")], f"datasets.{name}.table: {table}")
     check_training_counts(counts, f"datasets.{name}.table: {table}")
+    return counts
+
+
+def _check_samples(
+    name: str, table: Path, counts: Table, rarefied: bool, lsmat: bool, shards: int
+) -> None:
+    """The samples of ``table`` the jobs read (``counts``) all have reads (unless
+    ``rarefied``, which drops them), their IDs suit the PCoA's TSV (``lsmat``) and there is
+    one per UniFrac shard."""
     sample_ids = [str(x) for x in counts.ids()]
     if not rarefied:
         reads = counts.matrix_data.tocsc()
@@ -181,7 +194,6 @@ def _checked_table(
         check_shard_count(
             shards, counts.shape[1], f"config unifrac.shards (dataset {name}, {table})"
         )
-    return sample_ids
 
 
 def _check_normalization(
