@@ -609,7 +609,8 @@ def test_predict_rejects_batch_size_zero(demo, trained, tmp_path, capsys):
     [
         ("height", False, "no column 'height'"),
         ("height", True, "no column 'height'"),
-        ("site", False, "non-numeric"),
+        ("Age", True, "no column 'Age'; did you mean 'age'?"),
+        ("site", False, "holds text, not numbers (12 of its 12 values, e.g. gut, oral)"),
     ],
 )
 def test_train_bad_target_column(micro, tmp_path, capsys, column, classifier, expected):

@@ -30,7 +30,7 @@ from aam.analysis.predictions import (
 )
 from aam.analysis.split_groups import split_groups
 from aam.analysis.spread import near_constant_notes, prediction_spread
-from aam.data.metadata import load_metadata, numeric_column
+from aam.data.metadata import column_hint, load_metadata, numeric_column
 from aam.data.novelty import NOVELTY_WARNING, novelty
 from aam.data.samples import SampleSet
 from aam.errors import InputError, NonFiniteError
@@ -351,9 +351,9 @@ def _truth(metadata_path: Path, target: dict, ids: list[str], asked: bool) -> pd
     if target["column"] not in metadata.columns:
         if asked:
             raise InputError(
-                f"{metadata_path}: no column {target['column']!r} for --target-column (columns: "
-                f"{', '.join(map(str, metadata.columns))}); name the column that holds the "
-                "truth, or leave the flag out to predict without it"
+                f"{metadata_path}: no column {target['column']!r} for --target-column "
+                f"({column_hint(target['column'], metadata.columns)}); name the column that "
+                "holds the truth, or leave the flag out to predict without it"
             )
         log.info("%s has no %s column: no metrics", metadata_path, target["column"])
         return None

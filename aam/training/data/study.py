@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from aam.data.metadata import declared_types, load_metadata, numeric_column
+from aam.data.metadata import column_hint, declared_types, load_metadata, numeric_column
 from aam.data.rarefy import EVALUATION, EpochDraw, check_drawable, rarefy
 from aam.data.reconcile import preview, reconcile_sample_ids
 from aam.data.samples import ReadDraw, SampleSet
@@ -355,7 +355,7 @@ def _targets(
     if classifier:
         if column not in metadata.columns:
             raise InputError(
-                f"{path}: no column {column!r} (columns: {', '.join(map(str, metadata.columns))})"
+                f"{path}: no column {column!r}; {column_hint(column, metadata.columns)}"
             )
         values = metadata.loc[ids, column]
         _log_declared_numeric(
@@ -398,7 +398,7 @@ def _categories(
     if missing:
         raise InputError(
             f"{path}: no column(s) {missing} for --categorical-columns "
-            f"(columns: {', '.join(map(str, metadata.columns))})"
+            f"({column_hint(missing, metadata.columns)})"
         )
     levels = dict(known_levels or {})
     out = np.zeros((len(ids), len(columns)), dtype=np.int64)
