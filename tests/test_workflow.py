@@ -23,6 +23,7 @@ from page_links import broken_links, links
 
 from aam.analysis.overview import skill_caveat, verdict
 from aam.unifrac.io import read_distance_matrix
+from aam.workflow.provenance import declared_dependencies
 
 # one worker runs the shared DAG once
 pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("workflow")]
@@ -81,10 +82,13 @@ def test_outputs_of_the_whole_dag(completed):
     versions = pd.read_csv(completed / "results/test/software_versions.tsv", sep="\t", dtype=str)
     trained = json.loads((run / "finetune/provenance.json").read_text())["packages"]
     assert versions.loc[versions.software == "torch", "version"].tolist() == [trained["torch"]]
-    assert {"numpy", "biom-format", "scikit-learn", "h5py"} <= {
-        name.replace("_", "-") for name in versions.software
-    }
-    assert "<h2>Software</h2>" in page
+    declared = set(declared_dependencies().values())
+    assert {"numpy", "biom-format", "scikit-learn", "h5py"} <= set(versions.software)
+    assert set(versions.software) - declared == {"python", "aam"}  # no tool but Snakemake ran
+    snakemake = versions.loc[versions.software == "snakemake", "stages"].tolist()
+    assert snakemake == [str(len(list((completed / "results/test").rglob("*provenance.json"))))]
+    assert "<h2>Software</h2>" in page and "The workflow ran with Snakemake " in page
+    assert "MAFFT" not in page and "<a href='citations.bib'>" in page  # the demo has its tree
     stages = ("stage", "unifrac", "baselines", "pretrain", "finetune", "predict", "plot_history")
     for rule in (*stages, "summary"):
         assert list((completed / "results/test/benchmarks" / rule).glob("*.tsv")), rule
