@@ -51,7 +51,8 @@ def test_the_unrarefied_oral_config_rarefies_once_but_for_per_epoch_training(
     assert counts["rarefy"] == counts["baselines"] == counts["split"] == 1
     assert counts["pretrain"] == counts["finetune"] == counts["predict"] == 2
     data = f"{work}/data/oral_full"
-    rarefy = next(line for line in run.stdout.splitlines() if " -m aam rarefy " in line)
+    command = re.compile(r" -m aam --provenance \S+ rarefy ")
+    rarefy = next(line for line in run.stdout.splitlines() if command.search(line))
     assert f"--table {data}/table.biom --output {data}/rarefied.biom" in rarefy
     assert "--rarefy-depth 1000 --seed 42" in rarefy
     # (command, run or None) -> the table it reads, and whether it draws each epoch / once
