@@ -61,8 +61,9 @@ WIDTH = (
 
 
 def test_long_provenance_records_wrap_within_the_page_width(tmp_path):
-    """A stage's command of long paths and a tool's long version line wrap in their cells: the
-    page scrolls sideways at no window width from 1,400 px down to 800."""
+    """A stage's command of long paths wraps in its cell, a table still wider than the window
+    (a long version line) scrolls within the page: the page does not scroll sideways, at
+    1,400 px nor at 800."""
     work = tmp_path / "work"
     deep = work / "runs/tiny/search/trials/aam-dc76fc9fbd7b-597f8d81492b/0/fold2/predict"
     deep.mkdir(parents=True)

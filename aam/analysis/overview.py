@@ -345,8 +345,8 @@ def group_table(metrics: Mapping) -> str:
 
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:80em}"
-    "table{border-collapse:collapse;margin:.5em 0}"
-    "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right;overflow-wrap:anywhere}"
+    "table{border-collapse:collapse;margin:.5em 0;display:block;overflow-x:auto;max-width:100%}"
+    "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td code{overflow-wrap:anywhere}"
     "tr th:first-child{text-align:left}tr.diff{background:#f3f6fb}"
     ".ci{color:#666;font-size:.9em}.verdict{font-weight:bold}.note{color:#555;font-size:.9em}"
     ".warn{color:#a33;font-size:.9em}"
