@@ -123,8 +123,9 @@ def test_check_data_counts_a_superset_once(superset, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="aam.commands.check_data")
     assert aam("check-data", *args, "--output", out, "--samples", samples) == 0
     counts = {"table_samples": 12, "metadata_rows": 17, "matched": 12, "table_only": 0}
-    assert json.loads(samples.read_text()) == {**counts, "metadata_only": 5, "with_target": 12}
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("datasets.d")]
+    written = {**counts, "metadata_only": 5, "with_target": 12, "line": line}
+    assert json.loads(samples.read_text()) == written  # the line for the landing page
     assert "12 samples in the table (12) and the metadata (17 rows)" in line
     assert "5 metadata rows of samples the table lacks ignored" in line
 
@@ -225,6 +226,7 @@ def test_the_workflow_reads_a_superset_and_drops_table_samples_without_a_row(tmp
     run = snakemake(data / "samples.json", data / "split.tsv", tmp_path / "work/baselines/demo.tsv")
     assert run.returncode == 0, run.stderr[-3000:]
     counts = json.loads((data / "samples.json").read_text())
+    assert counts.pop("line").startswith("datasets.demo: 58 samples in the table (60)")
     assert counts == {
         **{"table_samples": 60, "metadata_rows": 398, "matched": 58, "table_only": 2},
         **{"metadata_only": 340, "with_target": 58},

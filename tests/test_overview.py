@@ -7,7 +7,7 @@ import re
 
 import pandas as pd
 import pytest
-from test_cli_training import aam, assert_failed
+from test_cli_training import aam, assert_failed, error_line
 
 from aam.analysis.overview import (
     OUTPUT_FOLDERS,
@@ -220,6 +220,24 @@ def test_cli_writes_the_page_and_refuses_bad_runs_leaving_nothing(tmp_path, caps
         assert_failed(rc, capsys, "overview", pages, *words)
     rc = aam("overview", "--run", run, "--output", pages / "page.txt")
     assert_failed(rc, capsys, "overview", pages, "page.txt", "*.html")
+
+
+def test_the_page_says_how_each_runs_table_and_metadata_met(tmp_path, capsys):
+    """rule check_data's line (data/<dataset>/samples.json) under the run's heading; a
+    samples.json that is not JSON stops the page naming it."""
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps(regression([-0.5, -0.9, -0.1])))
+    counted = tmp_path / "data/demo/samples.json"
+    counted.parent.mkdir(parents=True)
+    line = "datasets.demo: 470 samples in the table (470) and the metadata (646 rows), ..."
+    counted.write_text(json.dumps({"matched": 470, "line": line}))
+    out, run = tmp_path / "overview.html", f"tiny=demo={metrics}"
+    assert aam("overview", "--run", run, "--output", out) == 0
+    assert f"<p class=note>Samples: {html.escape(line)}</p>" in out.read_text()
+    out.unlink()
+    counted.write_text("{")
+    assert aam("overview", "--run", run, "--output", out) == 2 and not out.exists()
+    assert f"{counted}: cannot read it" in error_line(capsys, "overview")
 
 
 def test_an_ensemble_costs_its_members_training_jobs(tmp_path):

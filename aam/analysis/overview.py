@@ -76,6 +76,7 @@ class RunMetrics:
     metrics: Mapping
     cost: Mapping | None = None  # ``workdir_index.training_cost`` of its training jobs
     search: Mapping | None = None  # ``search_section.search_summaries``: its search, if any
+    samples: str | None = None  # how its dataset's table and metadata met (samples.json line)
 
 
 def ensemble_members(metrics: Mapping) -> list[str]:
@@ -278,13 +279,18 @@ def run_section(result: RunMetrics) -> str:
     )
     return (
         f"{title}<p class=verdict>{html.escape(verdict(metrics, group=group))}</p>"
-        f"{constant}{split_note(metrics)}{balance_warnings(metrics)}"
+        f"{constant}{samples_note(result)}{split_note(metrics)}{balance_warnings(metrics)}"
         f"<table><tr><th>model</th><th class=l>inputs</th>{header}</tr>{''.join(rows)}</table>"
         f"<p class=note>{note}</p><ul>{verdicts}</ul>{group_table(metrics)}{class_html(metrics)}"
         f"{search_html(result.search)}"
         f"<p class=note>{html.escape(cost_text(result))}</p>"
         + (f"<p class=warn>{html.escape(caveat)}</p>" if caveat else "")
     )
+
+
+def samples_note(result: RunMetrics) -> str:
+    """How the run's dataset's table and metadata met (rule check_data's count), if known."""
+    return f"<p class=note>Samples: {html.escape(result.samples)}</p>" if result.samples else ""
 
 
 def _metric_header(key: str, metrics: Mapping) -> str:

@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--samples",
         type=Path,
         help="JSON to write: how many samples the table and the metadata hold, share, and hold "
-        "alone, and how many shared ones have a target",
+        "alone, and how many shared ones have a target (and that as the log's line, for the "
+        "landing page)",
     )
     parser.add_argument("--target-column", required=True, help="metadata column of the target")
     parser.add_argument("--classifier", action="store_true", help="the target is categorical")
@@ -97,10 +98,11 @@ def run(args: argparse.Namespace) -> None:
         lsmat=args.lsmat,
         drop_samples_without_metadata=args.drop_samples_without_metadata,
     )
-    log.info("%s", counts.line(args.dataset, args.target_column))
+    line = counts.line(args.dataset, args.target_column)
+    log.info("%s", line)
     if args.samples is not None:
         with atomic_output(args.samples) as tmp:
-            tmp.write_text(json.dumps(dataclasses.asdict(counts), indent=2) + "\n")
+            tmp.write_text(json.dumps(dataclasses.asdict(counts) | {"line": line}, indent=2) + "\n")
     with atomic_output(args.output) as tmp:
         checked = (args.table, args.metadata, *([args.sequences] if args.sequences else []))
         tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in checked))

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> None:
             ) from None
         members = ensemble_members(metrics) or [name]
         cost, searched = training_cost(work, members), search_summaries(work, name)
-        results.append(RunMetrics(name, dataset, metrics, cost, searched))
+        results.append(RunMetrics(name, dataset, metrics, cost, searched, _samples(work, dataset)))
     configs = []
     for path in args.config:
         try:
@@ -134,3 +134,12 @@ def _run(item: str) -> list[str]:
     if len(values) != 3 or not all(values):
         raise InputError(f"--run {item}: expected RUN=DATASET=METRICS")
     return values
+
+
+def _samples(work: Path, dataset: str) -> str | None:
+    """The line of ``data/<dataset>/samples.json`` (rule check_data) under ``work``, if any."""
+    path = work / "data" / dataset / "samples.json"
+    try:
+        return json.loads(path.read_text()).get("line") if path.is_file() else None
+    except (OSError, ValueError) as error:
+        raise InputError(f"{path}: cannot read it ({error}); rerun rule check_data") from None

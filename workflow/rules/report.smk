@@ -22,6 +22,10 @@ SUMMARY_RUNS = [
 SCORED = [
     metrics for _, _, metrics in PLAN.scored
 ]  # every run's and ensemble's metrics.json
+COUNTED = [
+    WORK / f"data/{dataset}/samples.json"
+    for dataset in sorted({d for _, d, _ in PLAN.scored})
+]  # how each scored dataset's table and metadata met (rule check_data), on the page
 
 
 # Top kernels, time by category, memory and samples/s per batch size with a recommended batch
@@ -47,7 +51,9 @@ rule profiling_report:
 rule overview:
     """The landing page (results, figures, provenance, files), made last: it lists what exists."""
     input:
-        SCORED + [p for p in get_final_output() if p != WORK / "overview.html"],
+        SCORED
+        + COUNTED
+        + [p for p in get_final_output() if p != WORK / "overview.html"],
     output:
         page=in_report(WORK / "overview.html"),
         versions=in_report(WORK / "software_versions.tsv"),
