@@ -123,11 +123,15 @@ def test_check_data_counts_a_superset_once(superset, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="aam.commands.check_data")
     assert aam("check-data", *args, "--output", out, "--samples", samples) == 0
     counts = {"table_samples": 12, "metadata_rows": 17, "matched": 12, "table_only": 0}
-    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("datasets.d")]
-    written = {**counts, "metadata_only": 5, "with_target": 12, "line": line}
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "aam.commands.check_data"]
+    (shallow,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    written = {**counts, "metadata_only": 5, "with_target": 12, "low_depth": 12, "line": line}
     assert json.loads(samples.read_text()) == written  # the line for the landing page
     assert "12 samples in the table (12) and the metadata (17 rows)" in line
     assert "5 metadata rows of samples the table lacks ignored" in line
+    assert line.endswith("; 12 with fewer than 1,000 reads")
+    assert f"datasets.d: 12 of the 12 samples of {table} hold fewer than 1,000 reads" in shallow
+    assert "set datasets.d.rarefy: {depth: ..., seed: 42}" in shallow
 
 
 def test_a_table_sample_without_a_metadata_row_stops_the_check_naming_the_key(tmp_path):
@@ -229,7 +233,7 @@ def test_the_workflow_reads_a_superset_and_drops_table_samples_without_a_row(tmp
     assert counts.pop("line").startswith("datasets.demo: 58 samples in the table (60)")
     assert counts == {
         **{"table_samples": 60, "metadata_rows": 398, "matched": 58, "table_only": 2},
-        **{"metadata_only": 340, "with_target": 58},
+        **{"metadata_only": 340, "with_target": 58, "low_depth": 0},  # demo samples: 1,000+ reads
     }
     assert list(biom.load_table(str(data / "matched.biom")).ids()) == ids[2:]
     assert sorted(read_split(data / "split.tsv").index) == sorted(ids[2:])

@@ -5,6 +5,7 @@ checks of the config alone run at parse time (``aam.workflow.checks``)."""
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from aam.unifrac.io import check_tsv_ids
 from aam.unifrac.shard_plan import check_shard_count
 from aam.workflow.checks import check_not_target
 
+log = logging.getLogger(__name__)
+LOW_DEPTH = 1000  # reads below which an unrarefied sample's abundances are warned noisy
+
 if TYPE_CHECKING:
     from biom import Table
 
@@ -35,7 +39,8 @@ class SampleCounts:
     table's samples, the metadata's rows, the samples in both (those the dataset's jobs read,
     before rarefaction), the table's samples without a row (left out:
     drop_samples_without_metadata), the rows of samples the table lacks (ignored) and the
-    samples in both with a target value."""
+    samples in both with a target value; and, in a dataset not rarefied, how many of the
+    samples read hold fewer than ``LOW_DEPTH`` reads."""
 
     table_samples: int
     metadata_rows: int
@@ -43,6 +48,7 @@ class SampleCounts:
     table_only: int
     metadata_only: int
     with_target: int
+    low_depth: int = 0
 
     def line(self, name: str, target: str) -> str:
         """The counts as one line of check-data's log."""
@@ -51,6 +57,7 @@ class SampleCounts:
             f"the metadata ({self.metadata_rows} rows), {self.with_target} of them with a "
             f"{target!r} value; {self.metadata_only} metadata rows of samples the table lacks "
             f"ignored; {self.table_only} table samples without a metadata row left out"
+            + (f"; {self.low_depth} with fewer than {LOW_DEPTH:,} reads" if self.low_depth else "")
         )
 
 
@@ -118,7 +125,7 @@ def check_dataset(
             "drop_samples_without_metadata: true to leave them out"
         )
     read = counts.filter(shared, inplace=False) if table_only else counts  # what the jobs read
-    _check_samples(name, table, read, rarefied, lsmat, shards)
+    low_depth = _check_samples(name, table, read, rarefied, lsmat, shards)
     if classifier:
         targets = columns[target].reindex(sorted(shared))
     else:  # numbers, as training reads them: text or a categorical declaration stop here
@@ -150,6 +157,7 @@ def check_dataset(
         table_only=len(table_only),
         metadata_only=len(rows - shared),
         with_target=len(targets),
+        low_depth=low_depth,
     )
 
 
@@ -177,23 +185,45 @@ def _loaded_table(name: str, table: Path, sequences: Path | None) -> Table:
 
 def _check_samples(
     name: str, table: Path, counts: Table, rarefied: bool, lsmat: bool, shards: int
-) -> None:
+) -> int:
     """The samples of ``table`` the jobs read (``counts``) all have reads (unless
     ``rarefied``, which drops them), their IDs suit the PCoA's TSV (``lsmat``) and there is
-    one per UniFrac shard."""
+    one per UniFrac shard. Returns how many hold fewer than ``LOW_DEPTH`` reads where the
+    dataset is not rarefied (warned: their relative abundances are noisy), else 0."""
     sample_ids = [str(x) for x in counts.ids()]
+    low = 0
     if not rarefied:
         reads = counts.matrix_data.tocsc()
         reads.eliminate_zeros()
         check_samples_have_reads(
             sample_ids, np.diff(reads.indptr), f"datasets.{name}.table: {table}"
         )
+        depths = np.asarray(reads.sum(axis=0)).ravel()
+        shallow = np.flatnonzero(depths < LOW_DEPTH)
+        low = len(shallow)
+        if low:
+            least = int(np.argmin(depths))
+            log.warning(
+                "datasets.%s: %d of the %d samples of %s hold fewer than %s reads (the least, "
+                "%s: %d); their relative abundances are noisy: set datasets.%s.rarefy: "
+                "{depth: ..., seed: 42} to drop the shallow samples and subsample the others "
+                "evenly",
+                name,
+                low,
+                len(sample_ids),
+                table,
+                f"{LOW_DEPTH:,}",
+                sample_ids[least],
+                int(depths[least]),
+                name,
+            )
     if lsmat:
         check_tsv_ids(f"datasets.{name}: {table} (its PCoA's distance-matrix.tsv)", sample_ids)
     if shards > 1:
         check_shard_count(
             shards, counts.shape[1], f"config unifrac.shards (dataset {name}, {table})"
         )
+    return low
 
 
 def _check_normalization(
