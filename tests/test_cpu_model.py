@@ -87,3 +87,12 @@ def test_pretrain_and_finetune_without_size_options_train_the_cpu_model(
         config = ModelConfig.from_dict(torch.load(path, weights_only=True)["config"])
         assert_cpu_sized(config)
     assert config.dropout == 0.2
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune"])
+def test_the_help_says_the_cpu_model_and_how_to_choose_the_size(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "The defaults below are sized for a GPU. On a CPU, with none of" in text
+    assert "--embedding-dim 32, --attention-heads 4, --layers 2" in text

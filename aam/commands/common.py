@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from aam.errors import InputError
-from aam.models.config import LAYERS_HELP, ModelConfig, ModelOptions
+from aam.models.config import CPU_MODEL, LAYERS_HELP, ModelConfig, ModelOptions
 from aam.options import add_options, checked, from_args, given_options
 from aam.training.config import (
     RunPaths,
@@ -25,6 +25,13 @@ from aam.workflow.fingerprint import code_fingerprint
 from aam.workflow.options_file import read_options_file
 
 MODEL_GROUP = "model (ModelConfig)"  # its options are the workflow config's runs.*.model
+CPU_MODEL_HELP = (
+    "The defaults below are sized for a GPU. On a CPU, with none of "
+    + ", ".join(f"--{name.replace('_', '-')}" for name in CPU_MODEL)
+    + " (nor a stack's layers) given and no pretrained encoder, training uses the demo's scale: "
+    + ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in CPU_MODEL.items())
+    + "; give any of them to size the model yourself."
+)
 
 
 def training_options(args: argparse.Namespace, command: str) -> TrainingOptions:
@@ -86,7 +93,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     add_options(
         parser.add_argument_group("UniFrac of a batch (with --tree)"), UniFracOptions, command
     )
-    add_model_options(parser.add_argument_group(MODEL_GROUP))
+    add_model_options(parser.add_argument_group(MODEL_GROUP, CPU_MODEL_HELP))
     add_options(parser.add_argument_group("training (TrainConfig)"), TrainConfig, command)
     add_options(parser.add_argument_group("device and run"), RuntimeConfig, command)
 
