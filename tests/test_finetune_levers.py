@@ -314,6 +314,32 @@ def test_two_runs_compare_paired_on_their_shared_samples(tmp_path):
         paired_runs(first, second)
 
 
+def test_two_classifier_runs_compare_paired_over_whole_groups(tmp_path):
+    """A classifier's runs (prob_<class> columns): accuracy and AUC differences, the interval
+    drawn over whole groups: one run right on every sample, the other wrong on one person's."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tools"))
+    from paired_runs import paired_runs
+
+    ids = [f"s{k}" for k in range(40)]
+    truth = np.array(["CD", "Control"] * 20)
+    person = pd.Series([f"p{k // 4}" for k in range(40)], index=ids)  # 10 people of 4 samples
+    right = np.where(truth == "CD", 0.9, 0.1)
+    wrong = right.copy()
+    wrong[:4] = 1 - wrong[:4]  # person p0 misclassified
+    for name, p_cd in (("a", right), ("b", wrong)):
+        frame = {"sample_id": ids, "prediction": "x", "prob_CD": p_cd, "prob_Control": 1 - p_cd}
+        pd.DataFrame({**frame, "true": truth}).to_csv(
+            tmp_path / f"{name}.tsv", sep="\t", index=False
+        )
+    difference = paired_runs(tmp_path / "a.tsv", tmp_path / "b.tsv", person)
+    assert difference["accuracy"]["value"] == pytest.approx(0.1)
+    low, high = difference["accuracy"]["interval"]
+    assert low == pytest.approx(0.0) and high > 0.1  # draws without p0, or with it twice
+    assert difference["auc"]["value"] > 0
+
+
 def test_grouped_cv_intervals_resample_whole_groups():
     """tools/grouped_cv.py: a model right on every sample of half the groups and wrong on the
     rest scores 0.5, and its interval spans what group draws can give (a sample-level bootstrap
