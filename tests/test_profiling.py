@@ -24,6 +24,7 @@ from aam.profiling.probe import (
     rocprofv3_command,
 )
 from aam.profiling.report import read_benchmarks, recommend, rule_name
+from aam.runtime import external_tools
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rocprof"
 TINY = TINY_FLAGS
@@ -223,12 +224,15 @@ def test_aam_profile_under_rocprofv3(small_study, tmp_path, monkeypatch):
     calls = []
 
     def fake_run(command, *args, **kwargs):
+        if command[1:] == ["--version"]:  # the provenance record's version of the tool
+            return subprocess.CompletedProcess(command, 0, stdout="1.0.0\n", stderr="")
         calls.append(command)
         trace = Path(command[command.index("-d") + 1])
         shutil.copytree(FIXTURES / "v3", trace)
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(torch.version, "hip", "6.2.41133")
+    monkeypatch.setattr(external_tools, "TOOLS", {})  # this process's tools, for this test only
     monkeypatch.setattr(pcli.shutil, "which", lambda n: f"/opt/rocm/bin/{n}")
     monkeypatch.setattr(pcli.subprocess, "run", fake_run)
     out = tmp_path / "out"
@@ -270,6 +274,7 @@ def test_aam_profile_under_rocprofv3(small_study, tmp_path, monkeypatch):
     assert child[child.index("--embedding-dim") + 1] == "16"
     kernels = pd.read_csv(out / "kernel_stats.csv")
     assert kernels["name"].iloc[0].startswith("Cijk_")  # from the rocprof stats, not torch
+    assert external_tools.TOOLS["rocprofv3"] == "1.0.0"  # for the job's provenance record
     assert (out / "memory.json").is_file() and (out / "throughput.json").is_file()
 
 

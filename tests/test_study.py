@@ -146,13 +146,14 @@ def _given(tmp_path: Path, labels: list[str | None]) -> tuple[Path, Path]:
 
 
 def test_split_from_a_metadata_column_keeps_the_users_labels(tmp_path, capsys):
-    # s1 and s4 have no age: their (missing) labels do not matter.
+    # s1 and s4 have no age: whatever their labels, they are unused (pretraining may read them).
     table, metadata = _given(tmp_path, ["train", None, "test", "val", None, "train"])
     out = tmp_path / "split.tsv"
     args = ["--table", table, "--metadata", metadata, "--target-column", "age"]
     assert main(["split", *map(str, args), "--from-column", "fold", "--output", str(out)]) == 0
     split = pd.read_csv(out, sep="\t", index_col="sample_id")["split"]
-    assert split.to_dict() == {"s0": "train", "s2": "test", "s3": "val", "s5": "train"}
+    labelled = {"s0": "train", "s2": "test", "s3": "val", "s5": "train"}
+    assert split.to_dict() == {**labelled, "s1": "unused", "s4": "unused"}
     again = tmp_path / "again.tsv"
     assert main(["split", *map(str, args), "--from-file", str(out), "--output", str(again)]) == 0
     assert again.read_text() == out.read_text()
