@@ -430,3 +430,37 @@ def test_the_demo_search_overlay_searches_the_headlines_model_beside_it(tmp_path
         scheme.options_file("demo_searched") == scheme.work / "runs/demo_searched/search/best.yaml"
     )
     assert scheme.options_file("demo") == []
+
+
+def test_the_ibd_search_overlay_searches_the_ibd_model_by_auc_beside_the_fixed_recipe(tmp_path):
+    """config/ibd-search.yaml: ibd_fixed is run ibd's recipe on the one split (no cv), and
+    ibd_searched the same model from scratch, searched by AUC on folds of whole people."""
+    from test_oral_config import planned_overlay
+
+    scheme = planned_overlay("ibd.yaml", "ibd-search.yaml", tmp_path)
+    search = scheme.searches["ibd_searched"]
+    assert (search["metric"], search["folds"], search["trials"]) == ("auc", 3, 16)
+    fixed, base = scheme.runs["ibd_fixed"], yaml.safe_load((REPO / "config/ibd.yaml").read_text())
+    recipe = base["runs"]["ibd"]
+    assert fixed["model"] == recipe["model"] and fixed["pretrain"]["epochs"] == 8
+    assert {k: fixed["finetune"][k] for k in recipe["finetune"]} == recipe["finetune"]
+    assert "cv" not in scheme.runs["ibd_fixed"] or not scheme.runs["ibd_fixed"]["cv"]
+    searched = {k: v for k, v in recipe["model"].items() if k != "layers"}
+    assert scheme.runs["ibd_searched"]["model"] == searched  # layers: from best.yaml
+
+
+def test_the_new_study_search_overlay_reads_the_points_split_of_the_same_study():
+    """config/oral-new-study-search.yaml: its dataset is new_1841's but for the split, which is
+    the seed-1, 50-label point's (so the searched run is tested on the point's test samples)."""
+    overlay = yaml.safe_load((REPO / "config/oral-new-study-search.yaml").read_text())
+    study = yaml.safe_load((REPO / "config/oral-new-study.yaml").read_text())
+    point = overlay["datasets"]["new_1841_n50"]
+    left_out = {**study["datasets"]["new_10317"], "split_test_group": 1841}
+    assert {
+        k: v for k, v in left_out.items() if k not in ("split_test_group", "split_group_column")
+    } == {k: v for k, v in point.items() if k != "split_file"}
+    assert point["split_file"] == "results/oral-new-study/data/new_1841/new_study/1/50.split.tsv"
+    assert study["workdir"] == "results/oral-new-study"
+    run = overlay["runs"]["1841_n50_searched"]
+    assert run["model"] == study["runs"]["scratch_10317"]["model"] and run["pretrain"] == "none"
+    assert run["finetune"] == study["runs"]["scratch_10317"]["finetune"]
