@@ -159,6 +159,23 @@ def test_split_from_a_metadata_column_keeps_the_users_labels(tmp_path, capsys):
     assert again.read_text() == out.read_text()
 
 
+def test_a_user_split_may_leave_samples_with_a_target_out(tmp_path):
+    """``unused`` in a split column or file (a new-study point's split read back as a
+    dataset's split_file) leaves that sample out of training and test alike."""
+    table, metadata = _given(tmp_path, ["train", None, "unused", "val", None, "train"])
+    out = tmp_path / "split.tsv"
+    args = ["--table", table, "--metadata", metadata, "--target-column", "age"]
+    assert main(["split", *map(str, args), "--from-column", "fold", "--output", str(out)]) == 0
+    split = pd.read_csv(out, sep="\t", index_col="sample_id")["split"]
+    assert split.to_dict() == {
+        **{"s0": "train", "s3": "val", "s5": "train"},
+        **{"s1": "unused", "s2": "unused", "s4": "unused"},
+    }
+    again = tmp_path / "again.tsv"
+    assert main(["split", *map(str, args), "--from-file", str(out), "--output", str(again)]) == 0
+    assert again.read_text() == out.read_text()
+
+
 @pytest.mark.parametrize(
     ("labels", "message"),
     [

@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> None:
         source = f"{args.metadata} column {args.from_column!r}"
         split = given_split(labels, ids, source)
     elif args.from_file:
-        split = given_split(_labelled(args.from_file), ids, str(args.from_file))
+        split = given_split(read_split(args.from_file), ids, str(args.from_file))
         if args.train_fraction is not None:
             split = nested_split(split, fraction=args.train_fraction, seed=args.seed)
         elif new_study:
@@ -213,20 +213,13 @@ def _every_sample(split: pd.Series, table: Path) -> pd.Series:
     return split.reindex(ids).fillna(UNUSED).rename("split")
 
 
-def _labelled(path: Path) -> pd.Series:
-    """The train/val/test labels of split file ``path``: its unused samples (of a split this
-    command wrote, those without a target) have none."""
-    labels = read_split(path)
-    return labels[labels != UNUSED]
-
-
 def _fold_split(args: argparse.Namespace, study, ids: list[str], groups) -> pd.Series:
     """Fold --fold of --folds over the samples (with --from-file: over its train and val
     samples only, its others unused), stratified by class for a classifier, keeping
     --group-column's groups whole."""
     keep = np.ones(len(ids), dtype=bool)
     if args.from_file:
-        given = given_split(_labelled(args.from_file), ids, str(args.from_file))
+        given = given_split(read_split(args.from_file), ids, str(args.from_file))
         keep = given.reindex(ids).isin(["train", "val"]).to_numpy()
         if not keep.any():
             raise InputError(f"{args.from_file}: no train or val sample to draw folds from")

@@ -465,20 +465,23 @@ def read_split(path: str | Path) -> pd.Series:
 
 
 def given_split(labels: pd.Series, sample_ids: Sequence[str], source: str) -> pd.Series:
-    """A user's split of ``sample_ids`` from ``labels`` (sample_id -> train/val/test, e.g. a
-    metadata column): InputError naming ``source`` for an unknown label, a sample without a
-    label or no train sample. Labels of other samples are ignored."""
+    """A user's split of ``sample_ids`` from ``labels`` (sample_id -> train/val/test, or
+    ``unused`` for a sample left out, e.g. a metadata column or a new-study point's split):
+    InputError naming ``source`` for an unknown label, a sample without a label or no train
+    sample. Labels of other samples are ignored."""
     labels = labels.dropna().astype(str).str.strip()
-    unknown = sorted(set(labels) - set(SPLITS))
+    unknown = sorted(set(labels) - {*SPLITS, UNUSED})
     if unknown:
-        raise InputError(f"{source}: unknown split label(s) {unknown[:5]}; use {', '.join(SPLITS)}")
+        raise InputError(
+            f"{source}: unknown split label(s) {unknown[:5]}; use {', '.join(SPLITS)} or {UNUSED}"
+        )
     chosen = labels.reindex(list(sample_ids))
     missing = chosen.index[chosen.isna()]
     if len(missing):
         raise InputError(
             f"{source}: no split label for {len(missing)} of {len(chosen)} samples with a "
             f"target (e.g. {', '.join(map(str, missing[:3]))}); label every sample "
-            f"{'/'.join(SPLITS)}"
+            f"{'/'.join(SPLITS)} (or {UNUSED} to leave it out)"
         )
     n_train = int((chosen == "train").sum())
     if n_train < MIN_TRAIN:
