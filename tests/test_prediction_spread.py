@@ -87,13 +87,20 @@ def test_predict_scores_the_median_like_the_mean_and_spreads_only_the_models_tha
     assert "is 2.0% of the target's" in notes[0] and "on the 60 scored samples" in notes[0]
 
 
-def test_a_classifier_has_no_spread_and_no_median():
-    log_probs = np.log(np.tile([0.3, 0.7], (6, 1)))
-    metrics = _scored(
-        {"model": log_probs, "mean_baseline": log_probs}, ["a", "b"] * 3, classes=["a", "b"]
-    )
+def test_a_classifier_has_no_spread_and_no_median_but_its_one_class_models_are_flagged():
+    """A classifier's constant: a model whose most probable class is the same for every
+    sample (however its probabilities vary); the majority class is one by design."""
+    one = np.log(np.array([[0.3, 0.7], [0.4, 0.6], [0.1, 0.9]] * 2))
+    both = np.log(np.array([[0.6, 0.4], [0.4, 0.6], [0.1, 0.9]] * 2))
+    truth = ["a", "b"] * 3
+    models = {"model": one, "mean_baseline": one, "random_forest_baseline": both}
+    metrics = _scored(models, truth, classes=["a", "b"])
     assert "spread" not in metrics and "median_baseline" not in metrics
-    assert near_constant_notes(metrics) == []
+    assert metrics["one_class"] == {"model": "b"}
+    (note,) = near_constant_notes(metrics)
+    assert note.startswith("AAM predicts one class (b) for every one of the 6 scored samples")
+    metrics = _scored({**models, "model": both}, truth, classes=["a", "b"])
+    assert metrics["one_class"] == {} and near_constant_notes(metrics) == []
 
 
 def test_the_landing_page_warns_beside_a_run_whose_model_is_near_constant():

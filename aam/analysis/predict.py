@@ -29,7 +29,7 @@ from aam.analysis.predictions import (
     scores_classes,
 )
 from aam.analysis.split_groups import split_groups
-from aam.analysis.spread import near_constant_notes, prediction_spread
+from aam.analysis.spread import near_constant_notes, one_class_predictions, prediction_spread
 from aam.data.metadata import column_hint, load_metadata, numeric_column
 from aam.data.novelty import NOVELTY_WARNING, novelty
 from aam.data.samples import SampleSet
@@ -158,7 +158,7 @@ def predict(opts: PredictOptions) -> None:
     for line in metrics_lines(metrics or {}):
         log.info("%s", line)
     for note in near_constant_notes(metrics or {}, (metrics or {}).get("group_column")):
-        log.warning("%s (metrics.json: spread)", note)
+        log.warning("%s", note)
 
 
 def _read_inputs(opts: PredictOptions, config, categorical: dict) -> tuple[Study, dict | None]:
@@ -471,6 +471,9 @@ def _metrics(
     if lookup:
         scored = {name: v[known] for name, v in models.items()}
         metrics["per_class"] = per_class(scored, y, target["classes"], units)
+        constants = {f"{name}_baseline" for name in CONSTANTS}
+        varying = {k: v for k, v in scored.items() if k not in constants}
+        metrics["one_class"] = one_class_predictions(varying, target["classes"])
         if units is not None:
             metrics["by_test_group"] = by_test_group(scored, y, units, target["classes"])
     else:  # how much each model's predictions vary, but the constants'
