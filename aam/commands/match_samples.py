@@ -9,14 +9,11 @@ import argparse
 import logging
 from pathlib import Path
 
-import biom
-
 from aam.data.metadata import load_metadata
 from aam.data.outputs import check_output_file
 from aam.data.reconcile import preview
-from aam.data.table import load_table
+from aam.data.table import load_table, write_table
 from aam.errors import InputError
-from aam.runtime.atomic import atomic_output
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +39,7 @@ def run(args: argparse.Namespace) -> None:
         )
     left_out = [sid for sid in ids if sid not in rows]
     matched = table.filter(kept, inplace=False).remove_empty(axis="observation")
-    with atomic_output(args.output, what="table") as tmp:
-        with biom.util.biom_open(str(tmp), "w") as handle:
-            matched.to_hdf5(handle, "aam match-samples")
+    write_table(args.output, matched, "aam match-samples", "table")
     log.info(
         "%s: %d of %d samples have a row in %s; left out %d without one%s: %s",
         args.table,

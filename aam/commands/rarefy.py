@@ -9,13 +9,10 @@ import argparse
 import logging
 from pathlib import Path
 
-import biom
-
 from aam.data.outputs import check_output_file
 from aam.data.rarefy import rarefy
-from aam.data.table import load_table
+from aam.data.table import load_table, write_table
 from aam.options import checked
-from aam.runtime.atomic import atomic_output
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +40,7 @@ def run(args: argparse.Namespace) -> None:
     check_output_file(args.output, (".biom",), "rarefied table")
     table = load_table(args.table)
     rarefied, dropped = rarefy(table, args.rarefy_depth, args.seed)
-    with atomic_output(args.output, what="rarefied table") as tmp:
-        with biom.util.biom_open(str(tmp), "w") as handle:
-            rarefied.to_hdf5(handle, "aam rarefy")
+    write_table(args.output, rarefied, "aam rarefy", "rarefied table")
     log.info(
         "%s: %d samples at %d reads (seed %d), %d dropped, %d of %d ASVs kept: %s",
         args.table,

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from aam.data.qiime2 import is_artifact, read_artifact
 from aam.data.reconcile import preview, printable
 from aam.errors import InputError
+from aam.runtime.atomic import atomic_output
 
 if TYPE_CHECKING:
     import biom
@@ -76,6 +77,18 @@ def load_table(path: str | os.PathLike[str]) -> biom.Table:
     _check_not_empty(path, *table.shape, table.nnz)
     check_counts(counts_of(table), path)
     return table
+
+
+def write_table(
+    path: str | os.PathLike[str], table: biom.Table, generated_by: str, what: str
+) -> None:
+    """Write ``table`` to ``path`` as BIOM HDF5 atomically (nothing written on an error),
+    ``generated_by`` recorded in the file."""
+    import biom
+
+    with atomic_output(path, what=what) as tmp:
+        with biom.util.biom_open(str(tmp), "w") as handle:
+            table.to_hdf5(handle, generated_by)
 
 
 def _artifact_table(path: Path) -> biom.Table:
