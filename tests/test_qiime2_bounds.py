@@ -1,0 +1,109 @@
+"""Broken and hostile .qza files stop in one line naming the file, within bounded memory, before
+their payload is held (issue 74): an encrypted member, an unsupported compression, a corrupt
+stream, a truncated archive, a zip bomb, a link member, a member listed twice, a uuid directory
+other than metadata.yaml's. A well-formed artifact still reads."""
+
+from __future__ import annotations
+
+import stat
+import warnings
+import zipfile
+from pathlib import Path
+
+import pytest
+from errors import one_line_error
+from qiime2_artifacts import write_artifact
+
+from aam.cli import main
+from aam.data.qiime2 import INFLATED_BYTES, METADATA_BYTES, read_artifact
+
+TREE = b"(a:1,b:1,c:1);"
+META = "uuid: u1\ntype: Phylogeny[Rooted]\nformat: NewickDirectoryFormat\n"
+
+
+def _archive(path: Path, members: list[tuple[str | zipfile.ZipInfo, bytes | str]]) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of a duplicate name: the case tested
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, data in members:
+                archive.writestr(name, data)
+    return path
+
+
+def _tree(path: Path, payload: bytes = TREE, meta: str = META) -> Path:
+    return _archive(path, [("u1/metadata.yaml", meta), ("u1/data/tree.nwk", payload)])
+
+
+def _patched(path: Path, local: int, central: int, value: bytes) -> Path:
+    """Overwrite bytes at ``local`` of the payload's local header and ``central`` of its
+    central-directory entry (the last of each: the payload's)."""
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", local), (b"PK\x01\x02", central)):
+        at = data.rindex(signature) + offset
+        data[at : at + len(value)] = value
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_well_formed_artifact_reads(tmp_path):
+    assert read_artifact(_tree(tmp_path / "tree.qza"), "tree") == TREE
+    written = write_artifact(tmp_path / "q2.qza", "Phylogeny[Rooted]", TREE)  # QIIME 2's layout
+    assert read_artifact(written, "tree") == TREE
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("encrypted", "not a readable QIIME 2 artifact"),
+        ("compression", "not a readable QIIME 2 artifact"),
+        ("corrupt", "not a readable QIIME 2 artifact"),
+        ("truncated", "not a readable QIIME 2 artifact"),
+        ("bomb", f"inflates to {INFLATED_BYTES + 1:,} bytes"),
+        ("big metadata", f"inflates to {METADATA_BYTES + 1:,} bytes"),
+        ("link", "u1/data/tree.nwk is a link, not a file"),
+        ("twice", "lists u1/data/tree.nwk twice"),
+        ("uuid", "its metadata.yaml names uuid 'u2', its directory is 'u1'"),
+    ],
+)
+def test_a_broken_or_hostile_artifact_is_one_line(tmp_path, case, expected):
+    path = tmp_path / f"{case}.qza"
+    if case == "encrypted":  # general purpose flag bit 0: encrypted
+        _patched(_tree(path), 6, 8, b"\x01\x00")
+    elif case == "compression":  # method 99: AES, which zipfile cannot read
+        _patched(_tree(path), 8, 10, b"\x63\x00")
+    elif case == "corrupt":
+        data = bytearray(_tree(path, payload=TREE * 50).read_bytes())
+        at = data.rindex(b"PK\x03\x04") + 30 + len("u1/data/tree.nwk") + 2
+        data[at : at + 8] = b"\xff" * 8
+        path.write_bytes(bytes(data))
+    elif case == "truncated":
+        data = _tree(path, payload=TREE * 50).read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif case == "bomb":
+        _tree(path, payload=b"\0" * (INFLATED_BYTES + 1))
+    elif case == "big metadata":
+        _tree(path, meta=META + "#" * (METADATA_BYTES + 1 - len(META)))
+    elif case == "link":
+        link = zipfile.ZipInfo("u1/data/tree.nwk")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        _archive(path, [("u1/metadata.yaml", META), (link, "../../etc/passwd")])
+    elif case == "twice":
+        _archive(
+            path,
+            [("u1/metadata.yaml", META), ("u1/data/tree.nwk", TREE), ("u1/data/tree.nwk", b"x")],
+        )
+    else:
+        _tree(path, meta=META.replace("uuid: u1", "uuid: u2"))
+    message = one_line_error(read_artifact, path, "tree")
+    assert str(path) in message and expected in message, message
+
+
+def test_stage_refuses_a_link_member_writing_nothing(tmp_path, capsys):
+    """`aam stage` reads the artifact as check-data does: a link member's text is no table."""
+    link = zipfile.ZipInfo("u1/data/tree.nwk")
+    link.external_attr = (stat.S_IFLNK | 0o777) << 16
+    path = _archive(tmp_path / "link.qza", [("u1/metadata.yaml", META), (link, "x")])
+    out = tmp_path / "staged"
+    assert main(["stage", "--output-dir", str(out), "--tree", f"tree.nwk={path}"]) == 2
+    assert "is a link, not a file" in capsys.readouterr().err
+    assert not (out / "tree.nwk").exists()
