@@ -63,6 +63,7 @@ def test_a_well_formed_artifact_reads(tmp_path):
         ("link", "u1/data/tree.nwk is a link, not a file"),
         ("twice", "lists u1/data/tree.nwk twice"),
         ("uuid", "its metadata.yaml names uuid 'u2', its directory is 'u1'"),
+        ("python tag", "metadata.yaml line 4 is not plain YAML (could not determine a constructor"),
     ],
 )
 def test_a_broken_or_hostile_artifact_is_one_line(tmp_path, case, expected):
@@ -92,6 +93,8 @@ def test_a_broken_or_hostile_artifact_is_one_line(tmp_path, case, expected):
             path,
             [("u1/metadata.yaml", META), ("u1/data/tree.nwk", TREE), ("u1/data/tree.nwk", b"x")],
         )
+    elif case == "python tag":  # safe_load refuses it; the error was 4 lines
+        _tree(path, meta=META + "x: !!python/object/apply:os.system ['true']\n")
     else:
         _tree(path, meta=META.replace("uuid: u1", "uuid: u2"))
     message = one_line_error(read_artifact, path, "tree")

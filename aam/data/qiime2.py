@@ -147,7 +147,13 @@ def _semantic_type(path: str | os.PathLike[str], text: bytes, root: str) -> str:
     try:
         metadata = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise InputError(f"{path}: unreadable metadata.yaml ({err}); check the file") from err
+        where = getattr(err, "problem_mark", None)
+        line = f" line {where.line + 1}" if where is not None else ""
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())
+        raise InputError(
+            f"{path}: metadata.yaml{line} is not plain YAML ({problem}); give the artifact "
+            "QIIME 2 wrote"
+        ) from err
     uuid = str(metadata.get("uuid", "")).strip() if isinstance(metadata, dict) else ""
     if uuid != root:
         raise InputError(
