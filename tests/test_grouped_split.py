@@ -92,8 +92,11 @@ def test_as_many_folds_as_groups_leave_each_group_out_in_turn():
         _assert_whole(split, groups)
         left_out.append({g for g, s in zip(groups, split, strict=True) if s == "test"})
     assert sorted(map(sorted, left_out)) == [["g0"], ["g1"], ["g2"], ["g3"]]
-    with pytest.raises(InputError, match="only 4 groups"):
+    with pytest.raises(InputError, match=r"only 4 group\(s\) .*; use at most 4 folds$"):
         make_fold_split(ids, folds=5, fold=1, val_fraction=0.1, seed=3, groups=groups)
+    one = ["g0"] * len(ids)  # no fold count can work: the fix names a column, not "1 folds"
+    with pytest.raises(InputError, match=r"only 1 group\(s\) .*; group by a column with 2 or"):
+        make_fold_split(ids, folds=5, fold=1, val_fraction=0.1, seed=3, groups=one)
 
 
 def test_grouped_class_folds_keep_groups_whole_and_hold_each_class():
@@ -243,7 +246,7 @@ def test_a_grouping_the_split_cannot_follow_stops_the_plan(tmp_path, dataset, ru
 
 def test_the_data_check_refuses_more_folds_than_groups_and_grouping_by_the_target(tmp_path):
     config = _config(tmp_path, {"cv": {"folds": 10}}, split_group_column="qiita_study_id")
-    assert "10 folds but 9 groups" in check_data_error(config, "demo")
+    assert "10 folds but 9 group(s)" in check_data_error(config, "demo")
     config = _config(tmp_path, split_group_column="age")
     assert "split_group_column: 'age' is the target" in plan_error(config)  # at parse time
 

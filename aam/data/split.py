@@ -276,8 +276,8 @@ def _grouped_fold(
     n_groups = len(set(groups))
     if folds > n_groups:
         raise InputError(
-            f"--folds {folds}: only {n_groups} groups (--group-column) and each fold's test part "
-            f"is whole groups; use at most {n_groups} folds"
+            f"--folds {folds}: only {n_groups} group(s) (--group-column) and each fold's test "
+            f"part is whole groups; {group_folds_fix(n_groups)}"
         )
     n = len(sample_ids)
     if classes is None:
@@ -493,6 +493,14 @@ def given_split(labels: pd.Series, sample_ids: Sequence[str], source: str) -> pd
         )
     chosen.index.name, chosen.name = "sample_id", "split"
     return chosen
+
+
+def group_folds_fix(n_groups: int) -> str:
+    """The fix for more folds than ``n_groups`` groups: a fold count that can work (2 or
+    more), or, with fewer than 2 groups, a column with more."""
+    if n_groups >= 2:
+        return f"use at most {n_groups} folds"
+    return "group by a column with 2 or more groups (each fold's test part is one of them)"
 
 
 def split_counts(labels: pd.Series) -> str:

@@ -19,7 +19,7 @@ from aam.data.feature_sequences import read_sequences, with_sequences
 from aam.data.metadata import column_hint, load_metadata, numeric_column
 from aam.data.reconcile import preview
 from aam.data.samples import check_samples_have_reads, check_sequences
-from aam.data.split import check_folds, given_split, read_split
+from aam.data.split import check_folds, given_split, group_folds_fix, read_split
 from aam.data.table import check_training_counts, load_table
 from aam.errors import InputError
 from aam.unifrac.io import check_tsv_ids
@@ -146,9 +146,9 @@ def check_dataset(
         check_folds(k, len(targets), classes, where)
         if groups is not None and k > groups.nunique():
             raise InputError(
-                f"{where}: {k} folds but {groups.nunique()} groups in split_group_column "
-                f"{split_group_column!r} (a fold's test part is whole groups); use at most "
-                f"{groups.nunique()} folds"
+                f"{where}: {k} folds but {groups.nunique()} group(s) in split_group_column "
+                f"{split_group_column!r} (a fold's test part is whole groups); "
+                f"{group_folds_fix(groups.nunique())}"
             )
     return SampleCounts(
         table_samples=len(sample_ids),
