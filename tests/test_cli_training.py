@@ -315,9 +315,14 @@ def test_a_checkpoint_of_other_code_is_stale_and_restart_trains_afresh(
     assert len(saved["config"]["code"]) == 16  # the command's code fingerprint
     saved["config"]["code"] = "0" * 16  # as if aam's training code had changed since
     torch.save(saved, latest)
+    old_best = (run / "checkpoints/best.pt").read_bytes()
+    (run / "checkpoints/best.prev.pt").write_bytes(old_best)  # the old run's previous best
     line = refused_then_restarted(demo, run, capsys, caplog, epochs=2)
     assert "code: saved '0000000000000000'" in line
     assert torch.load(latest, weights_only=True)["config"]["code"] != "0" * 16
+    for name in ("best.pt", "best.prev.pt"):  # no fallback can return the old run's weights
+        path = run / "checkpoints" / name
+        assert not path.exists() or path.read_bytes() != old_best, name
 
 
 @pytest.mark.slow

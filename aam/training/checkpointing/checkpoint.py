@@ -267,8 +267,16 @@ class Checkpointer:
     def _discard(self, why: str) -> None:
         """Delete this run's checkpoints (another config's): the run starts afresh."""
         log.warning("starting afresh (--stale-checkpoints restart): %s", why)
+        self._forget_best()
         if self.ctx.is_main:
-            for path in (self.latest, previous_path(self.latest), self.best):
+            for path in (self.latest, previous_path(self.latest)):
+                path.unlink(missing_ok=True)
+
+    def _forget_best(self) -> None:
+        """Delete ``best.pt`` and its previous file: weights of a run this one does not
+        continue, which a fallback load of an unreadable best.pt would otherwise return."""
+        if self.ctx.is_main:
+            for path in (self.best, previous_path(self.best)):
                 path.unlink(missing_ok=True)
 
     def kept_weights(self):
@@ -284,7 +292,8 @@ class Checkpointer:
         where = "cpu" if self.sharded else self.device  # FSDP: each rank moves only its shards
         saved, used = resume_checkpoint(self.latest, where, tidy=self.ctx.is_main)
         self.last_save = time.monotonic()
-        if saved is None:
+        if saved is None:  # a fresh run: no best.pt of an earlier one may stand in for its own
+            self._forget_best()
             return
         current = self.config
         if self.stale == "refuse":  # by hand, what a checkpoint made before it counted lacks
