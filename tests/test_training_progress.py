@@ -137,3 +137,34 @@ def test_tensorboard_gets_the_running_epoch_at_global_steps_and_train_and_val_on
     losses = {s.step: s.value for s in train.Scalars("metrics/loss")}
     for row in run.state.history:
         assert losses[row["step"]] == pytest.approx(row["train_loss"], rel=1e-6)
+
+
+def test_a_fresh_run_removes_only_event_files_and_refuses_a_linked_events_folder(tmp_path):
+    """Issue 74: a fresh run deleted the whole events/ folder, a user's file in it included,
+    and a linked events/ gave a traceback (and would have written through the link)."""
+    from aam.errors import InputError
+    from aam.training.meters.events import EpochEvents
+
+    events = tmp_path / "events"
+    (events / "train").mkdir(parents=True)
+    old = [events / "events.out.tfevents.1.old", events / "train/events.out.tfevents.2.old"]
+    for path in old:
+        path.write_bytes(b"old run")
+    notes = events / "notes.txt"
+    notes.write_text("mine")
+    EpochEvents(events, fresh=True).close()
+    assert not any(path.exists() for path in old) and notes.read_text() == "mine"
+    assert len(list((events / "val").glob("events.out.tfevents.*"))) == 1  # this run's
+    kept = list((events / "train").glob("events.out.tfevents.*"))
+    EpochEvents(events, fresh=False).close()  # a resumed run appends: its files stay
+    assert all(path.exists() for path in kept)
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "events.out.tfevents.3.theirs").write_bytes(b"theirs")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "events").symlink_to(elsewhere)
+    with pytest.raises(InputError, match=r"events: a link, where the run writes"):
+        EpochEvents(linked / "events", fresh=True)
+    assert (elsewhere / "events.out.tfevents.3.theirs").exists()

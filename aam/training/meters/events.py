@@ -9,15 +9,17 @@ running job offline (no network, no account). Written by the main process only."
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 from typing import Any
+
+from aam.errors import InputError
 
 EVENTS_DIR = "events"  # under the run's output directory
 WRITERS = ("train", "val")  # a writer each, of the history columns named <writer>_...
 RUN_WRITER = "train"  # the writer of the other columns (lr, samples_per_s, device_busy, ...)
 EVENTS_EVERY_STEPS = 10  # optimizer steps between a running epoch's scalars
 FLUSH_S = 30  # the writers flush at least this often
+EVENT_FILES = "events.out.tfevents.*"  # what a SummaryWriter writes (also this folder's, before)
 
 
 def tag(column: str) -> tuple[str, str]:
@@ -38,8 +40,18 @@ class EpochEvents:
         self.writers: dict[str, Any] = {}
         if directory is None:
             return
-        if fresh and directory.exists():
-            shutil.rmtree(directory)
+        folders = (directory, *(directory / name for name in WRITERS))
+        for folder in folders:
+            if folder.is_symlink():
+                raise InputError(
+                    f"{folder}: a link, where the run writes its TensorBoard event files; "
+                    "remove the link (or choose another --output-dir)"
+                )
+        if fresh:  # only the event files a run writes: a user's file there stays
+            for folder in folders:
+                for old in folder.glob(EVENT_FILES) if folder.is_dir() else ():
+                    if old.is_file():
+                        old.unlink()
         from torch.utils.tensorboard import SummaryWriter  # ~1 s: only where it writes
 
         self.writers = {
