@@ -154,8 +154,21 @@ def test_a_device_name_is_checked_at_parse_time_by_the_commands_declaration(
         ('    group_column: "study<b>"', "datasets.demo.group_column"),
         ('    categorical: ["a>b"]', "datasets.demo.categorical[0]"),
         ('    target_unit: "years\\tmonths"', "datasets.demo.target_unit"),
+        ('    target_unit: "years\\x85"', "datasets.demo.target_unit"),
+        ('    target_unit: "years\\u2028"', "datasets.demo.target_unit"),
+        ('    group_column: "study\\u202e"', "datasets.demo.group_column"),
+        ('    categorical: ["a\\u200bb"]', "datasets.demo.categorical[0]"),
     ],
-    ids=["script-unit", "markup-group", "markup-covariate", "tab-unit"],
+    ids=[
+        "script-unit",
+        "markup-group",
+        "markup-covariate",
+        "tab-unit",
+        "c1-control-unit",
+        "line-separator-unit",
+        "bidi-override-group",
+        "zero-width-covariate",
+    ],
 )
 def test_markup_in_a_config_string_stops_at_parse_time(tmp_path, line, where):
     """No config string can carry markup into Snakemake's report (its params are embedded in
@@ -167,6 +180,23 @@ def test_markup_in_a_config_string_stops_at_parse_time(tmp_path, line, where):
     config.write_text("\n".join(lines) + "\n")
     message = plan_error(config)
     assert f"config.{where}: " in message and "may not hold '<', '>' or control" in message
+
+
+def test_a_config_string_longer_than_a_path_stops_at_parse_time(tmp_path):
+    """A 100,000-character target_unit trained, then killed predict with a MemoryError."""
+    lines = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:"]
+    lines += ["    table: data/demo/table.biom", "    metadata: data/demo/metadata.tsv"]
+    lines += [
+        "    target: age",
+        f"    target_unit: {'y' * 100_000}",
+        "runs:",
+        "  r: {dataset: demo}",
+    ]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    message = plan_error(config)
+    assert "config.datasets.demo.target_unit: a string of 100,000 characters" in message
+    assert "config strings hold at most 4,096: shorten it" in message
 
 
 NFC, NFD = "caf\u00e9", "cafe\u0301"

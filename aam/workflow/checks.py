@@ -5,6 +5,7 @@ Each raises InputError with one line naming the config field and the fix."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,14 +16,24 @@ from aam.training.config import CLASSIFIER_METRICS, REGRESSION_METRICS, check_be
 
 Config = Mapping[str, Any]
 # What no config string may hold: it reaches rule params, which Snakemake's report.html embeds
-# in a script element unescaped (a '<' can close it), and TSV headers (a tab or newline splits
-# a cell). Column names, units, paths, labels: every string, keys included.
-UNSAFE_CHARACTERS = "<>" + "".join(map(chr, range(32))) + "\x7f"
+# in a script element unescaped (a '<' can close it), TSV headers (a tab or newline splits a
+# cell), pages, figures and paths. Column names, units, paths, labels: every string, keys
+# included. Besides '<' and '>', every Unicode control, format or line/paragraph separator
+# character (categories Cc, Cf, Zl, Zp: C0 and C1 controls, bidi overrides, zero-width ones).
+MARKUP = "<>"
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+MAX_STRING = 4096  # characters of one config string (PATH_MAX): a longer one is no name or path
+
+
+def unsafe_characters(text: str) -> list[str]:
+    """The characters of ``text`` no config string may hold, sorted, each once."""
+    return sorted({c for c in text if c in MARKUP or unicodedata.category(c) in UNSAFE_CATEGORIES})
 
 
 def check_config_strings(value: Any, where: str = "config") -> None:
-    """Every string of ``value`` (a config: keys and values, nested) is free of
-    UNSAFE_CHARACTERS; InputError naming the first key that holds one."""
+    """Every string of ``value`` (a config: keys and values, nested) is at most
+    ``MAX_STRING`` characters and free of ``unsafe_characters``; InputError naming the first
+    key that breaks either."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             check_config_strings(key, f"{where} key {key!r}")
@@ -31,12 +42,18 @@ def check_config_strings(value: Any, where: str = "config") -> None:
         for index, item in enumerate(value):
             check_config_strings(item, f"{where}[{index}]")
     elif isinstance(value, str):
-        bad = sorted({c for c in value if c in UNSAFE_CHARACTERS})
+        if len(value) > MAX_STRING:
+            raise InputError(
+                f"{where}: a string of {len(value):,} characters ({value[:20]!r}...); config "
+                f"strings hold at most {MAX_STRING:,}: shorten it"
+            )
+        bad = unsafe_characters(value)
         if bad:
             raise InputError(
-                f"{where}: {value!r} holds {', '.join(map(repr, bad))}; config strings may not "
-                "hold '<', '>' or control characters (they reach Snakemake's report page and "
-                "table headers): rename it (a metadata column too)"
+                f"{where}: {value!r} holds {', '.join(map(ascii, bad))}; config strings may not "
+                "hold '<', '>' or control characters (Unicode control, format and separator "
+                "characters: they reach Snakemake's report page, table headers and figures): "
+                "rename it (a metadata column too)"
             )
 
 
