@@ -241,3 +241,20 @@ def test_check_data_runs_the_later_jobs_checks(
     lines += ["runs:", "  r: {dataset: demo}"]
     config.write_text("\n".join(lines) + "\n")
     assert message in check_data_error(config, "demo")
+
+
+def test_a_yaml_alias_bomb_stops_at_parse_time_within_seconds(tmp_path):
+    """Nested anchors (a "billion laughs": 10 levels of 10 aliases, 10^10 values walked) in a
+    1 KB config: one line, found within the check's own budget, not after minutes."""
+    import time
+
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 10)}]" for k in range(1, 10)]
+    lines += [f"workdir: {tmp_path / 'work'}", "datasets: {}", "runs: {}"]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    assert config.stat().st_size < 1024
+    start = time.monotonic()
+    message = plan_error(config)
+    assert "config: more than 100,000 keys and values (YAML aliases counted where used)" in message
+    assert time.monotonic() - start < 5

@@ -25,6 +25,30 @@ UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 MAX_STRING = 4096  # characters of one config string (PATH_MAX): a longer one is no name or path
 
 
+MAX_VALUES = 100_000  # keys, values and items of a config, YAML aliases counted where used
+
+
+def check_config_size(config: Any) -> None:
+    """``config`` holds at most ``MAX_VALUES`` keys, values and items, each alias counted
+    where it is used (nested YAML anchors, a "billion laughs", expand past any budget when
+    walked): InputError in one line, found within the budget's own time."""
+    count, stack = 0, [config]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise InputError(
+                f"config: more than {MAX_VALUES:,} keys and values (YAML aliases counted where "
+                "used); no workflow config is this large: look for nested anchors (&, *) or a "
+                "data file given as a config"
+            )
+        if isinstance(value, Mapping):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+
+
 def unsafe_characters(text: str) -> list[str]:
     """The characters of ``text`` no config string may hold, sorted, each once."""
     return sorted({c for c in text if c in MARKUP or unicodedata.category(c) in UNSAFE_CATEGORIES})

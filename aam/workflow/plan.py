@@ -363,6 +363,10 @@ def plan(
     Snakemake's validate, which fills in its defaults in place. PlanError (one line) for a
     config the workflow cannot run."""
     try:
+        checks.check_config_size(config)  # before anything walks it: a YAML alias bomb
+    except InputError as err:
+        raise PlanError(str(err)) from None
+    try:
         validate(config, str(Path(repo) / CONFIG_SCHEMA))
     except WorkflowError as err:
         raise PlanError(config_error_line(err)) from None
