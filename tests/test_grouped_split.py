@@ -255,3 +255,19 @@ def test_a_dataset_whose_covariate_is_its_target_stops_the_plan(tmp_path):
     """Issue 61, item 1: refused at parse time, before any job (and by `aam check-data`)."""
     config = _config(tmp_path, categorical=["qiita_study_id", "age"])
     assert "datasets.demo.categorical: 'age' is the target" in plan_error(config)
+
+
+def test_the_data_check_refuses_a_grouping_of_one_group_and_all_empty_columns(tmp_path):
+    """Issue 74, item 3: what the split or training refused later, check-data refuses first
+    (a grouped split over one group; an all-empty covariate or group column)."""
+    metadata = pd.read_csv(REPO / "data/demo/metadata.tsv", sep="\t", dtype=str)
+    metadata["person"] = "p1"
+    metadata["empty"] = ""
+    path = tmp_path / "metadata.tsv"
+    metadata.to_csv(path, sep="\t", index=False)
+    config = _config(tmp_path, metadata=str(path), split_group_column="person")
+    line = check_data_error(config, "demo")
+    assert "datasets.demo.split_group_column: " in line and "holds one group (p1)" in line
+    for key in ({"categorical": ["empty"]}, {"group_column": "empty"}):
+        line = check_data_error(_config(tmp_path, metadata=str(path), **key), "demo")
+        assert "'empty' is empty in " in line and "for every one of the 400 samples" in line

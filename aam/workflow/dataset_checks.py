@@ -140,7 +140,15 @@ def check_dataset(
         source = f"datasets.{name}.split_file: {split_file}"
         given_split(read_split(split_file), list(targets.index), source)
     classes = targets.astype(str).value_counts().to_dict() if classifier else None
+    _check_filled(name, metadata, columns, targets.index, categorical, group_column)
     groups = _groups(name, metadata, columns, split_group_column, targets.index)
+    if groups is not None and groups.nunique() < 2 and not (split_column or split_file):
+        raise InputError(
+            f"datasets.{name}.split_group_column: {metadata} column {split_group_column!r} "
+            f"holds one group ({groups.iloc[0]}) for all {len(groups)} samples with a target; "
+            "a split keeps each group whole, so it cannot give both training and test samples: "
+            "group by a column with 2 or more groups, or leave split_group_column out"
+        )
     for run, k in (folds or {}).items():
         where = f"config runs.{run}.cv.folds (dataset {name}, samples with a target)"
         check_folds(k, len(targets), classes, where)
@@ -249,6 +257,27 @@ def _check_normalization(
             raise InputError(
                 f"datasets.{name}: sample {sid!r} of {table} is {match!r} in {metadata} in "
                 "another Unicode normalization (NFC, NFD); write both files in one (NFC)"
+            )
+
+
+def _check_filled(
+    name: str,
+    metadata: Path,
+    columns: pd.DataFrame,
+    samples: pd.Index,
+    categorical: Sequence[str],
+    group_column: str | None,
+) -> None:
+    """Each covariate column and the ``group_column`` holds a value for some sample with a
+    target (an all-empty one stopped training and the baselines, after check-data passed)."""
+    named = [(f"categorical: {c!r}", c) for c in categorical]
+    named += [(f"group_column: {group_column!r}", group_column)] if group_column else []
+    for key, column in named:
+        if columns[column].reindex(samples).isna().all():
+            raise InputError(
+                f"datasets.{name}.{key} is empty in {metadata} for every one of the "
+                f"{len(samples)} samples with a target; fill the column, or leave it out of "
+                "the config"
             )
 
 
