@@ -18,11 +18,12 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-ScalarType = type[int] | type[float] | type[str] | type[bool]
+ScalarType = type[int] | type[float] | type[str] | type[bool] | type[Path]
 # JSON schema that NaN alone satisfies (every comparison with NaN is false, so it is both below
 # 0 and at least 0): ``{"not": NAN}`` refuses it, as bounds alone cannot.
 NAN = {"allOf": [{"exclusiveMaximum": 0}, {"minimum": 0}]}
@@ -80,6 +81,8 @@ class Domain:
         """Why ``value`` cannot be this option's (``must be ...``), or None when it can."""
         if kind is bool:
             return None if isinstance(value, bool) else "must be true or false"
+        if kind is Path:
+            return None if isinstance(value, (str, Path)) else "must be a path"
         if int_or_word and isinstance(value, str):
             return None if value in self.choices else self._number_reason(kind, int_or_word)
         if kind is str:
@@ -123,6 +126,8 @@ class Domain:
         """JSON schema of a value (numbers: their bounds; words: an enum)."""
         if kind is bool:
             return {"type": "boolean"}
+        if kind is Path:
+            return {"type": "string"}
         if kind is str and self.pattern[0]:
             return {"type": "string", "pattern": f"^(?:{self.pattern[0]})$"}
         if kind is str:
@@ -170,6 +175,12 @@ def option(
     prefix: str = "",
     pattern: tuple[str, str] = ("", ""),
     resume: bool | Literal["when set"] = False,
+    required: bool = False,
+    positional: bool = False,
+    exclusive: str = "",
+    metavar: str | None = None,
+    repeat: bool = False,
+    parse: Callable[[str], Any] | None = None,
 ) -> Any:
     """A dataclass field that is also a command-line option (of ``commands``; None: all).
 
@@ -179,6 +190,11 @@ def option(
     off a choice that has it; ``pattern``: (a regular expression a word must match whole, the
     words that say it); ``resume``: a resumed run must have the checkpoint's value (or,
     ``"when set"``, when it is not the default).
+
+    The command line: a ``required`` flag; a ``positional`` argument (no ``--``); options of
+    one ``exclusive`` name are mutually exclusive; ``metavar`` names the value in the help; a
+    ``list[X]`` field takes one or more values per flag, or one per use with ``repeat``
+    (``--x A --x B``); ``parse`` reads the text when the type alone cannot (``NAME=PATH``).
     """
     per_command = dict(choices) if isinstance(choices, Mapping) else None
     words = tuple(choices or ()) if per_command is None else _union(per_command.values())
@@ -192,8 +208,21 @@ def option(
         "domain": domain,
         "command_choices": per_command,
         "resume": resume,
+        "required": required,
+        "positional": positional,
+        "exclusive": exclusive,
+        "metavar": metavar,
+        "repeat": repeat,
+        "parse": parse,
     }
+    if isinstance(default, list):  # a mutable default: each instance gets its own copy
+        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    """The default value of field ``f`` (a list default is a fresh copy)."""
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
 def _union(groups: typing.Iterable[Sequence[str]]) -> tuple[str, ...]:
@@ -219,12 +248,20 @@ def field_domain(f: dataclasses.Field, command: str | None = None) -> Domain:
 
 
 def value_type(cls: type, name: str) -> tuple[ScalarType, bool]:
-    """The scalar type of field ``name`` and whether it may be None (``int | None``)."""
+    """The scalar type of field ``name`` (of its items for ``list[X]``) and whether it may be
+    None (``int | None``)."""
     hint = _hints(cls)[name]
+    if typing.get_origin(hint) is list:
+        return typing.get_args(hint)[0], False
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if args:  # Optional[X] / X | None
         return args[0], True
     return hint, False
+
+
+def is_list(cls: type, name: str) -> bool:
+    """Whether field ``name`` is declared ``list[X]`` (the flag takes several values)."""
+    return typing.get_origin(_hints(cls)[name]) is list
 
 
 def is_int_or_word(cls: type, name: str) -> bool:
@@ -257,6 +294,8 @@ class OptionValue:
         """``text`` as ``kind``, or ``text`` itself when it is not one (``problem`` says so)."""
         if self.kind is str or (self.int_or_word and text in self.domain.choices):
             return text
+        if self.kind is Path:
+            return Path(text)
         try:
             return self.kind(text)
         except ValueError:
@@ -301,28 +340,63 @@ def add_options(
     command: str | None = None,
     keep_unset: bool = False,
 ) -> None:
-    """Add a flag for every option field of ``cls``. With ``keep_unset`` a flag that is not
-    given leaves no attribute (its default is shown in the help only), so a caller can tell
-    "not given" from "given the default" (``given_options``)."""
+    """Add a flag (or positional argument) for every option field of ``cls``. With
+    ``keep_unset`` a flag that is not given leaves no attribute (its default is shown in the
+    help only), so a caller can tell "not given" from "given the default" (``given_options``)."""
+    exclusive: dict[str, argparse._MutuallyExclusiveGroup] = {}
     for f in option_fields(cls, command):
-        kind, optional = value_type(cls, f.name)
-        kwargs: dict[str, Any] = {"help": _help(f)}
-        if kind is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction if optional else "store_true"
+        kwargs = _argument(cls, f, command)
+        if f.metadata.get("positional"):
+            group.add_argument(f.name, **kwargs)
+            continue
+        if f.metadata.get("required"):
+            kwargs["required"] = True
         else:
-            domain = field_domain(f, command)
-            kwargs["type"] = OptionValue(kind, domain, is_int_or_word(cls, f.name))
-            if kind is str and domain.choices:
-                kwargs["metavar"] = "{" + ",".join(domain.choices) + "}"
-        kwargs["default"] = argparse.SUPPRESS if keep_unset else f.default
-        group.add_argument(flag(f.name), **kwargs)
+            kwargs["default"] = argparse.SUPPRESS if keep_unset else default_of(f)
+        target = group
+        if name := f.metadata.get("exclusive"):
+            if name not in exclusive:
+                exclusive[name] = group.add_mutually_exclusive_group()
+            target = exclusive[name]
+        target.add_argument(flag(f.name), **kwargs)
+
+
+def _argument(cls: type, f: dataclasses.Field, command: str | None) -> dict[str, Any]:
+    """The argparse keywords of option field ``f``: its help, value type and how many."""
+    kind, optional = value_type(cls, f.name)
+    kwargs: dict[str, Any] = {"help": _help(f)}
+    if kind is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction if optional else "store_true"
+        return kwargs
+    domain = field_domain(f, command)
+    kwargs["type"] = f.metadata.get("parse") or OptionValue(
+        kind, domain, is_int_or_word(cls, f.name)
+    )
+    if f.metadata.get("metavar"):
+        kwargs["metavar"] = f.metadata["metavar"]
+    elif kind is str and domain.choices:
+        kwargs["metavar"] = "{" + ",".join(domain.choices) + "}"
+    if is_list(cls, f.name) and f.metadata.get("repeat"):
+        kwargs["action"] = "append"
+    elif is_list(cls, f.name):
+        kwargs["nargs"] = "+" if f.metadata.get("required") else "*"
+    elif f.metadata.get("positional") and not f.metadata.get("required"):
+        kwargs.update(nargs="?", default=default_of(f))
+    return kwargs
 
 
 def _help(f: dataclasses.Field) -> str:
     """The field's help, then its default (if any) and bounds (if any)."""
-    notes = [] if f.default is None or f.default is False else [f"default {f.default}"]
+    default = default_of(f)
+    unset = default is None or default is False or default == []
+    notes = [] if unset else [f"default {_shown(default)}"]
     notes += [bounds] if (bounds := f.metadata["domain"].range_text()) else []
     return f.metadata["help"] + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _shown(value: Any) -> str:
+    """A default as the command line writes it (a list: its values, space-separated)."""
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def given_options(cls: type, args: argparse.Namespace) -> dict[str, Any]:
@@ -345,9 +419,11 @@ def check_options(instance: Any) -> None:
         kind, optional = value_type(cls, f.name)
         if value is None and optional:
             continue
-        reason = f.metadata["domain"].problem(kind, value, is_int_or_word(cls, f.name))
-        if reason:
-            raise OptionError(f.name, value, reason)
+        values = value if is_list(cls, f.name) and isinstance(value, list) else [value]
+        for item in values:
+            reason = f.metadata["domain"].problem(kind, item, is_int_or_word(cls, f.name))
+            if reason:
+                raise OptionError(f.name, item, reason)
 
 
 class OptionError(ValueError):

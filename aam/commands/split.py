@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,181 +28,182 @@ from aam.data.split import (
 )
 from aam.data.table import load_table
 from aam.errors import InputError
-from aam.options import checked
+from aam.options import add_options, check_options, from_args, option
 from aam.training.data.study import Labels, load_study
 from aam.training.data.study_options import StudyOptions
 
 log = logging.getLogger(__name__)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `aam split`."""
-    parser.add_argument(
-        "--table", required=True, type=Path, help="BIOM table: its samples are split"
+SEED = {"minimum": 0, "maximum": 2**32 - 1}
+
+
+@dataclass
+class SplitOptions:
+    """The options of `aam split`; the combinations that make no split are refused here."""
+
+    table: Path = option(None, "BIOM table: its samples are split", required=True)
+    output: Path = option(
+        None,
+        f"split file to write ({'/'.join(TSV_SUFFIXES)}): sample_id<TAB>split",
+        required=True,
     )
-    parser.add_argument(
-        "--metadata",
-        type=Path,
-        help="with --target-column: only samples that have a target value are assigned (the "
+    metadata: Path | None = option(
+        None,
+        "with --target-column: only samples that have a target value are assigned (the "
         "table's others are listed unused)",
     )
-    parser.add_argument("--target-column", help="metadata column of the target (with --metadata)")
-    parser.add_argument(
-        "--classifier",
-        action="store_true",
-        help="the target is categorical: folds (--folds) and the draws of whole groups "
+    target_column: str | None = option(None, "metadata column of the target (with --metadata)")
+    classifier: bool = option(
+        False,
+        "the target is categorical: folds (--folds) and the draws of whole groups "
         "(--group-column) are stratified by class, and a side holding one class is warned of",
     )
-    parser.add_argument(
-        "--output",
-        required=True,
-        type=Path,
-        help=f"split file to write ({'/'.join(TSV_SUFFIXES)}): sample_id<TAB>split",
+    from_column: str | None = option(
+        None,
+        "use this metadata column's train/val/test labels instead of a seeded split",
+        exclusive="source",
     )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--from-column",
-        help="use this metadata column's train/val/test labels instead of a seeded split",
+    from_file: Path | None = option(
+        None,
+        "use this sample_id<TAB>split file's labels instead of a seeded split",
+        exclusive="source",
     )
-    source.add_argument(
-        "--from-file",
-        type=Path,
-        help="use this sample_id<TAB>split file's labels instead of a seeded split",
+    folds: int | None = option(
+        None,
+        "K-fold cross-validation: write fold --fold's split (its samples test, --val-fraction "
+        "of the others val; --test-fraction is not used); with --from-file the folds "
+        "partition that split's train and val samples and its others are unused (a search's "
+        "scoring folds: no test sample is in any fold)",
+        minimum=2,
     )
-    parser.add_argument(
-        "--folds",
-        type=int,
-        help="K-fold cross-validation: write fold --fold's split (its samples test, "
-        "--val-fraction of the others val; --test-fraction is not used); with --from-file the "
-        "folds partition that split's train and val samples and its others are unused (a "
-        "search's scoring folds: no test sample is in any fold)",
+    fold: int | None = option(None, "which fold (1..K) with --folds", minimum=1)
+    group_column: str | None = option(
+        None,
+        "metadata column of groups (a subject, a study) kept whole: no group has samples on "
+        "two sides of the split or of any fold (with --metadata)",
     )
-    parser.add_argument("--fold", type=int, help="which fold (1..K) with --folds")
-    parser.add_argument(
-        "--group-column",
-        help="metadata column of groups (a subject, a study) kept whole: no group has samples "
-        "on two sides of the split or of any fold (with --metadata)",
-    )
-    parser.add_argument(
-        "--test-group",
-        help="leave one group out: this --group-column value's samples are the test samples, "
+    test_group: str | None = option(
+        None,
+        "leave one group out: this --group-column value's samples are the test samples, "
         "--val-fraction of the others (whole groups) validation (--test-fraction not used)",
     )
-    parser.add_argument(
-        "--train-fraction",
-        type=float,
-        help="with --from-file: keep a seeded fraction of its train and of its val samples "
+    train_fraction: float | None = option(
+        None,
+        "with --from-file: keep a seeded fraction of its train and of its val samples "
         "(nested: a smaller fraction keeps a subset of a larger one's), label the others "
         "unused, its test samples unchanged (a learning-curve point)",
+        exclusive_minimum=0,
+        maximum=1,
     )
-    parser.add_argument(
-        "--new-study-size",
-        type=checked(int, minimum=1),
-        help="with --from-file, a leave-one-group-out split: draw this many labelled samples "
+    new_study_size: int | None = option(
+        None,
+        "with --from-file, a leave-one-group-out split: draw this many labelled samples "
         "(--val-fraction of them val) of its test samples, the new study, from a pool of "
         "--pool-size; the study's samples outside the pool stay test, all others are unused "
         "(a new-study point; --group-column keeps its subjects whole)",
+        minimum=1,
     )
-    parser.add_argument(
-        "--pool-size",
-        type=checked(int, minimum=1),
-        help="with --new-study-size: the new study's samples any point may label (drawn with "
+    pool_size: int | None = option(
+        None,
+        "with --new-study-size: the new study's samples any point may label (drawn with "
         "--pool-seed), so every size and seed is tested on the same samples",
+        minimum=1,
     )
-    parser.add_argument(
-        "--pool-seed",
-        type=checked(int, minimum=0, maximum=2**32 - 1),
-        default=0,
-        help="with --new-study-size: seed of the pool's draw",
+    pool_seed: int = option(0, "with --new-study-size: seed of the pool's draw", **SEED)
+    val_fraction: float = option(0.1, "fraction of samples for validation", minimum=0, maximum=1)
+    test_fraction: float = option(0.2, "fraction of samples for the test set", minimum=0, maximum=1)
+    seed: int = option(42, "seed of the split", **SEED)
+    allow_missing_samples: bool = option(
+        False, "split the samples shared by the table and the metadata instead of failing"
     )
-    parser.add_argument(
-        "--val-fraction", type=float, default=0.1, help="fraction of samples for validation"
-    )
-    parser.add_argument(
-        "--test-fraction", type=float, default=0.2, help="fraction of samples for the test set"
-    )
-    parser.add_argument(
-        "--seed",
-        type=checked(int, minimum=0, maximum=2**32 - 1),
-        default=42,
-        help="seed of the split",
-    )
-    parser.add_argument(
-        "--allow-missing-samples",
-        action="store_true",
-        help="split the samples shared by the table and the metadata instead of failing",
-    )
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        given = self.from_column or self.from_file
+        new_study = self.new_study_size is not None
+        if (self.fold is None) != (self.folds is None):
+            raise InputError("--folds and --fold go together: --folds K --fold k (k in 1..K)")
+        if new_study and (self.from_file is None or self.pool_size is None):
+            raise InputError("--new-study-size: needs --from-file and --pool-size")
+        if given and (self.test_group or (self.group_column and not new_study and not self.folds)):
+            raise InputError(
+                "--group-column/--test-group: a given split (--from-column/--from-file) is kept "
+                "as it is; drop one of them"
+            )
+        if self.folds is not None and self.from_column:
+            raise InputError("--folds with --from-column: folds are drawn, not given; drop one")
+        if self.folds is not None and (self.train_fraction is not None or new_study):
+            raise InputError(
+                "--folds with --train-fraction/--new-study-size: one kind of split; drop one"
+            )
+        if self.test_group is not None and self.folds is not None:
+            raise InputError(
+                "--test-group with --folds: folds leave out their own groups; drop one"
+            )
+        if self.train_fraction is not None and self.from_file is None:
+            raise InputError(
+                "--train-fraction: needs --from-file, the split whose samples it keeps"
+            )
+        if self.test_group is not None and self.group_column is None:
+            raise InputError(f"--test-group {self.test_group}: needs --group-column")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam split`."""
+    add_options(parser, SplitOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Write OUTPUT as sample_id<TAB>split (its name and location are checked first)."""
-    check_output_file(args.output, TSV_SUFFIXES, "split")
-    if (args.fold is None) != (args.folds is None):
-        raise InputError("--folds and --fold go together: --folds K --fold k (k in 1..K)")
-    given = args.from_column or args.from_file
-    new_study = args.new_study_size is not None
-    if new_study and (args.from_file is None or args.pool_size is None):
-        raise InputError("--new-study-size: needs --from-file and --pool-size")
-    if given and (args.test_group or (args.group_column and not new_study and not args.folds)):
-        raise InputError(
-            "--group-column/--test-group: a given split (--from-column/--from-file) is kept as "
-            "it is; drop one of them"
-        )
-    if args.folds is not None and args.from_column:
-        raise InputError("--folds with --from-column: folds are drawn, not given; drop one")
-    if args.folds is not None and (args.train_fraction is not None or new_study):
-        raise InputError(
-            "--folds with --train-fraction/--new-study-size: one kind of split; drop one"
-        )
-    if args.test_group is not None and args.folds is not None:
-        raise InputError("--test-group with --folds: folds leave out their own groups; drop one")
-    if args.train_fraction is not None and args.from_file is None:
-        raise InputError("--train-fraction: needs --from-file, the split whose samples it keeps")
+    opts = from_args(SplitOptions, args)
+    check_output_file(opts.output, TSV_SUFFIXES, "split")
+    new_study = opts.new_study_size is not None
     study = load_study(
-        args.table,
+        opts.table,
         max_bp=1,
-        labels=Labels.of(args.metadata, target=args.target_column, classifier=args.classifier),
-        reading=StudyOptions(allow_missing_samples=args.allow_missing_samples),
+        labels=Labels.of(opts.metadata, target=opts.target_column, classifier=opts.classifier),
+        reading=StudyOptions(allow_missing_samples=opts.allow_missing_samples),
     )
     ids = study.samples.sample_ids
-    groups = _groups(args, ids)
+    groups = _groups(opts, ids)
     classes = study.class_labels()  # a classifier's class per sample (None: not a classifier)
-    if args.folds is not None:
-        split = _fold_split(args, study, ids, groups)
-    elif args.from_column:
-        labels = metadata_column(args.metadata, args.from_column, "--from-column")
-        source = f"{args.metadata} column {args.from_column!r}"
+    if opts.folds is not None:
+        split = _fold_split(opts, study, ids, groups)
+    elif opts.from_column:
+        labels = metadata_column(opts.metadata, opts.from_column, "--from-column")
+        source = f"{opts.metadata} column {opts.from_column!r}"
         split = given_split(labels, ids, source)
-    elif args.from_file:
-        split = given_split(read_split(args.from_file), ids, str(args.from_file))
-        if args.train_fraction is not None:
-            split = nested_split(split, fraction=args.train_fraction, seed=args.seed)
+    elif opts.from_file:
+        split = given_split(read_split(opts.from_file), ids, str(opts.from_file))
+        if opts.train_fraction is not None:
+            split = nested_split(split, fraction=opts.train_fraction, seed=opts.seed)
         elif new_study:
             split = new_study_split(
                 split,
-                size=args.new_study_size,
-                pool_size=args.pool_size,
-                seed=args.seed,
-                pool_seed=args.pool_seed,
-                val_fraction=args.val_fraction,
+                size=opts.new_study_size,
+                pool_size=opts.pool_size,
+                seed=opts.seed,
+                pool_seed=opts.pool_seed,
+                val_fraction=opts.val_fraction,
                 groups=None if groups is None else pd.Series(groups, index=ids),
             )
     else:
         split = make_split(
             ids,
-            val_fraction=args.val_fraction,
-            test_fraction=args.test_fraction,
-            seed=args.seed,
+            val_fraction=opts.val_fraction,
+            test_fraction=opts.test_fraction,
+            seed=opts.seed,
             groups=groups,
-            test_group=args.test_group,
+            test_group=opts.test_group,
             classes=None if classes is None else list(classes),
         )
-    split = _every_sample(split, args.table)
-    write_split(args.output, split)
-    log.info("%s: %s", args.output, split.value_counts().to_dict())
+    split = _every_sample(split, opts.table)
+    write_split(opts.output, split)
+    log.info("%s: %s", opts.output, split.value_counts().to_dict())
     if classes is not None:
         group_of = None if groups is None else pd.Series(groups, index=ids)
-        for line in one_class_warnings(split, classes, str(args.output), group_of):
+        for line in one_class_warnings(split, classes, str(opts.output), group_of):
             log.warning("%s", line)
 
 
@@ -213,42 +215,40 @@ def _every_sample(split: pd.Series, table: Path) -> pd.Series:
     return split.reindex(ids).fillna(UNUSED).rename("split")
 
 
-def _fold_split(args: argparse.Namespace, study, ids: list[str], groups) -> pd.Series:
+def _fold_split(opts: SplitOptions, study, ids: list[str], groups) -> pd.Series:
     """Fold --fold of --folds over the samples (with --from-file: over its train and val
     samples only, its others unused), stratified by class for a classifier, keeping
     --group-column's groups whole."""
     keep = np.ones(len(ids), dtype=bool)
-    if args.from_file:
-        given = given_split(read_split(args.from_file), ids, str(args.from_file))
+    if opts.from_file:
+        given = given_split(read_split(opts.from_file), ids, str(opts.from_file))
         keep = given.reindex(ids).isin(["train", "val"]).to_numpy()
         if not keep.any():
-            raise InputError(f"{args.from_file}: no train or val sample to draw folds from")
+            raise InputError(f"{opts.from_file}: no train or val sample to draw folds from")
     classes = [study.classes[k] for k in study.targets] if study.classes else None
     pool = [i for i, k in zip(ids, keep, strict=True) if k]
     folds = make_fold_split(
         pool,
-        folds=args.folds,
-        fold=args.fold,
-        val_fraction=args.val_fraction,
-        seed=args.seed,
+        folds=opts.folds,
+        fold=opts.fold,
+        val_fraction=opts.val_fraction,
+        seed=opts.seed,
         classes=None if classes is None else [c for c, k in zip(classes, keep, strict=True) if k],
         groups=None if groups is None else [g for g, k in zip(groups, keep, strict=True) if k],
     )
     return folds.reindex(pd.Index(ids, name="sample_id")).fillna("unused").rename("split")
 
 
-def _groups(args: argparse.Namespace, ids: list[str]) -> list[str] | None:
+def _groups(opts: SplitOptions, ids: list[str]) -> list[str] | None:
     """Each sample's --group-column value (None without one); one line for a missing column,
     a sample without a group, or no --metadata."""
-    if args.group_column is None:
-        if args.test_group is not None:
-            raise InputError(f"--test-group {args.test_group}: needs --group-column")
+    if opts.group_column is None:
         return None
-    groups = metadata_column(args.metadata, args.group_column, "--group-column").reindex(ids)
+    groups = metadata_column(opts.metadata, opts.group_column, "--group-column").reindex(ids)
     missing = groups.index[groups.isna()]
     if len(missing):
         raise InputError(
-            f"{args.metadata}: column {args.group_column!r} (--group-column) is empty for "
+            f"{opts.metadata}: column {opts.group_column!r} (--group-column) is empty for "
             f"{len(missing)} sample(s) (e.g. {missing[0]}); give every sample its group"
         )
     return [str(value).strip() for value in groups]
