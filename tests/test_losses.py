@@ -84,11 +84,8 @@ def test_the_objective_weighs_its_terms_from_model_outputs_and_batch_targets_alo
         predictor=True,
         use_unifrac=True,
         use_nucleotides=True,
-        unifrac_weight=2.0,
-        nuc_weight=0.5,
+        weights={"unifrac_loss": 2.0, "nuc_loss": 0.5, "target_loss": 3.0, "count_loss": 0.0},
         mask_rate=0.5,
-        target_weight=3.0,
-        count_weight=0.0,
         regression_loss="mse",
         scale=TargetScale(mean=1.0, std=2.0),
     )

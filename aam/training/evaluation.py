@@ -95,21 +95,18 @@ def evaluate(
             if "count_prediction" in out:
                 count = losses.count_loss(out["count_prediction"], batch.counts, batch.asv_mask)
                 count_losses.append(count.item())
-    loss = objective.nuc_weight * metrics.get("nuc_loss", 0.0)
     if objective.use_unifrac and len(positions) > 1:
         pairs = pairs or PairTruth(batches, positions, seed)
         embeddings = torch.cat(embeddings)
         groups = [embeddings[torch.from_numpy(group)] for group in pairs.groups]
         fit = unifrac_fit(groups, pairs.truth())
         metrics.update(fit)
-        loss += objective.unifrac_weight * fit["unifrac_loss"]
     if objective.predictor:
         truth = batches.study.targets[positions]
-        loss += _target_metrics(objective, torch.cat(predictions), truth, metrics)
+        _target_metrics(objective, torch.cat(predictions), truth, metrics)
         if count_losses:
             metrics["count_loss"] = float(np.mean(count_losses))
-            loss += objective.count_weight * metrics["count_loss"]
-    metrics["loss"] = float(loss)
+    metrics["loss"] = float(losses.weighted_total(metrics, objective.weights))
     model.train()
     return metrics
 
@@ -131,28 +128,29 @@ def _nucleotide_metrics(
     ce_sum, correct, count = 0.0, 0, 0
     for part in tokens.split(512):
         mask = mask_nucleotides(part, objective.mask_rate, generator)[1]
-        logits = encoder(part, mask)[1][mask]
+        logits = encoder(part, mask)[1]
+        ce_sum += losses.nucleotide_loss_sum(logits, part, mask).item()
         target = part[mask]
-        ce = torch.nn.functional.cross_entropy(logits.float(), target, reduction="sum")
-        ce_sum += ce.item()
-        correct += int((logits.argmax(-1) == target).sum())
+        correct += int((logits[mask].argmax(-1) == target).sum())
         count += len(target)
     return {"nuc_loss": ce_sum / max(count, 1), "nuc_accuracy": correct / max(count, 1)}
 
 
 def _target_metrics(
     objective: Objective, predictions: torch.Tensor, truth: np.ndarray, metrics: dict
-) -> float:
+) -> None:
     """Add the target's metrics (against the ``truth`` of the predicted samples) and
-    ``target_loss`` to ``metrics``; return its weighted loss."""
-    scale = objective.scale
+    ``target_loss`` to ``metrics``."""
     if objective.classifier:
         metrics.update(classification_metrics(predictions, truth))
-        term = losses.classification_loss(predictions, torch.from_numpy(truth)).item()
     else:
-        z = predictions.squeeze(-1)
-        metrics.update(regression_metrics(scale.original(z.numpy()), truth))
-        target = scale.normalize(torch.from_numpy(truth).float())
-        term = losses.regression_loss(z, target, objective.regression_loss).item()
-    metrics["target_loss"] = term
-    return objective.target_weight * term
+        original = objective.scale.original(predictions.squeeze(-1).numpy())
+        metrics.update(regression_metrics(original, truth))
+    term = losses.target_loss(
+        predictions,
+        torch.from_numpy(truth),
+        objective.classifier,
+        objective.regression_loss,
+        objective.scale,
+    )
+    metrics["target_loss"] = term.item()

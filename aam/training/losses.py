@@ -1,13 +1,43 @@
-"""Loss terms: pairwise UniFrac fit, masked nucleotides, target, per-ASV abundance."""
+"""Loss terms: pairwise UniFrac fit, masked nucleotides, target, per-ASV abundance; and their
+weighted sum, the loss of training (``aam.training.objective``) and evaluation
+(``aam.training.evaluation``) alike.
+
+A new term: its function here, its row in ``WEIGHTS``, its weight in ``TrainConfig``, and its
+value put in the terms of ``Objective.loss`` and ``evaluate``; the weighted sum follows.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
 
 from aam.training.config import REGRESSION_LOSSES
+from aam.training.data.target_scale import TargetScale
 
 DISTANCE_SCALE = 10.0  # embedding distance d is squashed to tanh(d / DISTANCE_SCALE) in [0, 1)
+
+# Each term of the loss and the TrainConfig field of its weight, in the order they are summed.
+WEIGHTS = {
+    "unifrac_loss": "unifrac_weight",
+    "nuc_loss": "nuc_weight",
+    "target_loss": "target_weight",
+    "count_loss": "count_weight",
+}
+
+Value = TypeVar("Value", torch.Tensor, float)
+
+
+def weighted_total(terms: Mapping[str, Value], weights: Mapping[str, float]) -> Value | float:
+    """The loss: the sum of each term of ``WEIGHTS`` found in ``terms`` (other keys, e.g.
+    metrics, ignored) times its weight in ``weights`` (keyed by term); 0.0 when none is."""
+    total: Value | float = 0.0
+    for name in WEIGHTS:
+        if name in terms:
+            total = total + weights[name] * terms[name]
+    return total
 
 
 def embedding_distances(
@@ -54,6 +84,30 @@ def unifrac_row_loss(
     return error.sum() / (n * (n - 1))
 
 
+def nucleotide_loss_sum(
+    logits: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Cross-entropy of the nucleotides ``tokens`` at the masked positions ``mask`` (same shape)
+    from ``logits`` (``tokens``' shape + vocabulary), summed: every position is scored and the
+    masked ones summed, so no op waits for the device. The term divides it by the mask's count."""
+    ce = F.cross_entropy(logits.float().flatten(0, -2), tokens.flatten(), reduction="none")
+    return ce.masked_fill(~mask.flatten(), 0.0).sum()
+
+
+def target_loss(
+    prediction: torch.Tensor,
+    target: torch.Tensor,
+    classifier: bool,
+    kind: str,
+    scale: TargetScale,
+) -> torch.Tensor:
+    """A classifier's ``classification_loss`` of its log-probabilities, else ``regression_loss``
+    ``kind`` of the (B, 1) ``prediction`` against the ``scale``-normalized ``target``."""
+    if classifier:
+        return classification_loss(prediction, target)
+    return regression_loss(prediction.squeeze(-1), scale.normalize(target.float()), kind)
+
+
 def regression_loss(predicted: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
     """Huber (smooth L1, beta 1), MSE or MAE on normalized targets."""
     predicted, target = predicted.float(), target.float()
@@ -67,7 +121,7 @@ def regression_loss(predicted: torch.Tensor, target: torch.Tensor, kind: str) ->
 
 
 def classification_loss(log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Negative log-likelihood of the true class."""
+    """Cross-entropy of the true class: the negative log-likelihood of its log-probability."""
     return F.nll_loss(log_probs.float(), target)
 
 

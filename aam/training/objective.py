@@ -29,11 +29,8 @@ class Objective:
     predictor: bool
     use_unifrac: bool
     use_nucleotides: bool
-    unifrac_weight: float
-    nuc_weight: float
+    weights: dict[str, float]  # of each term of ``losses.WEIGHTS``, keyed by term
     mask_rate: float  # of the nucleotides the masked-nucleotide term predicts
-    target_weight: float
-    count_weight: float
     regression_loss: str  # TrainConfig.loss
     classifier: bool = False
     ctx: DistContext = field(default_factory=DistContext)
@@ -55,11 +52,8 @@ class Objective:
             predictor=predictor,
             use_unifrac=study.distances is not None and cfg.unifrac_weight > 0 and not frozen,
             use_nucleotides=cfg.mask_rate > 0 and cfg.nuc_weight > 0 and not frozen,
-            unifrac_weight=cfg.unifrac_weight,
-            nuc_weight=cfg.nuc_weight,
+            weights={term: getattr(cfg, weight) for term, weight in losses.WEIGHTS.items()},
             mask_rate=cfg.mask_rate,
-            target_weight=cfg.target_weight,
-            count_weight=cfg.count_weight,
             regression_loss=cfg.loss,
             classifier=bool(study.classes),
             ctx=ctx or DistContext(),
@@ -71,9 +65,13 @@ class Objective:
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Weighted loss of one training batch's model outputs ``out`` (nucleotides masked at
         ``nuc_mask``) and its detached terms: float64 scalars on the device, read by the caller
-        (no host read here, so a step queues its work without waiting for the device)."""
+        (no host read here, so a step queues its work without waiting for the device).
+
+        Under DDP (which averages gradients over ranks) the terms over the global batch enter
+        the loss scaled by world_size (a rank's UniFrac rows also by 2, see
+        ``losses.unifrac_row_loss``); the logged ``loss`` is the weighted sum of the terms."""
+        scaled: dict[str, torch.Tensor] = {}  # each term as it enters the loss
         terms: dict[str, torch.Tensor] = {}
-        total, logged = 0.0, 0.0
         ctx = self.ctx
         if self.use_unifrac:
             local = out["sample_embedding"].float()
@@ -82,45 +80,23 @@ class Objective:
                 everyone = gather(local, ctx)
                 part = losses.unifrac_row_loss(local, everyone, batch.distances, first)
                 term = all_reduce_sum(part, ctx)
-                total = total + self.unifrac_weight * 2 * part * ctx.world_size
+                scaled["unifrac_loss"] = 2 * part * ctx.world_size
             else:
-                term = losses.unifrac_loss(local, batch.distances)
-                total = total + self.unifrac_weight * term
+                term = scaled["unifrac_loss"] = losses.unifrac_loss(local, batch.distances)
             terms["unifrac_loss"] = term.detach().double()
-            logged = logged + self.unifrac_weight * terms["unifrac_loss"]
-        if nuc_mask is not None:  # every position scored, the masked ones summed: no host read
-            logits = out["nuc_logits"].float()
-            ce = torch.nn.functional.cross_entropy(
-                logits.flatten(0, 1), batch.unique_tokens.flatten(), reduction="none"
-            )
-            ce = ce.masked_fill(~nuc_mask.flatten(), 0.0).sum()
+        if nuc_mask is not None:
+            ce = losses.nucleotide_loss_sum(out["nuc_logits"], batch.unique_tokens, nuc_mask)
             count = all_reduce_sum(nuc_mask.sum(dtype=torch.float32), ctx)
             term = ce / count.clamp_min(1.0)
-            total = total + self.nuc_weight * term * ctx.world_size
+            scaled["nuc_loss"] = term * ctx.world_size
             terms["nuc_loss"] = term.detach().double() * ctx.world_size
-            logged = logged + self.nuc_weight * terms["nuc_loss"]
         if self.predictor:
-            predictor_total = self._predictor_terms(out, batch, terms)
-            total = total + predictor_total
-            logged = logged + predictor_total.detach().double()
-        # Under DDP (which averages gradients over ranks) the terms over the global batch are
-        # scaled by world_size in ``total`` (a rank's UniFrac rows also by 2, see
-        # ``unifrac_row_loss``); the logged loss is the weighted sum of the terms themselves.
-        terms["loss"] = logged
-        return total, terms
-
-    def _predictor_terms(self, out: dict, batch: Batch, terms: dict) -> torch.Tensor:
-        if self.classifier:
-            term = losses.classification_loss(out["prediction"], batch.targets)
-        else:
-            target = self.scale.normalize(batch.targets.float())
-            term = losses.regression_loss(
-                out["prediction"].squeeze(-1), target, self.regression_loss
+            target = losses.target_loss(
+                out["prediction"], batch.targets, self.classifier, self.regression_loss, self.scale
             )
-        terms["target_loss"] = term.detach().double()
-        total = self.target_weight * term
-        if "count_prediction" in out and self.count_weight > 0:
-            count = losses.count_loss(out["count_prediction"], batch.counts, batch.asv_mask)
-            terms["count_loss"] = count.detach().double()
-            total = total + self.count_weight * count
-        return total
+            scaled["target_loss"], terms["target_loss"] = target, target.detach().double()
+            if "count_prediction" in out and self.weights["count_loss"] > 0:
+                count = losses.count_loss(out["count_prediction"], batch.counts, batch.asv_mask)
+                scaled["count_loss"], terms["count_loss"] = count, count.detach().double()
+        terms["loss"] = losses.weighted_total(terms, self.weights)
+        return losses.weighted_total(scaled, self.weights), terms
