@@ -2,12 +2,17 @@
 (the first job, before any training), with one line naming the config field. Both found in
 this process (tests/planning.py)."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
+import yaml
+from checkout import REPO
 from planning import check_data_error, plan_error, planned
 
 from aam.cli import main
 from aam.devices import KERNEL_DEVICE, TORCH_DEVICE
+from aam.workflow.plan import PlanError, plan
 
 
 @pytest.mark.parametrize(
@@ -182,21 +187,69 @@ def test_markup_in_a_config_string_stops_at_parse_time(tmp_path, line, where):
     assert f"config.{where}: " in message and "may not hold '<', '>' or control" in message
 
 
-def test_a_config_string_longer_than_a_path_stops_at_parse_time(tmp_path):
-    """A 100,000-character target_unit trained, then killed predict with a MemoryError."""
-    lines = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:"]
-    lines += ["    table: data/demo/table.biom", "    metadata: data/demo/metadata.tsv"]
-    lines += [
-        "    target: age",
-        f"    target_unit: {'y' * 100_000}",
-        "runs:",
-        "  r: {dataset: demo}",
-    ]
+def _one_dataset(tmp_path, *lines: str) -> Path:
+    """A config of the demo's dataset with ``lines`` of its own (table and metadata given)."""
+    text = [f"workdir: {tmp_path / 'work'}", "datasets:", "  demo:", "    target: age"]
+    text += [*lines, "runs:", "  r: {dataset: demo}"]
     config = tmp_path / "config.yaml"
-    config.write_text("\n".join(lines) + "\n")
+    config.write_text("\n".join(text) + "\n")
+    return config
+
+
+@pytest.mark.parametrize(
+    ("line", "where", "cap"),
+    [
+        (
+            f"    target_unit: {'y' * 100}",
+            "datasets.demo.target_unit",
+            "100 characters; at most 32",
+        ),
+        (
+            f"    group_column: {'c' * 300}",
+            "datasets.demo.group_column",
+            "300 characters; at most 256",
+        ),
+        (
+            f"    categorical: [{'c' * 257}]",
+            "datasets.demo.categorical[0]",
+            "257 characters; at most 256",
+        ),
+    ],
+    ids=["unit", "column", "covariate"],
+)
+def test_a_string_over_its_kinds_cap_stops_at_parse_time(tmp_path, line, where, cap):
+    """A 100,000-character target_unit trained, then killed predict with a MemoryError: a unit
+    holds at most 32 characters, a metadata column 256, in one line that does not quote it."""
+    config = _one_dataset(
+        tmp_path, "    table: data/demo/table.biom", "    metadata: data/demo/metadata.tsv", line
+    )
     message = plan_error(config)
-    assert "config.datasets.demo.target_unit: a string of 100,000 characters" in message
-    assert "config strings hold at most 4,096: shorten it" in message
+    assert message.startswith(f"config {where}: {cap} here") and len(message) < 400, message
+
+
+def test_a_config_string_longer_than_a_path_stops_at_parse_time(tmp_path):
+    """Any string (a path here) is at most 4,096 characters, in one line that does not quote it."""
+    config = _one_dataset(
+        tmp_path, f"    table: data/{'t' * 5000}.biom", "    metadata: data/demo/metadata.tsv"
+    )
+    message = plan_error(config)
+    assert "config.datasets.demo.table: a string of 5,010 characters" in message
+    assert "config strings hold at most 4,096: shorten it" in message and len(message) < 400
+
+
+def test_a_config_file_over_a_mebibyte_stops_before_the_plan_walks_it(tmp_path):
+    """A 2 MiB config (a data file given as the config) is refused by its size, in one line."""
+    config = _one_dataset(
+        tmp_path, "    table: data/demo/table.biom", "    metadata: data/demo/metadata.tsv"
+    )
+    with config.open("a") as handle:
+        handle.write("".join(f"# {'x' * 1000}\n" for _ in range(2100)))
+    with pytest.raises(PlanError) as stop:
+        plan(yaml.safe_load(config.read_text()), REPO, configfiles=[config])
+    assert str(stop.value) == (
+        f"{config}: 2.0 MiB; a workflow config holds at most 1 MiB (data are files it names by "
+        "path, not values in it): check that it is the config"
+    )
 
 
 NFC, NFD = "caf\u00e9", "cafe\u0301"

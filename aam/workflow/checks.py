@@ -5,6 +5,7 @@ Each raises InputError with one line naming the config field and the fix."""
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +27,20 @@ MAX_STRING = 4096  # characters of one config string (PATH_MAX): a longer one is
 
 
 MAX_VALUES = 100_000  # keys, values and items of a config, YAML aliases counted where used
+MAX_CONFIG_BYTES = 1 << 20  # of a config file: its data are files it names, not values in it
+
+
+def check_config_files(paths: Sequence[str | os.PathLike[str]]) -> None:
+    """Each config file ``paths`` is at most ``MAX_CONFIG_BYTES``: InputError in one line.
+    (Snakemake has read them by then, about 3 s per MB; this stops the plan from walking one.)"""
+    for path in paths:
+        size = Path(path).stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise InputError(
+                f"{path}: {size / (1 << 20):,.1f} MiB; a workflow config holds at most "
+                f"{MAX_CONFIG_BYTES >> 20} MiB (data are files it names by path, not values in it)"
+                ": check that it is the config"
+            )
 
 
 def check_config_size(config: Any) -> None:

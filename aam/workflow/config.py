@@ -91,6 +91,8 @@ def _schema_line(cause: Any, where: str) -> str:
         key = sorted(k for k in cause.instance if k not in known)[0]
         where = f"{where}.{key}" if where != "(top level)" else key
         message = "unknown key" + did_you_mean(key, known)
+    elif cause.validator == "maxLength":  # jsonschema's message quotes the whole string
+        message = f"{len(cause.instance):,} characters; at most {cause.validator_value} here"
     elif cause.validator == "not" and isinstance(cause.instance, float):
         message = f"{cause.instance} is not a finite number"  # the schema's NaN guard
     return f"config {where}: {message}{hint}; fix it in the config file or --config"

@@ -10,7 +10,7 @@ job (``Plan.data_checks``: the flags of `aam check-data`), before any training.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -357,13 +357,16 @@ def plan(
     config: Mapping[str, Any],
     repo: str | os.PathLike[str],
     resources: Mapping[str, Mapping[str, Any]] | None = None,
+    configfiles: Sequence[str | os.PathLike[str]] = (),
 ) -> Plan:
     """The Plan of ``config`` for the checkout ``repo``; ``resources``: the profile's
-    set-resources (rule -> raw values). ``config`` is checked against the config schema with
-    Snakemake's validate, which fills in its defaults in place. PlanError (one line) for a
-    config the workflow cannot run."""
+    set-resources (rule -> raw values); ``configfiles``: the files it was read from. ``config``
+    is checked against the config schema with Snakemake's validate, which fills in its defaults
+    in place. PlanError (one line) for a config the workflow cannot run."""
     try:
+        checks.check_config_files(configfiles)
         checks.check_config_size(config)  # before anything walks it: a YAML alias bomb
+        checks.check_config_strings(config)  # the rule for every string, before its kind's cap
     except InputError as err:
         raise PlanError(str(err)) from None
     try:

@@ -18,7 +18,12 @@ from aam.workflow.rules import job_prefix, report_entry, shared_directives  # no
 
 # The schema check (Snakemake's validate fills in the defaults) and the rest: one error type.
 try:
-    PLAN = plan(config, REPO, workflow.resource_settings.overwrite_resources)
+    PLAN = plan(
+        config,
+        REPO,
+        workflow.resource_settings.overwrite_resources,
+        workflow.configfiles,
+    )
 except PlanError as err:
     raise WorkflowError(str(err)) from None
 config.update(PLAN.config)
