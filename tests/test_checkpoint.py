@@ -14,6 +14,7 @@ import torch
 from aam.errors import InputError
 from aam.runtime.atomic import atomic_output, remove_stale_temporaries
 from aam.training.checkpointing.checkpoint import (
+    Checkpointer,
     capture_rng_state,
     check_config_matches,
     checkpoint_paths,
@@ -32,6 +33,7 @@ from aam.training.config import (
     TrainConfig,
     best_metric_of,
 )
+from aam.training.parallel.distributed import DistContext
 from aam.training.schedule import warmup_cosine
 
 
@@ -292,3 +294,66 @@ def test_auto_picks_the_best_epoch_by_the_targets_metric_in_fine_tuning():
     assert best_metric_of("auto", PRETRAIN_METRICS) == "val_loss"
     assert best_metric_of("val_rmse", REGRESSION_METRICS) == "val_rmse"
     assert TrainConfig().best_metric == "auto"
+
+
+def _checkpointer(directory, config: dict, best_epoch: int) -> Checkpointer:
+    """A run's Checkpointer whose state says epoch ``best_epoch`` was the best."""
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    state = TrainState(best=0.25, best_epoch=best_epoch)
+    return Checkpointer(
+        directory,
+        model,
+        optimizer,
+        warmup_cosine(optimizer, total_steps=10),
+        state,
+        config=config,
+        ctx=DistContext(),
+        device=torch.device("cpu"),
+        every_minutes=0,
+        best_metric="val_loss",
+        fix="",
+    )
+
+
+def _best(epoch: int, config: dict) -> dict:
+    return {
+        "model": {"w": torch.full((1,), float(epoch))},
+        "row": {"epoch": epoch},
+        "config": config,
+    }
+
+
+@pytest.mark.parametrize(
+    ("previous", "message"),
+    [
+        (_best(3, {"code": "other"}), "best.prev.pt was made with a different config: code"),
+        (
+            _best(2, {"code": "this"}),
+            "best.prev.pt: holds epoch 2's weights, not those of the best epoch 3",
+        ),
+        ({"model": {}, "row": {"epoch": 3}}, "best.prev.pt: records no config"),
+        (None, "best.pt: missing, though epoch 3 was the best"),
+    ],
+    ids=["other-config", "earlier-epoch", "no-config", "neither-file"],
+)
+def test_the_fallback_best_is_verified_like_the_primary(tmp_path, previous, message):
+    """An unreadable best.pt falls back to best.prev.pt only if it holds the best epoch of this
+    config, samples and code: another run's or another epoch's weights are one line, never
+    the model a run returns."""
+    checkpointer = _checkpointer(tmp_path, {"code": "this"}, best_epoch=3)
+    (tmp_path / "best.pt").write_bytes(b"torn write")
+    if previous is None:
+        (tmp_path / "best.pt").unlink()
+    else:
+        torch.save(previous, tmp_path / "best.prev.pt")
+    with pytest.raises(InputError) as stop:
+        checkpointer.load_best()
+    assert message in str(stop.value) and "--stale-checkpoints restart" in str(stop.value)
+
+
+def test_a_verified_fallback_best_is_returned(tmp_path):
+    checkpointer = _checkpointer(tmp_path, {"code": "this"}, best_epoch=3)
+    (tmp_path / "best.pt").write_bytes(b"torn write")
+    torch.save(_best(3, {"code": "this"}), tmp_path / "best.prev.pt")
+    assert checkpointer.load_best()["model"]["w"].item() == 3.0

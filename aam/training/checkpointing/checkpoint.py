@@ -340,7 +340,9 @@ class Checkpointer:
                 self.check_weights(f"epoch {epoch}")
                 weights = model_state(self.model)
                 if self.ctx.is_main:
-                    save_checkpoint(self.best, {"model": weights, "row": row})
+                    save_checkpoint(
+                        self.best, {"model": weights, "row": row, "config": self.config}
+                    )
         else:
             state.bad_epochs += 1
         state.end_epoch(row)
@@ -369,8 +371,25 @@ class Checkpointer:
         self.last_save = time.monotonic()
 
     def load_best(self) -> dict[str, Any] | None:
-        """``best.pt`` (its ``model`` and ``row``), None before any epoch improved."""
-        return load_checkpoint(self.best, map_location="cpu") if self.state.best_epoch else None
+        """``best.pt`` (its ``model`` and ``row``), None before any epoch improved. The file read
+        (best.pt, or its previous file when best.pt is unusable) must hold the best epoch of
+        this config, samples and code: else InputError in one line, never other weights."""
+        epoch = self.state.best_epoch
+        if not epoch:
+            return None
+        best, used, _ = _load_with_fallback(self.best, "cpu")
+        restart = "--stale-checkpoints restart to train afresh"
+        if best is None:
+            raise InputError(f"{self.best}: missing, though epoch {epoch} was the best; {restart}")
+        if "config" not in best:
+            raise InputError(f"{used}: records no config (an older aam's); {restart}")
+        check_config_matches(best["config"], self.config, used)
+        if best["row"].get("epoch") != epoch:
+            raise InputError(
+                f"{used}: holds epoch {best['row'].get('epoch')}'s weights, not those of the best "
+                f"epoch {epoch} ({self.best} is unusable); {restart}"
+            )
+        return best
 
     def check_weights(self, where: str) -> None:
         """NonFiniteError if a trainable weight is NaN or infinite. Under FSDP each rank checks
