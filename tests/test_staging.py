@@ -1,6 +1,8 @@
 """Node-local staging of a job's inputs: copied, verified against the manifest, cleaned up."""
 
+import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -10,7 +12,14 @@ import pytest
 
 from aam.cli import main
 from aam.errors import InputError
-from aam.runtime.staging import HELD, STAGE_PREFIX, YOUNG_S, localized, scratch_root
+from aam.runtime.staging import (
+    HELD,
+    STAGE_PREFIX,
+    YOUNG_S,
+    localized,
+    remove_stale_stages,
+    scratch_root,
+)
 
 
 @pytest.fixture
@@ -151,3 +160,19 @@ def test_a_killed_commands_scratch_copies_go_at_the_next_staging(work_area, tmp_
     finally:
         running.kill()
         running.wait()
+
+
+def test_a_linked_stage_is_left_and_not_reported_removed(tmp_path, caplog):
+    """A link named like a stage (to a killed command's directory elsewhere) is not followed:
+    the directory it points to stays, and no line says it was removed."""
+    scratch, elsewhere = tmp_path / "nvme", tmp_path / "elsewhere"
+    scratch.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / HELD).write_text(socket.gethostname())
+    old = time.time() - 2 * YOUNG_S
+    os.utime(elsewhere / HELD, (old, old))
+    (scratch / f"{STAGE_PREFIX}linked").symlink_to(elsewhere)
+    with caplog.at_level(logging.INFO):
+        remove_stale_stages(scratch)
+    assert (elsewhere / HELD).is_file() and (scratch / f"{STAGE_PREFIX}linked").is_symlink()
+    assert not [r for r in caplog.records if "removed" in r.getMessage()]

@@ -154,9 +154,12 @@ def remove_stale_stages(root: Path) -> None:
     """Remove the scratch directories under ``root`` whose command died on this host without
     removing them: their HELD file is unlocked. A directory without that file, another host's
     (a shared file system may lock per node only), one created in the last YOUNG_S seconds,
-    or one on a file system without locks is left alone."""
+    or one on a file system without locks is left alone, and so is a link (its target is not
+    this command's to judge)."""
     now, host = time.time(), socket.gethostname()
     for stage in root.glob(f"{STAGE_PREFIX}*"):
+        if stage.is_symlink():
+            continue
         try:
             held = stage / HELD
             if now - held.stat().st_mtime < YOUNG_S or held.read_text() != host:
@@ -171,7 +174,10 @@ def remove_stale_stages(root: Path) -> None:
             continue
         shutil.rmtree(stage, ignore_errors=True)
         os.close(fd)
-        log.info("removed %s: the staged inputs of a command that was killed", stage)
+        if stage.exists():
+            log.warning("could not remove all of %s, a killed command's staged inputs", stage)
+        else:
+            log.info("removed %s: the staged inputs of a command that was killed", stage)
 
 
 def _mkdir(path: Path) -> Path:
