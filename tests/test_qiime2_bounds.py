@@ -6,6 +6,9 @@ other than metadata.yaml's. A well-formed artifact still reads."""
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -110,3 +113,58 @@ def test_stage_refuses_a_link_member_writing_nothing(tmp_path, capsys):
     assert main(["stage", "--output-dir", str(out), "--tree", f"tree.nwk={path}"]) == 2
     assert "is a link, not a file" in capsys.readouterr().err
     assert not (out / "tree.nwk").exists()
+
+
+BOMB_BYTES = 512 << 20  # more than a refusal may hold (500 MB), were the member read whole
+# A child reads the artifact and prints its error line, then its own peak RSS (bytes).
+READ = """
+import resource, sys
+from aam.data.qiime2 import read_artifact
+from aam.errors import InputError
+try:
+    read_artifact(sys.argv[1], "tree")
+except InputError as err:
+    print(err)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def _bomb(path: Path, member: str) -> Path:
+    """An artifact whose ``member`` inflates to BOMB_BYTES of zeros (about 0.5 MB compressed),
+    written in chunks so that building it holds little."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        if member != "u1/metadata.yaml":
+            archive.writestr("u1/metadata.yaml", META)
+        with archive.open(member, "w") as handle:
+            chunk = bytes(1 << 20)
+            for _ in range(BOMB_BYTES >> 20):
+                handle.write(chunk)
+        if member == "u1/metadata.yaml":
+            archive.writestr("u1/data/tree.nwk", TREE)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("member", "declared", "expected"),
+    [
+        ("u1/data/tree.nwk", None, f"inflates to {BOMB_BYTES:,} bytes"),
+        ("u1/metadata.yaml", None, f"inflates to {BOMB_BYTES:,} bytes"),
+        ("u1/data/tree.nwk", 100, "not a readable QIIME 2 artifact (Bad CRC-32"),
+    ],
+    ids=["payload", "metadata", "declared-small"],
+)
+def test_a_zip_bomb_is_refused_within_5_s_and_500_mb(tmp_path, member, declared, expected):
+    """A 0.5 MB archive whose member inflates to 512 MiB (the issue's: 2 GB in 4.3 GB of memory
+    and 86 s) stops in one line, in under 5 s and 500 MB of peak memory, whether its declared
+    size says so (refused unread) or lies (the read stops at the declared size)."""
+    path = _bomb(tmp_path / "bomb.qza", member)
+    if declared is not None:  # the uncompressed size in the local header and the directory
+        _patched(path, 22, 24, declared.to_bytes(4, "little"))
+    start = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-c", READ, str(path)], capture_output=True, text=True, check=True
+    )
+    elapsed = time.monotonic() - start
+    line, peak = run.stdout.strip().splitlines()
+    assert str(path) in line and expected in line, line
+    assert elapsed < 5 and int(peak) < 500e6, (elapsed, int(peak))
