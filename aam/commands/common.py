@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from dataclasses import fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from aam.errors import InputError
 from aam.models.config import CPU_MODEL, LAYERS_HELP, ModelConfig, ModelOptions
-from aam.options import add_options, checked, from_args, given_options
+from aam.options import add_options, from_args, given_options, option
 from aam.training.config import (
     RunPaths,
     RuntimeConfig,
@@ -41,7 +41,7 @@ def training_options(args: argparse.Namespace, command: str) -> TrainingOptions:
     if args.options_file is not None:
         apply_options_file(args, command)
     return TrainingOptions(
-        paths=RunPaths(*(getattr(args, f.name) for f in fields(RunPaths))),
+        paths=from_args(RunPaths, args),
         study=from_args(StudyOptions, args),
         distances=from_args(UniFracOptions, args),
         model=model_options(args),
@@ -51,44 +51,30 @@ def training_options(args: argparse.Namespace, command: str) -> TrainingOptions:
     )
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    """Inputs, data, model, training and run options of a training ``command``."""
-    io = parser.add_argument_group("inputs and outputs")
-    io.add_argument("--table", required=True, type=Path, help="BIOM table (IDs = sequences)")
-    source = io.add_mutually_exclusive_group()
-    source.add_argument(
-        "--tree",
-        type=Path,
-        help="rooted newick tree of the table's ASVs: each batch's UniFrac is computed from "
-        "its reads (the default way; nothing N x N)",
-    )
-    source.add_argument(
-        "--unifrac",
-        type=Path,
-        help="a precomputed UniFrac matrix instead (`aam unifrac`, QIIME 2 or ssu; .h5 or "
-        "lsmat .tsv), read by rows",
-    )
-    io.add_argument(
-        "--output-dir", required=True, type=Path, help="run directory (checkpoints, history)"
-    )
-    io.add_argument(
-        "--checkpoint-dir",
-        type=Path,
-        help="latest.pt / best.pt for resuming (default: OUTPUT_DIR/checkpoints)",
-    )
-    io.add_argument("--split", type=Path, help="sample_id -> train/val/test TSV (`aam split`)")
-    io.add_argument(
-        "--options-file",
-        type=Path,
-        help="YAML of chosen run options (section -> option -> value; `aam search-best`'s "
+@dataclass
+class OptionsFile:
+    """The run options chosen elsewhere (a search's best.yaml), laid over the flags."""
+
+    options_file: Path | None = option(
+        None,
+        "YAML of chosen run options (section -> option -> value; `aam search-best`'s "
         "best.yaml): its model options and this command's section override the flags; with "
         "pretrain: none fine-tuning starts from a random initialisation",
     )
-    io.add_argument(
-        "--scratch",
-        help="node-local dir to copy inputs to first (env vars expand, "
-        "e.g. '/scratch/$USER/job_$SLURM_JOB_ID'; default $TMPDIR if set)",
-    )
+
+
+@dataclass
+class StackLayers:
+    """``--layers``: the layers of every stack of the model (each stack's own option wins)."""
+
+    layers: int | None = option(None, LAYERS_HELP, minimum=0)  # like the stacks it sets
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """Inputs, data, model, training and run options of a training ``command``."""
+    io = parser.add_argument_group("inputs and outputs")
+    add_options(io, RunPaths)
+    add_options(io, OptionsFile)
     add_options(parser.add_argument_group("samples"), StudyOptions, command)
     add_options(
         parser.add_argument_group("UniFrac of a batch (with --tree)"), UniFracOptions, command
@@ -134,12 +120,10 @@ class InputErrorParser(argparse.ArgumentParser):
 def add_model_options(group: argparse._ArgumentGroup) -> None:
     """The ModelConfig options (unset ones stay unset: a pretrained base may fix them)."""
     add_options(group, ModelConfig, keep_unset=True)
-    layers = checked(int, minimum=0)  # like the stacks it sets
-    group.add_argument("--layers", type=layers, default=argparse.SUPPRESS, help=LAYERS_HELP)
+    add_options(group, StackLayers, keep_unset=True)
 
 
 def model_options(args: argparse.Namespace) -> ModelOptions:
     """The model options given on the command line (``--layers`` included)."""
     given = given_options(ModelConfig, args)
-    layers = getattr(args, "layers", None)
-    return ModelOptions(ModelConfig(**given), frozenset(given), layers)
+    return ModelOptions(ModelConfig(**given), frozenset(given), from_args(StackLayers, args).layers)

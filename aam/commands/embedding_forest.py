@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from aam.commands.baselines import add_fit_arguments, add_forest_options
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.errors import InputError
 from aam.models.files import load_model_file
-from aam.options import checked
+from aam.options import add_options, from_args, option
 from aam.runtime.atomic import atomic_output
 from aam.training.data.study import Labels, load_study
 from aam.training.device import resolve_device
@@ -26,25 +27,30 @@ from aam.training.inference import sample_embeddings
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class EmbeddingOptions:
+    """The options of `aam embedding-forest` but those it shares with `aam baselines` (what a
+    forest is fitted on, the forest's own)."""
+
+    encoder: Path = option(None, "encoder.pt from `aam pretrain`", required=True)
+    batch_size: int = option(32, "samples per batch", minimum=1)
+    device: str = option("auto", "torch device of the encoder")
+    threads: int = option(1, "CPU threads")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam embedding-forest`."""
-    parser.add_argument(
-        "--encoder", required=True, type=Path, help="encoder.pt from `aam pretrain`"
-    )
+    add_options(parser, EmbeddingOptions)
     add_fit_arguments(parser)
-    parser.add_argument(
-        "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
-    )
-    parser.add_argument("--device", default="auto", help="torch device of the encoder")
     add_forest_options(parser)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads")
 
 
 def run(args: argparse.Namespace) -> None:
     """Embed every sample with the encoder, fit both forests on the split's train samples,
     write their predictions of every sample."""
+    opts = from_args(EmbeddingOptions, args)
     check_output_file(args.output, TSV_SUFFIXES, "embedding-forest predictions")
-    encoder, _ = load_model_file(args.encoder, "encoder")
+    encoder, _ = load_model_file(opts.encoder, "encoder")
     study = load_study(
         args.table,
         max_bp=encoder.config.max_bp,
@@ -54,20 +60,20 @@ def run(args: argparse.Namespace) -> None:
     train = study.subset("train")
     if not len(train):
         raise InputError(f"{args.split}: no train samples to fit the forests on")
-    device = resolve_device(args.device)
+    device = resolve_device(opts.device)
     ids = list(study.samples.sample_ids)
     embeddings = sample_embeddings(
         encoder.to(device),
         study,
         np.arange(len(ids)),
         device,
-        batch_size=args.batch_size,
+        batch_size=opts.batch_size,
         token_limit=encoder.config.token_limit,
     )
     if not np.isfinite(embeddings).all():
-        raise InputError(f"{args.encoder}: non-finite sample embeddings; pretrain it again")
+        raise InputError(f"{opts.encoder}: non-finite sample embeddings; pretrain it again")
     predicted = embedding_forests(
-        study, train, embeddings, trees=args.trees, seed=args.seed, threads=args.threads
+        study, train, embeddings, trees=args.trees, seed=args.seed, threads=opts.threads
     )
     inputs = {
         "random_forest_embeddings": [EMBEDDING],

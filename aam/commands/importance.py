@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ from aam.analysis.taxonomy import read_taxonomy
 from aam.commands.baselines import add_forest_options
 from aam.errors import InputError, NonFiniteError
 from aam.models.files import load_model_file
-from aam.options import add_options, checked, from_args
+from aam.options import add_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.figures import add_format_argument, figure_name
 from aam.runtime.threads import usable_threads
@@ -40,43 +41,39 @@ from aam.training.device import resolve_device
 log = logging.getLogger(__name__)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `aam importance`."""
-    parser.add_argument("--model", required=True, type=Path, help="model.pt from `aam finetune`")
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table of the samples")
-    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
-    parser.add_argument("--split", required=True, type=Path, help="the model's split.tsv")
-    parser.add_argument(
-        "--output-dir",
-        required=True,
-        type=Path,
-        help="importance.tsv, importance.json, importance.<figure format>",
+@dataclass
+class ImportanceOptions:
+    """The options of `aam importance` but the shared ones (the forest's, titles, figure
+    format, reading and run options)."""
+
+    model: Path = option(None, "model.pt from `aam finetune`", required=True)
+    table: Path = option(None, "BIOM table of the samples", required=True)
+    metadata: Path = option(None, "sample metadata TSV", required=True)
+    split: Path = option(None, "the model's split.tsv", required=True)
+    output_dir: Path = option(
+        None, "importance.tsv, importance.json, importance.<figure format>", required=True
     )
-    parser.add_argument(
-        "--max-samples",
-        type=checked(int, minimum=1),
-        default=200,
-        help="test samples AAM's attributions are averaged over (the first ones)",
+    max_samples: int = option(
+        200, "test samples AAM's attributions are averaged over (the first ones)", minimum=1
     )
-    parser.add_argument(
-        "--top", type=checked(int, minimum=1), default=20, help="ASVs in the heatmap"
-    )
-    parser.add_argument(
-        "--metrics",
-        type=Path,
-        help="the model's metrics.json from `aam predict`: where AAM did not beat the training "
+    top: int = option(20, "ASVs in the heatmap", minimum=1)
+    metrics: Path | None = option(
+        None,
+        "the model's metrics.json from `aam predict`: where AAM did not beat the training "
         "mean, importance.tsv (a '#' line first), .json and the figure say so",
     )
-    parser.add_argument(
-        "--taxonomy",
-        type=Path,
-        help="QIIME 2 taxonomy TSV of the ASVs (Feature ID: the sequence or its md5, Taxon, "
+    taxonomy: Path | None = option(
+        None,
+        "QIIME 2 taxonomy TSV of the ASVs (Feature ID: the sequence or its md5, Taxon, "
         "Confidence): each ASV is named by its deepest confident rank and its short ID",
     )
+    batch_size: int = option(32, "samples per batch", minimum=1)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam importance`."""
+    add_options(parser, ImportanceOptions)
     add_forest_options(parser)
-    parser.add_argument(
-        "--batch-size", type=checked(int, minimum=1), default=32, help="samples per batch"
-    )
     add_options(parser, StudyOptions, "importance")
     add_options(parser, RuntimeConfig, "importance")
     add_format_argument(parser)
@@ -86,36 +83,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Write importance.tsv (one row per training ASV), importance.json (the rank agreement
     and the methods) and importance.png (the top ASVs' abundances against the target)."""
+    opts = from_args(ImportanceOptions, args)
     if args.threads:
         torch.set_num_threads(usable_threads(args.threads))
     device = resolve_device(args.device)
-    out_dir = check_output_dir(args.output_dir, "output")
-    model, state = load_model_file(args.model, "predictor", ("target", "categorical"))
+    out_dir = check_output_dir(opts.output_dir, "output")
+    model, state = load_model_file(opts.model, "predictor", ("target", "categorical"))
     target, categorical = state["target"], state["categorical"]
     study = load_study(
-        args.table,
+        opts.table,
         max_bp=model.config.max_bp,
         labels=Labels(
-            args.metadata,
+            opts.metadata,
             target["column"],
             bool(target["classes"]),
             categorical["columns"],
             categorical["levels"],
         ),
-        split_path=args.split,
+        split_path=opts.split,
         reading=from_args(StudyOptions, args),
         training=False,
     )
     train, test = study.subset("train"), study.subset("test")
     if not len(train) or not len(test):
-        raise InputError(f"{args.split}: needs train and test samples ({len(train)}, {len(test)})")
-    explained = test[: args.max_samples]
+        raise InputError(f"{opts.split}: needs train and test samples ({len(train)}, {len(test)})")
+    explained = test[: opts.max_samples]
     aam = aam_importance(
         model.to(device),
         study,
         explained,
         device,
-        batch_size=args.batch_size,
+        batch_size=opts.batch_size,
         token_limit=model.config.token_limit,
     )
     forest, candidates = forest_importance(
@@ -123,12 +121,12 @@ def run(args: argparse.Namespace) -> None:
     )
     if not (np.isfinite(aam).all() and np.isfinite(forest).all()):
         raise NonFiniteError(
-            f"{args.model}: an importance is NaN or infinite (the model's weights or gradients "
+            f"{opts.model}: an importance is NaN or infinite (the model's weights or gradients "
             "overflow); retrain the model (e.g. with a lower --lr)"
         )
-    metrics = read_test_metrics(args.metrics, "the model") if args.metrics else None
+    metrics = read_test_metrics(opts.metrics, "the model") if opts.metrics else None
     caveat = skill_caveat(metrics) if metrics else None
-    taxonomy = read_taxonomy(args.taxonomy) if args.taxonomy else None
+    taxonomy = read_taxonomy(opts.taxonomy) if opts.taxonomy else None
     table = importance_table(study, train, aam, forest, candidates, taxonomy)
     spearman = rank_agreement(table)
     _write_tables(out_dir, table, caveat, spearman, len(candidates), len(explained), len(test))
@@ -137,7 +135,7 @@ def run(args: argparse.Namespace) -> None:
         study,
         test,
         table,
-        args.top,
+        opts.top,
         spearman,
         target_label(target["column"], args.target_unit),
         title("ASV importance", args.dataset, args.run)

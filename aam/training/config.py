@@ -328,15 +328,32 @@ class UniFracOptions:
 
 @dataclass
 class RunPaths:
-    """Inputs and outputs every training run has."""
+    """Inputs and outputs every training run has (the flags of their help section "inputs and
+    outputs"; the table and the output directory are required, a tree or a matrix exclusive)."""
 
-    table: Path
-    tree: Path | None
-    unifrac: Path | None
-    output_dir: Path
-    checkpoint_dir: Path | None
-    split: Path | None
-    scratch: str | None
+    table: Path = option(None, "BIOM table (IDs = sequences)", required=True)
+    tree: Path | None = option(
+        None,
+        "rooted newick tree of the table's ASVs: each batch's UniFrac is computed from its "
+        "reads (the default way; nothing N x N)",
+        exclusive="distances",
+    )
+    unifrac: Path | None = option(
+        None,
+        "a precomputed UniFrac matrix instead (`aam unifrac`, QIIME 2 or ssu; .h5 or lsmat "
+        ".tsv), read by rows",
+        exclusive="distances",
+    )
+    output_dir: Path = option(None, "run directory (checkpoints, history)", required=True)
+    checkpoint_dir: Path | None = option(
+        None, "latest.pt / best.pt for resuming (default: OUTPUT_DIR/checkpoints)"
+    )
+    split: Path | None = option(None, "sample_id -> train/val/test TSV (`aam split`)")
+    scratch: str | None = option(
+        None,
+        "node-local dir to copy inputs to first (env vars expand, "
+        "e.g. '/scratch/$USER/job_$SLURM_JOB_ID'; default $TMPDIR if set)",
+    )
 
     @property
     def checkpoints(self) -> Path:
