@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from aam.analysis.figures import title
 from aam.analysis.ordination import ordinate, plot_ordination, write_lsmat, write_ordination
 from aam.data.metadata import column_hint, load_metadata
 from aam.errors import InputError
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import check_output_dir
 from aam.runtime.figures import add_format_argument, figure_name
 from aam.unifrac.io import read_distance_matrix
@@ -18,44 +20,53 @@ from aam.unifrac.io import read_distance_matrix
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class PcoaOptions:
+    """The options of `aam pcoa` but --figure-format (``add_format_argument``, shared by the
+    commands that draw figures); --metadata and --color-column go together."""
+
+    matrix: Path = option(None, "`aam unifrac` matrix", required=True)
+    output_dir: Path = option(
+        None, "pcoa.<figure format>, ordination.txt and distance-matrix.tsv (lsmat)", required=True
+    )
+    metadata: Path | None = option(None, "sample metadata TSV (colours)")
+    color_column: str | None = option(None, "metadata column the points are coloured by")
+    dataset: str | None = option(None, "the dataset's name, for the title")
+    metric: str | None = option(None, "the UniFrac metric of the matrix, for the title")
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        if (self.metadata is None) != (self.color_column is None):
+            raise InputError("--metadata and --color-column: give both or neither")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam pcoa`."""
-    parser.add_argument("--matrix", required=True, type=Path, help="`aam unifrac` matrix")
-    parser.add_argument(
-        "--output-dir",
-        required=True,
-        type=Path,
-        help="pcoa.<figure format>, ordination.txt and distance-matrix.tsv (lsmat)",
-    )
-    parser.add_argument("--metadata", type=Path, help="sample metadata TSV (colours)")
-    parser.add_argument("--color-column", help="metadata column the points are coloured by")
-    parser.add_argument("--dataset", help="the dataset's name, for the title")
-    parser.add_argument("--metric", help="the UniFrac metric of the matrix, for the title")
+    add_options(parser, PcoaOptions)
     add_format_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     """Ordinate the matrix; write the plot, the ordination and the lsmat TSV."""
-    if (args.metadata is None) != (args.color_column is None):
-        raise InputError("--metadata and --color-column: give both or neither")
-    out_dir = check_output_dir(args.output_dir, "output")
-    ids, matrix = read_distance_matrix(args.matrix)
+    opts = from_args(PcoaOptions, args)
+    out_dir = check_output_dir(opts.output_dir, "output")
+    ids, matrix = read_distance_matrix(opts.matrix)
     if len(ids) < 3:
-        raise InputError(f"{args.matrix}: {len(ids)} samples; a PCoA needs at least 3")
+        raise InputError(f"{opts.matrix}: {len(ids)} samples; a PCoA needs at least 3")
     groups = None
-    if args.metadata is not None:
-        metadata = load_metadata(args.metadata)
-        if args.color_column not in metadata.columns:
+    if opts.metadata is not None:
+        metadata = load_metadata(opts.metadata)
+        if opts.color_column not in metadata.columns:
             raise InputError(
-                f"{args.metadata}: no column {args.color_column!r} for --color-column "
-                f"({column_hint(args.color_column, metadata.columns)})"
+                f"{opts.metadata}: no column {opts.color_column!r} for --color-column "
+                f"({column_hint(opts.color_column, metadata.columns)})"
             )
-        groups = metadata[args.color_column].astype("string")
+        groups = metadata[opts.color_column].astype("string")
     result = ordinate(ids, matrix)
-    metric = f"{args.metric} UniFrac" if args.metric else "UniFrac"
+    metric = f"{opts.metric} UniFrac" if opts.metric else "UniFrac"
     what = f"PCoA of the {metric} distances ({len(ids)} samples)"
     plot = out_dir / figure_name("pcoa", args.figure_format)
-    plot_ordination(plot, result, groups, title(what, args.dataset))
+    plot_ordination(plot, result, groups, title(what, opts.dataset))
     write_ordination(out_dir / "ordination.txt", result)
     write_lsmat(out_dir / "distance-matrix.tsv", ids, matrix)
     explained = result.proportion_explained

@@ -7,48 +7,52 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from aam.data.outputs import check_output_file
 from aam.data.rarefy import rarefy
 from aam.data.table import load_table, write_table
-from aam.options import checked
+from aam.options import add_options, check_options, from_args, option
 
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class RarefyOptions:
+    """The options of `aam rarefy`."""
+
+    table: Path = option(None, "BIOM table of read counts", required=True)
+    rarefy_depth: int = option(
+        None, "reads drawn from every sample, without replacement", required=True, minimum=1
+    )
+    seed: int = option(42, "seed of the draw", minimum=0, maximum=2**32 - 1)
+    output: Path = option(None, "BIOM table to write", required=True)
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam rarefy`."""
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table of read counts")
-    parser.add_argument(
-        "--rarefy-depth",
-        required=True,
-        type=checked(int, minimum=1),
-        help="reads drawn from every sample, without replacement",
-    )
-    parser.add_argument(
-        "--seed",
-        type=checked(int, minimum=0, maximum=2**32 - 1),
-        default=42,
-        help="seed of the draw",
-    )
-    parser.add_argument("--output", required=True, type=Path, help="BIOM table to write")
+    add_options(parser, RarefyOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Write the rarefied table to OUTPUT (BIOM HDF5; nothing is written on an error)."""
-    check_output_file(args.output, (".biom",), "rarefied table")
-    table = load_table(args.table)
-    rarefied, dropped = rarefy(table, args.rarefy_depth, args.seed)
-    write_table(args.output, rarefied, "aam rarefy", "rarefied table")
+    opts = from_args(RarefyOptions, args)
+    check_output_file(opts.output, (".biom",), "rarefied table")
+    table = load_table(opts.table)
+    rarefied, dropped = rarefy(table, opts.rarefy_depth, opts.seed)
+    write_table(opts.output, rarefied, "aam rarefy", "rarefied table")
     log.info(
         "%s: %d samples at %d reads (seed %d), %d dropped, %d of %d ASVs kept: %s",
-        args.table,
+        opts.table,
         rarefied.shape[1],
-        args.rarefy_depth,
-        args.seed,
+        opts.rarefy_depth,
+        opts.seed,
         len(dropped),
         rarefied.shape[0],
         table.shape[0],
-        args.output,
+        opts.output,
     )

@@ -8,70 +8,82 @@ from __future__ import annotations
 import argparse
 import io
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from aam.data.qiime2 import is_artifact, read_artifact, read_text
 from aam.errors import InputError
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.staging import stage_files
+
+KINDS = ("file", "tree", "table", "taxonomy")  # the flags of NAME=PATH, in staging order
+
+
+@dataclass
+class StageOptions:
+    """The options of `aam stage`; a malformed NAME=PATH and a call that stages nothing (or
+    relabels nothing) are refused here."""
+
+    output_dir: Path = option(None, "work area the files are copied to", required=True)
+    manifest: str = option("manifest.sha256", "manifest file name")
+    file: list[str] = option(
+        [], "copy PATH to OUTPUT_DIR/NAME (repeat)", repeat=True, metavar="NAME=PATH"
+    )
+    tree: list[str] = option(
+        [],
+        "like --file, for a newick tree or a QIIME 2 rooted-tree.qza: checked first (readable, "
+        "named unique tips, branch lengths), so a bad tree stops here, named by PATH, before "
+        "any job reads it",
+        repeat=True,
+        metavar="NAME=PATH",
+    )
+    table: list[str] = option(
+        [],
+        "like --file, for a BIOM table or a QIIME 2 table.qza (staged as BIOM)",
+        repeat=True,
+        metavar="NAME=PATH",
+    )
+    sequences: Path | None = option(
+        None,
+        "FASTA or QIIME 2 rep-seqs.qza of the feature IDs of --table and --tree: they are "
+        "staged with each ID replaced by its sequence (for QIIME 2's md5 feature IDs)",
+    )
+    taxonomy: list[str] = option(
+        [],
+        "like --file, for a QIIME 2 taxonomy TSV or taxonomy.qza (staged as TSV)",
+        repeat=True,
+        metavar="NAME=PATH",
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        named = self.named()
+        if not any(named.values()):
+            raise InputError(
+                "nothing to stage; give --file, --tree, --table or --taxonomy NAME=PATH"
+            )
+        if self.sequences and len(named["table"]) + len(named["tree"]) == 0:
+            raise InputError(
+                "--sequences relabels a table's and a tree's IDs; give --table or --tree"
+            )
+
+    def named(self) -> dict[str, dict[str, Path]]:
+        """NAME -> PATH of every --file, --tree, --table and --taxonomy, by flag."""
+        return {kind: _named(getattr(self, kind), f"--{kind}") for kind in KINDS}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam stage`."""
-    parser.add_argument(
-        "--output-dir", required=True, type=Path, help="work area the files are copied to"
-    )
-    parser.add_argument("--manifest", default="manifest.sha256", help="manifest file name")
-    parser.add_argument(
-        "--file",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="copy PATH to OUTPUT_DIR/NAME (repeat)",
-    )
-    parser.add_argument(
-        "--tree",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="like --file, for a newick tree or a QIIME 2 rooted-tree.qza: checked first "
-        "(readable, named unique tips, branch lengths), so a bad tree stops here, named by "
-        "PATH, before any job reads it",
-    )
-    parser.add_argument(
-        "--table",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="like --file, for a BIOM table or a QIIME 2 table.qza (staged as BIOM)",
-    )
-    parser.add_argument(
-        "--sequences",
-        type=Path,
-        help="FASTA or QIIME 2 rep-seqs.qza of the feature IDs of --table and --tree: they "
-        "are staged with each ID replaced by its sequence (for QIIME 2's md5 feature IDs)",
-    )
-    parser.add_argument(
-        "--taxonomy",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="like --file, for a QIIME 2 taxonomy TSV or taxonomy.qza (staged as TSV)",
-    )
+    add_options(parser, StageOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Check every --tree, then stage every --file, --tree, --table and --taxonomy (artifacts
     as their plain files, a table with --sequences relabelled) and write the manifest
     (default OUTPUT_DIR/manifest.sha256)."""
-    named = {
-        kind: _named(getattr(args, kind), f"--{kind}")
-        for kind in ("file", "tree", "table", "taxonomy")
-    }
-    if not any(named.values()):
-        raise InputError("nothing to stage; give --file, --tree, --table or --taxonomy NAME=PATH")
-    if args.sequences and len(named["table"]) + len(named["tree"]) == 0:
-        raise InputError("--sequences relabels a table's and a tree's IDs; give --table or --tree")
+    opts = from_args(StageOptions, args)
+    named = opts.named()
     for path in named["file"].values():
         if is_artifact(path):
             raise InputError(
@@ -85,18 +97,18 @@ def run(args: argparse.Namespace) -> None:
             check_tree(path)
     writers: dict[str, Callable[[Path], None]] = {}
     for name, path in named["table"].items():
-        if args.sequences or is_artifact(path):
-            writers[name] = partial(_write_table, path, args.sequences)
+        if opts.sequences or is_artifact(path):
+            writers[name] = partial(_write_table, path, opts.sequences)
     for name, path in named["tree"].items():
-        if args.sequences:
-            writers[name] = partial(_write_tree, path, args.sequences)
+        if opts.sequences:
+            writers[name] = partial(_write_tree, path, opts.sequences)
         elif is_artifact(path):
             writers[name] = partial(_write_payload, path, "tree")
     for name, path in named["taxonomy"].items():
         if is_artifact(path):
             writers[name] = partial(_write_payload, path, "taxonomy")
     files = {name: path for paths in named.values() for name, path in paths.items()}
-    stage_files(args.output_dir, files, args.manifest, writers)
+    stage_files(opts.output_dir, files, opts.manifest, writers)
 
 
 def _write_table(path: Path, sequences: Path | None, target: Path) -> None:

@@ -4,60 +4,59 @@ set, as QIIME 2's taxonomy.tsv (``aam.analysis.rdp``)."""
 from __future__ import annotations
 
 import argparse
-import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from aam.analysis.rdp import DEBIAN_JAR, classify_table
-from aam.options import checked
+from aam.options import add_options, check_options, from_args, option
+
+# A JVM memory size: digits and an optional unit (k, m, g).
+HEAP = (r"[1-9][0-9]*[kKmMgG]?", "a size like 512m or 4g")
+
+
+@dataclass
+class TaxonomyOptions:
+    """The options of `aam taxonomy`."""
+
+    table: Path = option(None, "BIOM table whose observation IDs are the ASVs", required=True)
+    training_sequences: Path = option(
+        None,
+        "RDP training FASTA, the lineage in each header (e.g. trainset19_072023.fa)",
+        required=True,
+    )
+    training_taxa: Path = option(
+        None,
+        "RDP taxonomy of taxid*name*parent*depth*rank lines (e.g. *_db_taxid.txt)",
+        required=True,
+    )
+    output: Path = option(None, "taxonomy.tsv (Feature ID, Taxon, Confidence)", required=True)
+    confidence: float = option(
+        0.8,
+        "lineages are cut above the first rank of lower bootstrap confidence",
+        minimum=0,
+        maximum=1,
+    )
+    rdp_jar: Path = option(DEBIAN_JAR, "the RDP classifier's jar")
+    java_heap: str = option("4g", "the JVM's -Xmx (a full training set: GBs)", pattern=HEAP)
+
+    def __post_init__(self) -> None:
+        check_options(self)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam taxonomy`."""
-    parser.add_argument(
-        "--table", required=True, type=Path, help="BIOM table whose observation IDs are the ASVs"
-    )
-    parser.add_argument(
-        "--training-sequences",
-        required=True,
-        type=Path,
-        help="RDP training FASTA, the lineage in each header (e.g. trainset19_072023.fa)",
-    )
-    parser.add_argument(
-        "--training-taxa",
-        required=True,
-        type=Path,
-        help="RDP taxonomy of taxid*name*parent*depth*rank lines (e.g. *_db_taxid.txt)",
-    )
-    parser.add_argument(
-        "--output", required=True, type=Path, help="taxonomy.tsv (Feature ID, Taxon, Confidence)"
-    )
-    parser.add_argument(
-        "--confidence",
-        type=checked(float, minimum=0, maximum=1),
-        default=0.8,
-        help="lineages are cut above the first rank of lower bootstrap confidence",
-    )
-    parser.add_argument("--rdp-jar", type=Path, default=DEBIAN_JAR, help="the RDP classifier's jar")
-    parser.add_argument(
-        "--java-heap", type=_heap, default="4g", help="the JVM's -Xmx (a full training set: GBs)"
-    )
-
-
-def _heap(text: str) -> str:
-    """A JVM memory size: digits and an optional unit (k, m, g)."""
-    if not re.fullmatch(r"[1-9][0-9]*[kKmMgG]?", text):
-        raise argparse.ArgumentTypeError(f"expected a size like 512m or 4g, got {text!r}")
-    return text
+    add_options(parser, TaxonomyOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Train, classify, write the taxonomy."""
+    opts = from_args(TaxonomyOptions, args)
     classify_table(
-        args.table,
-        args.training_sequences,
-        args.training_taxa,
-        args.output,
-        confidence=args.confidence,
-        jar=args.rdp_jar,
-        heap=args.java_heap,
+        opts.table,
+        opts.training_sequences,
+        opts.training_taxa,
+        opts.output,
+        confidence=opts.confidence,
+        jar=opts.rdp_jar,
+        heap=opts.java_heap,
     )

@@ -6,13 +6,14 @@ import argparse
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import aam
 from aam.data.table import load_counts
 from aam.devices import KERNEL_DEVICE
 from aam.errors import InputError
-from aam.options import checked
+from aam.options import add_options, check_options, from_args, option
 from aam.unifrac.engines import ENGINES, compute_unifrac
 from aam.unifrac.io import (
     HDF5_SUFFIXES,
@@ -27,58 +28,60 @@ from aam.unifrac.tree import load_tree
 log = logging.getLogger(__name__)
 
 
-def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
-    """How the tree meets the table (`aam unifrac` and its shards)."""
-    parser.add_argument(
-        "--prune-missing",
-        action="store_true",
-        help="drop ASVs that are not tips of the tree (the dropped read fraction is logged)",
+@dataclass
+class UnifracInputs:
+    """The inputs and settings of a matrix: `aam unifrac`'s, and every shard's of one matrix
+    (`aam unifrac-shard`, `aam unifrac-gather`)."""
+
+    table: Path = option(None, "BIOM table (HDF5 or JSON)", required=True)
+    tree: Path = option(None, "rooted newick tree", required=True)
+    alpha: float = option(DEFAULT_ALPHA, "generalized UniFrac alpha", minimum=0, maximum=1)
+    dtype: str = option("float64", "precision of the distances", choices=sorted(DTYPES))
+    prune_missing: bool = option(
+        False, "drop ASVs that are not tips of the tree (the dropped read fraction is logged)"
     )
-    parser.add_argument(
-        "--midpoint-root", action="store_true", help="root an unrooted tree at its midpoint"
+    midpoint_root: bool = option(False, "root an unrooted tree at its midpoint")
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
+@dataclass
+class Computing:
+    """How a matrix (or a shard of one) is computed on the CPUs."""
+
+    threads: int | None = option(None, "CPU threads (default: all)", minimum=1)
+    progress: bool | None = option(None, "progress bar (default: when stderr is a terminal)")
+
+
+@dataclass
+class UnifracOptions(Computing, UnifracInputs):
+    """The options of `aam unifrac`."""
+
+    metric: list[str] = option(
+        None,
+        "metric to compute; repeat for several (then --output must contain {metric})",
+        choices=METRICS,
+        required=True,
+        repeat=True,
     )
+    output: str = option(
+        None,
+        f"output file: {'/'.join(HDF5_SUFFIXES)} (matrix + order) or "
+        f"{'/'.join(TSV_SUFFIXES)} (skbio lsmat); may contain {{metric}}",
+        required=True,
+    )
+    engine: str = option(
+        "builtin",
+        "builtin (numba on CPUs, torch on GPUs), or the unifrac or scikit-bio package",
+        choices=ENGINES,
+    )
+    device: str = option("cpu", KERNEL_DEVICE[1], pattern=KERNEL_DEVICE)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam unifrac`."""
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table (HDF5 or JSON)")
-    parser.add_argument("--tree", required=True, type=Path, help="rooted newick tree")
-    parser.add_argument(
-        "--metric",
-        action="append",
-        choices=METRICS,
-        required=True,
-        help="metric to compute; repeat for several (then --output must contain {metric})",
-    )
-    parser.add_argument(
-        "--alpha", type=float, default=DEFAULT_ALPHA, help="generalized UniFrac alpha"
-    )
-    parser.add_argument(
-        "--output",
-        required=True,
-        help=f"output file: {'/'.join(HDF5_SUFFIXES)} (matrix + order) or "
-        f"{'/'.join(TSV_SUFFIXES)} (skbio lsmat); may contain {{metric}}",
-    )
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default="builtin",
-        help="builtin (numba on CPUs, torch on GPUs), or the unifrac or scikit-bio package",
-    )
-    parser.add_argument(
-        "--device", type=checked(str, pattern=KERNEL_DEVICE), default="cpu", help=KERNEL_DEVICE[1]
-    )
-    parser.add_argument(
-        "--dtype", choices=sorted(DTYPES), default="float64", help="precision of the distances"
-    )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
-    add_tree_arguments(parser)
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar (default: when stderr is a terminal)",
-    )
+    add_options(parser, UnifracOptions)
 
 
 def output_paths(template: str, metrics: list[str]) -> dict[str, Path]:
@@ -95,49 +98,48 @@ def output_paths(template: str, metrics: list[str]) -> dict[str, Path]:
 def run(args: argparse.Namespace) -> None:
     """Compute and write one distance matrix per requested metric (output names and locations
     are checked first)."""
-    metrics = list(dict.fromkeys(args.metric))
-    paths = output_paths(args.output, metrics)
-    if args.threads is not None and args.threads < 1:
-        raise InputError(f"--threads {args.threads}: must be at least 1")
-    table = load_counts(args.table)
+    opts = from_args(UnifracOptions, args)
+    metrics = list(dict.fromkeys(opts.metric))
+    paths = output_paths(opts.output, metrics)
+    table = load_counts(opts.table)
     for path in paths.values():  # before computing: IDs a TSV output cannot hold
         check_distance_ids(path, table.sample_ids)
-    tree = load_tree(args.tree, midpoint_root=args.midpoint_root)
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    tree = load_tree(opts.tree, midpoint_root=opts.midpoint_root)
+    progress = sys.stderr.isatty() if opts.progress is None else opts.progress
     start = time.perf_counter()
     matrices = compute_unifrac(
         table,
         tree,
         metrics,
-        alpha=args.alpha,
-        engine=args.engine,
-        device=args.device,
-        dtype=DTYPES[args.dtype],
-        threads=args.threads,
-        prune_missing=args.prune_missing,
+        alpha=opts.alpha,
+        engine=opts.engine,
+        device=opts.device,
+        dtype=DTYPES[opts.dtype],
+        threads=opts.threads,
+        prune_missing=opts.prune_missing,
         progress=progress,
-        table_name=str(args.table),
-        tree_name=str(args.tree),
+        table_name=str(opts.table),
+        tree_name=str(opts.tree),
     )
     log.info(
         "%d samples, %s: %.2f s with engine %s on %s",
         table.shape[1],
         ", ".join(metrics),
         time.perf_counter() - start,
-        args.engine,
-        args.device,
+        opts.engine,
+        opts.device,
     )
     ids = table.sample_ids
     for metric, matrix in matrices.items():
         attrs = {
             "metric": metric,
-            "engine": args.engine,
-            "dtype": args.dtype,
-            "table": str(args.table),
-            "tree": str(args.tree),
+            "engine": opts.engine,
+            "dtype": opts.dtype,
+            "table": str(opts.table),
+            "tree": str(opts.tree),
             "aam_version": aam.__version__,
         }
         if metric == "generalized":
-            attrs["alpha"] = args.alpha
+            attrs["alpha"] = opts.alpha
         write_distance_matrix(paths[metric], ids, matrix, attrs)
         log.info("wrote %s", paths[metric])

@@ -4,49 +4,53 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import aam
-from aam.commands.unifrac_shard import add_spec_arguments, spec_from_args
+from aam.commands.unifrac_shard import ShardSpecOptions, add_spec_arguments, spec_options
+from aam.options import option
 from aam.unifrac.io import HDF5_SUFFIXES, TSV_SUFFIXES, check_distance_output, write_distance_matrix
 from aam.unifrac.shards import gather
 
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class GatherOptions(ShardSpecOptions):
+    """The options of `aam unifrac-gather`: the shards' own inputs and settings, their files."""
+
+    partials: list[Path] = option(
+        None, "the partial file of every shard (any order)", required=True
+    )
+    output: Path = option(
+        None,
+        f"output file: {'/'.join(HDF5_SUFFIXES)} (matrix + order) or "
+        f"{'/'.join(TSV_SUFFIXES)} (skbio lsmat), as `aam unifrac` writes",
+        required=True,
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam unifrac-gather`: the shards' own inputs and settings, their files."""
-    add_spec_arguments(parser)
-    parser.add_argument(
-        "--partials",
-        required=True,
-        nargs="+",
-        type=Path,
-        help="the partial file of every shard (any order)",
-    )
-    parser.add_argument(
-        "--output",
-        required=True,
-        type=Path,
-        help=f"output file: {'/'.join(HDF5_SUFFIXES)} (matrix + order) or "
-        f"{'/'.join(TSV_SUFFIXES)} (skbio lsmat), as `aam unifrac` writes",
-    )
+    add_spec_arguments(parser, GatherOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Check every partial file against the inputs and settings, then write the matrix."""
-    output = check_distance_output(args.output)
-    ids, matrix = gather(args.partials, spec_from_args(args))
+    opts = spec_options(GatherOptions, args)
+    output = check_distance_output(opts.output)
+    ids, matrix = gather(opts.partials, opts.spec())
     attrs = {
-        "metric": args.metric,
+        "metric": opts.metric,
         "engine": "builtin",
-        "dtype": args.dtype,
-        "table": str(args.table),
-        "tree": str(args.tree),
+        "dtype": opts.dtype,
+        "table": str(opts.table),
+        "tree": str(opts.tree),
         "aam_version": aam.__version__,
-        "shards": args.shards,
+        "shards": opts.shards,
     }
-    if args.metric == "generalized":
-        attrs["alpha"] = args.alpha
+    if opts.metric == "generalized":
+        attrs["alpha"] = opts.alpha
     write_distance_matrix(output, ids, matrix, attrs)
-    log.info("%d shards, %d samples: wrote %s", args.shards, len(ids), output)
+    log.info("%d shards, %d samples: wrote %s", opts.shards, len(ids), output)
