@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,92 +24,115 @@ from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.split import read_split
 from aam.data.table import load_table
 from aam.errors import InputError
-from aam.options import checked
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output
 from aam.training.data.study import Labels, load_study
 
 log = logging.getLogger(__name__)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `aam baselines`."""
-    add_fit_arguments(parser)
-    parser.add_argument(
-        "--predict-table",
-        type=Path,
-        help="predict this other study's BIOM table instead (features: the fitted table's ASVs)",
+SEED = {"minimum": 0, "maximum": 2**32 - 1}  # scikit-learn's random_state
+
+
+@dataclass
+class FitOptions:
+    """What a baseline is fitted on and where its predictions go (`aam baselines`, `aam
+    embedding-forest`)."""
+
+    table: Path = option(None, "BIOM table", required=True)
+    metadata: Path = option(None, "sample metadata TSV", required=True)
+    target_column: str = option(None, "metadata column to predict", required=True)
+    classifier: bool = option(False, "the target is categorical")
+    split: Path = option(None, "`aam split` file: fit on its train samples", required=True)
+    output: Path = option(
+        None,
+        "TSV: sample_id, split, model, inputs, prediction (prob_<label> columns for classes)",
+        required=True,
     )
-    parser.add_argument(
-        "--group-column",
-        help="categorical metadata column (e.g. the study): adds group_mean, each group's "
+
+
+@dataclass
+class ForestOptions:
+    """The random forest's options (`aam baselines`, `aam embedding-forest`, and `aam
+    importance`, which refits it)."""
+
+    trees: int = option(500, "trees of the random forest", minimum=1)
+    seed: int = option(42, "seed of the random forest", **SEED)
+
+
+@dataclass
+class BaselinesOptions(ForestOptions, FitOptions):
+    """The options of `aam baselines` (its fit's, its forest's and its own); the models that
+    cannot predict another table are refused with ``--predict-table`` here."""
+
+    predict_table: Path | None = option(
+        None,
+        "predict this other study's BIOM table instead (features: the fitted table's ASVs)",
+    )
+    group_column: str | None = option(
+        None,
+        "categorical metadata column (e.g. the study): adds group_mean, each group's "
         "training mean (not with --predict-table: another table's samples have no groups here)",
     )
-    parser.add_argument(
-        "--covariates",
-        nargs="+",
-        default=[],
+    covariates: list[str] = option(
+        [],
+        "categorical metadata columns AAM reads beside the microbiome: adds "
+        "random_forest_covariates, a forest on the abundances + these columns one-hot (not "
+        "with --predict-table)",
         metavar="COLUMN",
-        help="categorical metadata columns AAM reads beside the microbiome: adds "
-        "random_forest_covariates, a forest on the abundances + these columns one-hot (not with "
-        "--predict-table)",
     )
-    parser.add_argument(
-        "--pooled-split",
-        type=Path,
-        help="another `aam split` file of the table: adds random_forest_pooled, the forest "
-        "fitted on the train samples and this file's train and val samples (e.g. other "
-        "studies' labels beside a new study's few; not with --predict-table)",
+    pooled_split: Path | None = option(
+        None,
+        "another `aam split` file of the table: adds random_forest_pooled, the forest fitted "
+        "on the train samples and this file's train and val samples (e.g. other studies' "
+        "labels beside a new study's few; not with --predict-table)",
     )
-    add_forest_options(parser)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads of the forest")
+    threads: int = option(1, "CPU threads of the forest")
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        if self.pooled_split is not None and self.predict_table is not None:
+            raise InputError(
+                "--pooled-split with --predict-table: fit the pooled forest on one table"
+            )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam baselines`."""
+    add_options(parser, BaselinesOptions)
 
 
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
-    """What a baseline is fitted on and where its predictions go (`aam baselines`, `aam
-    embedding-forest`)."""
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
-    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
-    parser.add_argument("--target-column", required=True, help="metadata column to predict")
-    parser.add_argument("--classifier", action="store_true", help="the target is categorical")
-    parser.add_argument(
-        "--split", required=True, type=Path, help="`aam split` file: fit on its train samples"
-    )
-    parser.add_argument(
-        "--output",
-        required=True,
-        type=Path,
-        help="TSV: sample_id, split, model, inputs, prediction (prob_<label> columns for classes)",
-    )
+    """The flags of ``FitOptions`` (`aam embedding-forest`)."""
+    add_options(parser, FitOptions)
 
 
 def add_forest_options(parser: argparse.ArgumentParser) -> None:
-    """The random forest's flags (`aam baselines`, and `aam importance`, which refits it)."""
-    trees = checked(int, minimum=1)
-    parser.add_argument("--trees", type=trees, default=500, help="trees of the random forest")
-    seed = checked(int, minimum=0, maximum=2**32 - 1)  # scikit-learn's random_state
-    parser.add_argument("--seed", type=seed, default=42, help="seed of the random forest")
+    """The flags of ``ForestOptions`` (`aam embedding-forest`, `aam importance`)."""
+    add_options(parser, ForestOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Fit every baseline on the split's train samples; write the predictions of every sample
     of the table (split as in the split file), or of ``--predict-table`` (split empty)."""
-    check_output_file(args.output, TSV_SUFFIXES, "baseline predictions")
-    group = [args.group_column] if args.group_column else []
-    columns = list(dict.fromkeys([*group, *args.covariates]))  # each loaded once, in order
+    opts = from_args(BaselinesOptions, args)
+    check_output_file(opts.output, TSV_SUFFIXES, "baseline predictions")
+    group = [opts.group_column] if opts.group_column else []
+    columns = list(dict.fromkeys([*group, *opts.covariates]))  # each loaded once, in order
     study = load_study(
-        args.table,
+        opts.table,
         max_bp=1,
-        labels=Labels(args.metadata, args.target_column, args.classifier, columns),
-        split_path=args.split,
+        labels=Labels(opts.metadata, opts.target_column, opts.classifier, columns),
+        split_path=opts.split,
     )
     train = study.subset("train")
     if not len(train):
-        raise InputError(f"{args.split}: no train samples to fit the baselines on")
+        raise InputError(f"{opts.split}: no train samples to fit the baselines on")
     codes = {c: study.categories[:, k] for k, c in enumerate(columns)}
-    groups = codes[args.group_column] if args.group_column else None
+    groups = codes[opts.group_column] if opts.group_column else None
     predict_groups = groups
-    covariates = np.stack([codes[c] for c in args.covariates], axis=1) if args.covariates else None
-    if args.predict_table is None:
+    covariates = np.stack([codes[c] for c in opts.covariates], axis=1) if opts.covariates else None
+    if opts.predict_table is None:
         ids = list(study.samples.sample_ids)
         split = study.split.reindex(ids).to_numpy()
         features = relative_abundances(study.samples, np.arange(len(ids)))
@@ -117,23 +141,21 @@ def run(args: argparse.Namespace) -> None:
             log.info(
                 "--predict-table: no group_mean or random_forest_covariates (%s's samples have "
                 "no groups or covariates here)",
-                args.table,
+                opts.table,
             )
             groups = predict_groups = covariates = None
-        other = load_table(args.predict_table)
+        other = load_table(opts.predict_table)
         ids, split = [str(s) for s in other.ids()], np.full(len(other.ids()), "")
-        features = aligned_abundances(other, study.samples.asv_ids, str(args.predict_table))
-        _log_unmatched(other, study.samples.asv_ids, args.predict_table)
-    pooled = None if args.pooled_split is None else _pooled(args.pooled_split, study)
-    if pooled is not None and args.predict_table is not None:
-        raise InputError("--pooled-split with --predict-table: fit the pooled forest on one table")
+        features = aligned_abundances(other, study.samples.asv_ids, str(opts.predict_table))
+        _log_unmatched(other, study.samples.asv_ids, opts.predict_table)
+    pooled = None if opts.pooled_split is None else _pooled(opts.pooled_split, study)
     predicted = fit_predict(
         study,
         train,
         features,
-        trees=args.trees,
-        seed=args.seed,
-        threads=args.threads,
+        trees=opts.trees,
+        seed=opts.seed,
+        threads=opts.threads,
         groups=groups,
         predict_groups=predict_groups,
         covariates=covariates,
@@ -142,14 +164,14 @@ def run(args: argparse.Namespace) -> None:
     inputs = {
         **{constant: [] for constant in CONSTANTS},  # they read nothing
         "random_forest": [MICROBIOME],
-        "random_forest_covariates": [MICROBIOME, *args.covariates],
+        "random_forest_covariates": [MICROBIOME, *opts.covariates],
         "random_forest_pooled": [MICROBIOME],
         "group_mean": group,
     }
     table = baseline_table(ids, split, predicted, inputs, study.classes)
-    with atomic_output(args.output) as tmp:
+    with atomic_output(opts.output) as tmp:
         table.to_csv(tmp, sep="\t", index=False, float_format="%.8g")
-    log.info("wrote %s: %s fitted on %d train samples", args.output, list(predicted), len(train))
+    log.info("wrote %s: %s fitted on %d train samples", opts.output, list(predicted), len(train))
 
 
 def _pooled(path: Path, study) -> np.ndarray:

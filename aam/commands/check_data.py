@@ -10,10 +10,12 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aam.errors import InputError
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_path
 from aam.runtime.staging import sha256_of
 from aam.workflow.dataset_checks import check_dataset
@@ -21,90 +23,97 @@ from aam.workflow.dataset_checks import check_dataset
 log = logging.getLogger(__name__)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `aam check-data`."""
-    parser.add_argument("--dataset", required=True, help="the dataset's config name (messages)")
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table or table.qza")
-    parser.add_argument(
-        "--sequences", type=Path, help="FASTA or rep-seqs.qza of the table's feature IDs"
-    )
-    parser.add_argument("--metadata", required=True, type=Path, help="sample metadata TSV")
-    parser.add_argument("--output", required=True, type=Path, help="manifest to write")
-    parser.add_argument(
-        "--samples",
-        type=Path,
-        help="JSON to write: how many samples the table and the metadata hold, share, and hold "
+@dataclass
+class CheckDataOptions:
+    """The options of `aam check-data`; a malformed ``--folds`` or ``--predict-on`` item is
+    refused here."""
+
+    dataset: str = option(None, "the dataset's config name (messages)", required=True)
+    table: Path = option(None, "BIOM table or table.qza", required=True)
+    sequences: Path | None = option(None, "FASTA or rep-seqs.qza of the table's feature IDs")
+    metadata: Path = option(None, "sample metadata TSV", required=True)
+    output: Path = option(None, "manifest to write", required=True)
+    samples: Path | None = option(
+        None,
+        "JSON to write: how many samples the table and the metadata hold, share, and hold "
         "alone, and how many shared ones have a target (and that as the log's line, for the "
         "landing page)",
     )
-    parser.add_argument("--target-column", required=True, help="metadata column of the target")
-    parser.add_argument("--classifier", action="store_true", help="the target is categorical")
-    parser.add_argument("--categorical-columns", default="", help="covariate columns (a,b)")
-    parser.add_argument("--split-column", help="metadata column holding the given split")
-    parser.add_argument("--group-column", help="metadata column of the groups (e.g. the study)")
-    parser.add_argument("--split-file", type=Path, help="sample_id<TAB>split TSV")
-    parser.add_argument(
-        "--split-group-column", help="metadata column of the groups the split keeps whole"
+    target_column: str = option(None, "metadata column of the target", required=True)
+    classifier: bool = option(False, "the target is categorical")
+    categorical_columns: str | None = option(None, "covariate columns (a,b)")
+    split_column: str | None = option(None, "metadata column holding the given split")
+    group_column: str | None = option(None, "metadata column of the groups (e.g. the study)")
+    split_file: Path | None = option(None, "sample_id<TAB>split TSV")
+    split_group_column: str | None = option(
+        None, "metadata column of the groups the split keeps whole"
     )
-    parser.add_argument(
-        "--folds", nargs="+", default=[], metavar="RUN=K", help="K folds of cross-validated RUN"
-    )
-    parser.add_argument(
-        "--predict-on",
-        nargs="+",
-        default=[],
+    folds: list[str] = option([], "K folds of cross-validated RUN", metavar="RUN=K")
+    predict_on: list[str] = option(
+        [],
+        "RUN predicts DATASET: its METADATA needs the covariate columns",
         metavar="RUN=DATASET=METADATA",
-        help="RUN predicts DATASET: its METADATA needs the covariate columns",
     )
-    parser.add_argument("--shards", type=int, default=1, help="UniFrac shards of its matrix")
-    parser.add_argument(
-        "--rarefied", action="store_true", help="the table is rarefied first (drops empty samples)"
-    )
-    parser.add_argument(
-        "--drop-samples-without-metadata",
-        action="store_true",
-        help="leave out table samples without a metadata row (the jobs read the table without "
+    shards: int = option(1, "UniFrac shards of its matrix", minimum=1)
+    rarefied: bool = option(False, "the table is rarefied first (drops empty samples)")
+    drop_samples_without_metadata: bool = option(
+        False,
+        "leave out table samples without a metadata row (the jobs read the table without "
         "them) instead of stopping",
     )
-    parser.add_argument(
-        "--lsmat",
-        action="store_true",
-        help="its UniFrac matrix is written as an lsmat TSV (PCoA): sample IDs must fit one",
+    lsmat: bool = option(
+        False, "its UniFrac matrix is written as an lsmat TSV (PCoA): sample IDs must fit one"
     )
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        self.run_folds = _pairs(self.folds, "--folds", int)
+        self.predicted = [_predicted(item) for item in self.predict_on]
+
+    @property
+    def categorical(self) -> list[str]:
+        """The covariate columns of ``--categorical-columns a,b``."""
+        return [c for c in (self.categorical_columns or "").split(",") if c]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `aam check-data`."""
+    add_options(parser, CheckDataOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Check the dataset; log how its table and metadata meet (and write it, --samples);
     write ``<sha256>  <path>`` of the table and the metadata."""
-    check_output_path(args.output, "manifest")
-    if args.samples is not None:
-        check_output_path(args.samples, "sample counts")
+    opts = from_args(CheckDataOptions, args)
+    check_output_path(opts.output, "manifest")
+    if opts.samples is not None:
+        check_output_path(opts.samples, "sample counts")
     counts = check_dataset(
-        args.dataset,
-        args.table,
-        args.metadata,
-        args.target_column,
-        [c for c in args.categorical_columns.split(",") if c],
-        args.split_column,
-        args.split_file,
-        args.classifier,
-        folds=_pairs(args.folds, "--folds", int),
-        predict_on=[_predicted(item) for item in args.predict_on],
-        shards=args.shards,
-        group_column=args.group_column,
-        split_group_column=args.split_group_column,
-        sequences=args.sequences,
-        rarefied=args.rarefied,
-        lsmat=args.lsmat,
-        drop_samples_without_metadata=args.drop_samples_without_metadata,
+        opts.dataset,
+        opts.table,
+        opts.metadata,
+        opts.target_column,
+        opts.categorical,
+        opts.split_column,
+        opts.split_file,
+        opts.classifier,
+        folds=opts.run_folds,
+        predict_on=opts.predicted,
+        shards=opts.shards,
+        group_column=opts.group_column,
+        split_group_column=opts.split_group_column,
+        sequences=opts.sequences,
+        rarefied=opts.rarefied,
+        lsmat=opts.lsmat,
+        drop_samples_without_metadata=opts.drop_samples_without_metadata,
     )
-    line = counts.line(args.dataset, args.target_column)
+    line = counts.line(opts.dataset, opts.target_column)
     log.info("%s", line)
-    if args.samples is not None:
-        with atomic_output(args.samples) as tmp:
+    if opts.samples is not None:
+        with atomic_output(opts.samples) as tmp:
             tmp.write_text(json.dumps(dataclasses.asdict(counts) | {"line": line}, indent=2) + "\n")
-    with atomic_output(args.output) as tmp:
-        checked = (args.table, args.metadata, *([args.sequences] if args.sequences else []))
+    with atomic_output(opts.output) as tmp:
+        checked = (opts.table, opts.metadata, *([opts.sequences] if opts.sequences else []))
         tmp.write_text("".join(f"{sha256_of(p)}  {p}\n" for p in checked))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from aam.analysis.figures import title
@@ -20,6 +21,7 @@ from aam.analysis.search import (
     trials_table,
 )
 from aam.errors import InputError
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.figures import add_format_argument, figure_name
 from aam.workflow.options_file import write_options_file
@@ -27,31 +29,40 @@ from aam.workflow.options_file import write_options_file
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class SearchBestOptions:
+    """The options of `aam search-best` (its figures' format: ``add_format_argument``)."""
+
+    search_dir: Path = option(None, "the search's journal", required=True)
+    workers: list[Path] = option(None, "the workers' records (JSON)", required=True)
+    spec: str = option(None, "the search as JSON (Flags.search_worker)", required=True)
+    output_dir: Path = option(None, "best.yaml and the rest", required=True)
+    run: str | None = option(None, "the run's name, for the figure's title")
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam search-best`."""
-    parser.add_argument("--search-dir", required=True, type=Path, help="the search's journal")
-    parser.add_argument(
-        "--workers", required=True, nargs="+", type=Path, help="the workers' records (JSON)"
-    )
-    parser.add_argument("--spec", required=True, help="the search as JSON (Flags.search_worker)")
-    parser.add_argument("--output-dir", required=True, type=Path, help="best.yaml and the rest")
-    parser.add_argument("--run", help="the run's name, for the figure's title")
+    add_options(parser, SearchBestOptions)
     add_format_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     """Write best.yaml, trials.tsv, search.json and the search figure."""
-    spec = json.loads(args.spec)
+    opts = from_args(SearchBestOptions, args)
+    spec = json.loads(opts.spec)
     name = spec["studies"]["aam"]
-    for path in args.workers:
+    for path in opts.workers:
         ran = json.loads(path.read_text())["study"]
         if ran != name:
             raise InputError(
                 f"{path}: the worker ran study {ran}, not this search's {name}; rerun the "
                 "search's workers (its config or code changed since)"
             )
-    out = check_output_dir(args.output_dir)
-    study = load_study(args.search_dir, name)
+    out = check_output_dir(opts.output_dir)
+    study = load_study(opts.search_dir, name)
     summary = best_summary(study, spec)
     table = trials_table(study, spec["folds"])
     weights = importances(study)
@@ -66,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
         table.to_csv(tmp, sep="\t", index=False, float_format="%.6g")
     write_json(out / "search.json", summary)
     figure = out / figure_name("search", args.figure_format)
-    plot_search(table, summary, weights, figure, title("search", run=args.run))
+    plot_search(table, summary, weights, figure, title("search", run=opts.run))
     log.info("%s", note)
     log.info("trials: %s; best values: %s", summary["trials"], best["values"])
     if summary["beats_median"] is False:

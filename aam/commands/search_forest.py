@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from aam.analysis.search import (
 from aam.commands.search_worker import check_folds
 from aam.data.split import read_split
 from aam.errors import InputError
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.threads import usable_threads
 from aam.training.data.study import Labels, Study, load_study
@@ -36,56 +38,61 @@ log = logging.getLogger(__name__)
 SEARCHED_FOREST = "searched_forest"  # its model name in the baselines table and metrics.json
 
 
+@dataclass
+class SearchForestOptions:
+    """The options of `aam search-forest`."""
+
+    table: Path = option(None, "BIOM table of the run", required=True)
+    metadata: Path = option(None, "metadata TSV (the target)", required=True)
+    split: Path = option(None, "the run's split: the best forest fits its train", required=True)
+    folds: list[Path] = option(None, "the scoring folds' split files", required=True)
+    search_dir: Path = option(None, "the search's journal", required=True)
+    spec: str = option(None, "the search as JSON (Flags.search_worker)", required=True)
+    seed: int = option(42, "seed of every forest", minimum=0, maximum=2**32 - 1)
+    threads: int = option(1, "CPU threads of each forest")
+    output_dir: Path = option(None, "trials.tsv, search.json, predictions.tsv", required=True)
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam search-forest`."""
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table of the run")
-    parser.add_argument("--metadata", required=True, type=Path, help="metadata TSV (the target)")
-    parser.add_argument(
-        "--split", required=True, type=Path, help="the run's split: the best forest fits its train"
-    )
-    parser.add_argument(
-        "--folds", required=True, nargs="+", type=Path, help="the scoring folds' split files"
-    )
-    parser.add_argument("--search-dir", required=True, type=Path, help="the search's journal")
-    parser.add_argument("--spec", required=True, help="the search as JSON (Flags.search_worker)")
-    parser.add_argument("--seed", type=int, default=42, help="seed of every forest")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads of each forest")
-    parser.add_argument(
-        "--output-dir", required=True, type=Path, help="trials.tsv, search.json, predictions.tsv"
-    )
+    add_options(parser, SearchForestOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Search the forest until its budget is used; fit the best on the run's training samples."""
-    spec = json.loads(args.spec)
+    opts = from_args(SearchForestOptions, args)
+    spec = json.loads(opts.spec)
     forest = spec["forest"]
     if forest is None:
         raise InputError("--spec: the search has no forest; add runs.<run>.search.forest")
-    check_folds(args.split, args.folds)
-    out = check_output_dir(args.output_dir)
+    check_folds(opts.split, opts.folds)
+    out = check_output_dir(opts.output_dir)
     study = load_study(
-        args.table,
+        opts.table,
         max_bp=1,
-        labels=Labels(args.metadata, spec["target"], spec["classifier"], []),
-        split_path=args.split,
+        labels=Labels(opts.metadata, spec["target"], spec["classifier"], []),
+        split_path=opts.split,
     )
     index = {sample: k for k, sample in enumerate(study.samples.sample_ids)}
-    folds = [_positions(read_split(path), index) for path in args.folds]
+    folds = [_positions(read_split(path), index) for path in opts.folds]
     spec = {**spec, "space": forest["space"], "trials": forest["trials"]}
     name = spec["studies"]["forest"]
-    searched = open_study(args.search_dir, name, spec["direction"], spec["seed"])
-    worker = Worker(args.search_dir, "forest")
-    trials_dir = args.search_dir / "trials" / name
+    searched = open_study(opts.search_dir, name, spec["direction"], spec["seed"])
+    worker = Worker(opts.search_dir, "forest")
+    trials_dir = opts.search_dir / "trials" / name
     with worker.alive():
         while (
             trial := ask_within_budget(
-                searched, spec["trials"], worker, args.search_dir, trials_dir
+                searched, spec["trials"], worker, opts.search_dir, trials_dir
             )
         ) is not None:
             started = time.monotonic()
             values = suggest(trial, spec["space"])
             scores = [
-                _fold_score(study, fold, values, spec, args.seed, args.threads) for fold in folds
+                _fold_score(study, fold, values, spec, opts.seed, opts.threads) for fold in folds
             ]
             trial.set_user_attr("folds", [{"score": s, "model": s} for s in scores])
             trial.set_user_attr("seconds", round(time.monotonic() - started, 1))
@@ -96,7 +103,7 @@ def run(args: argparse.Namespace) -> None:
     write_json(out / "search.json", summary)
     best = summary["best"]["values"]
     train = study.subset("train")
-    model = _forest(spec["classifier"], best, args.seed, args.threads)
+    model = _forest(spec["classifier"], best, opts.seed, opts.threads)
     model.fit(relative_abundances(study.samples, train), _y(study, train))
     ids = list(study.samples.sample_ids)
     predicted = _predict(model, relative_abundances(study.samples, np.arange(len(ids))), study)

@@ -17,6 +17,7 @@ import math
 import shutil
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,7 +34,7 @@ from aam.commands.common import InputErrorParser
 from aam.data.metadata import metadata_column
 from aam.data.split import read_split
 from aam.errors import InputError, NonFiniteError
-from aam.options import OptionError
+from aam.options import OptionError, add_options, check_options, from_args, option
 from aam.runtime.atomic import own_output_set, write_json
 from aam.training.metrics import regression_metrics
 from aam.workflow.config import cli_flags
@@ -42,48 +43,53 @@ from aam.workflow.search_config import MINIMIZED, PRETRAIN_KEY
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class SearchWorkerOptions:
+    """The options of `aam search-worker`."""
+
+    table: Path = option(None, "BIOM table of the run", required=True)
+    metadata: Path = option(None, "metadata TSV (the target)", required=True)
+    tree: Path = option(None, "newick tree of the table", required=True)
+    split: Path = option(None, "the run's split: no fold may hold its test", required=True)
+    folds: list[Path] = option(None, "the scoring folds' split files", required=True)
+    search_dir: Path = option(None, "the search's journal, trials, workers", required=True)
+    spec: str = option(
+        None, "the search as JSON (the workflow's Flags.search_worker)", required=True
+    )
+    worker: int = option(1, "this worker's number (1..)", minimum=1)
+    threads: int = option(1, "CPU threads of each command")
+    output: Path = option(None, "the worker's record (JSON)", required=True)
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam search-worker`."""
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table of the run")
-    parser.add_argument("--metadata", required=True, type=Path, help="metadata TSV (the target)")
-    parser.add_argument("--tree", required=True, type=Path, help="newick tree of the table")
-    parser.add_argument(
-        "--split", required=True, type=Path, help="the run's split: no fold may hold its test"
-    )
-    parser.add_argument(
-        "--folds", required=True, nargs="+", type=Path, help="the scoring folds' split files"
-    )
-    parser.add_argument(
-        "--search-dir", required=True, type=Path, help="the search's journal, trials, workers"
-    )
-    parser.add_argument(
-        "--spec", required=True, help="the search as JSON (the workflow's Flags.search_worker)"
-    )
-    parser.add_argument("--worker", type=int, default=1, help="this worker's number (1..)")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads of each command")
-    parser.add_argument("--output", required=True, type=Path, help="the worker's record (JSON)")
+    add_options(parser, SearchWorkerOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Take trials until the search's budget is used; write OUTPUT (the trials it ran)."""
-    spec = json.loads(args.spec)
-    check_folds(args.split, args.folds)
+    opts = from_args(SearchWorkerOptions, args)
+    spec = json.loads(opts.spec)
+    check_folds(opts.split, opts.folds)
     name = spec["studies"]["aam"]
-    study = open_study(args.search_dir, name, spec["direction"], spec["seed"] + args.worker)
-    worker = Worker(args.search_dir, f"worker{args.worker}")
-    trials_dir = args.search_dir / "trials" / name
+    study = open_study(opts.search_dir, name, spec["direction"], spec["seed"] + opts.worker)
+    worker = Worker(opts.search_dir, f"worker{opts.worker}")
+    trials_dir = opts.search_dir / "trials" / name
     for sig in (signal.SIGTERM, signal.SIGUSR1):  # SLURM's walltime or preemption: stop, retry
         signal.signal(sig, _stop)
     ran: list[int] = []
     with worker.alive():
         while True:
-            trial = ask_within_budget(study, spec["trials"], worker, args.search_dir, trials_dir)
+            trial = ask_within_budget(study, spec["trials"], worker, opts.search_dir, trials_dir)
             if trial is None:
                 break
             ran.append(trial.number)
-            _run_trial(study, trial, spec, args, trials_dir / str(trial.number))
+            _run_trial(study, trial, spec, opts, trials_dir / str(trial.number))
     log.info("%s: budget of %d trials used; this worker ran %s", name, spec["trials"], ran)
-    write_json(args.output, {"study": name, "worker": worker.name, "trials": ran})
+    write_json(opts.output, {"study": name, "worker": worker.name, "trials": ran})
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -107,14 +113,14 @@ def check_folds(split: Path, folds: list[Path]) -> None:
             )
 
 
-def _run_trial(study, trial, spec: dict[str, Any], args: argparse.Namespace, where: Path) -> None:
+def _run_trial(study, trial, spec: dict[str, Any], opts: SearchWorkerOptions, where: Path) -> None:
     """Score ``trial`` and tell the study: complete, pruned, or failed by its values (the
     error line kept); any other error fails it and stops the worker."""
     import optuna
 
     started = time.monotonic()
     try:
-        value = _objective(trial, spec, args, where)
+        value = _objective(trial, spec, opts, where)
     except optuna.TrialPruned:
         trial.set_user_attr("seconds", round(time.monotonic() - started, 1))
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -147,7 +153,7 @@ def _out_of_memory() -> type[BaseException]:
     return torch.OutOfMemoryError
 
 
-def _objective(trial, spec: dict[str, Any], args: argparse.Namespace, where: Path) -> float:
+def _objective(trial, spec: dict[str, Any], opts: SearchWorkerOptions, where: Path) -> float:
     """The mean over the folds of the trial's fold scores, reported after each fold (the
     pruner may stop the trial there)."""
     values = suggest(trial, spec["space"])
@@ -157,14 +163,14 @@ def _objective(trial, spec: dict[str, Any], args: argparse.Namespace, where: Pat
         stage: _overlay(spec[stage] or {}, values, stage) for stage in ("pretrain", "finetune")
     }
     scores, folds = [], []
-    for k, fold in enumerate(args.folds, start=1):
+    for k, fold in enumerate(opts.folds, start=1):
         fold_dir = where / f"fold{k}"
-        result = _score_fold(fold, fold_dir, options, pretrained, spec, args)
+        result = _score_fold(fold, fold_dir, options, pretrained, spec, opts)
         folds.append(result)
         scores.append(result["score"])
         trial.set_user_attr("folds", folds)
         trial.report(float(np.mean(scores)), k)
-        if k < len(args.folds) and trial.should_prune():
+        if k < len(opts.folds) and trial.should_prune():
             import optuna
 
             raise optuna.TrialPruned()
@@ -188,19 +194,19 @@ def _score_fold(
     options: dict[str, dict[str, Any]],
     pretrained: bool,
     spec: dict[str, Any],
-    args: argparse.Namespace,
+    opts: SearchWorkerOptions,
 ) -> dict[str, Any]:
     """Train on ``fold``'s train (and val) samples, predict its test samples; the fold's
     score, the model's and the training median's metric, and both spreads."""
-    common = ["--table", str(args.table), "--split", str(fold), "--threads", str(args.threads)]
+    common = ["--table", str(opts.table), "--split", str(fold), "--threads", str(opts.threads)]
     encoder: list[str] = []
     if pretrained:
         out = fold_dir / "pretrain"
-        flags = ["--tree", str(args.tree), "--no-progress", "--output-dir", str(out)]
+        flags = ["--tree", str(opts.tree), "--no-progress", "--output-dir", str(out)]
         _run(pretrain_command, "pretrain", [*common, *flags], options["pretrain"])
         encoder = ["--pretrained-encoder", str(out / "encoder.pt")]
     finetuned = fold_dir / "finetune"
-    flags = ["--metadata", str(args.metadata), "--tree", str(args.tree), "--no-progress"]
+    flags = ["--metadata", str(opts.metadata), "--tree", str(opts.tree), "--no-progress"]
     _run(
         finetune_command,
         "finetune",
@@ -213,12 +219,12 @@ def _score_fold(
         "predict",
         [
             *common,
-            *["--metadata", str(args.metadata), "--model", str(finetuned / "model.pt")],
+            *["--metadata", str(opts.metadata), "--model", str(finetuned / "model.pt")],
             *["--subset", "test", "--output-dir", str(predicted)],
         ],
         {"device": options["finetune"].get("device")},
     )
-    return fold_score(predicted, fold, args.metadata, spec)
+    return fold_score(predicted, fold, opts.metadata, spec)
 
 
 def _run(module: ModuleType, name: str, argv: list[str], options: dict[str, Any]) -> None:
