@@ -85,7 +85,7 @@ class DefaultsFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        unset = action.default in (None, False, argparse.SUPPRESS)
+        unset = action.default in (None, False, argparse.SUPPRESS) or action.default == []
         if not action.option_strings or unset or "default" in text:
             return text
         shown = " ".join(map(str, action.default)) if isinstance(action.default, list) else None

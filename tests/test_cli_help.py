@@ -80,7 +80,7 @@ def test_every_option_has_help_and_shows_its_default(name):
         flag = action.option_strings[-1]
         assert action.help, f"aam {name} {flag}: no help"
         shown = formatter._get_help_string(action)
-        if action.default not in (None, False, argparse.SUPPRESS):
+        if action.default not in (None, False, argparse.SUPPRESS) and action.default != []:
             assert "default" in shown, f"aam {name} {flag}: default {action.default!r} not shown"
 
 
