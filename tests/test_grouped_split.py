@@ -271,3 +271,32 @@ def test_the_data_check_refuses_a_grouping_of_one_group_and_all_empty_columns(tm
     for key in ({"categorical": ["empty"]}, {"group_column": "empty"}):
         line = check_data_error(_config(tmp_path, metadata=str(path), **key), "demo")
         assert "'empty' is empty in " in line and "for every one of the 400 samples" in line
+
+
+@pytest.mark.parametrize(
+    ("dataset", "message"),
+    [
+        (
+            {"split_group_column": "person"},
+            "datasets.demo: its seeded split cannot be made: 2 group(s) of 400 samples cannot "
+            "give test and val samples in whole groups",
+        ),
+        (
+            {"split_group_column": "qiita_study_id", "split_test_group": "nope"},
+            "datasets.demo: its seeded split cannot be made: split_test_group nope: no sample "
+            "of that group",
+        ),
+    ],
+    ids=["two-groups-three-sides", "absent-test-group"],
+)
+def test_the_data_check_draws_the_seeded_split_first(tmp_path, dataset, message):
+    """A grouped split the config asks for but that cannot be made (two groups for train, val
+    and test; a test group no sample has) stops check-data, the first job, naming the
+    config's fields, not rule split after the stage jobs."""
+    metadata = pd.read_csv(REPO / "data/demo/metadata.tsv", sep="\t", dtype=str)
+    metadata["person"] = ["p1", "p2"] * (len(metadata) // 2)
+    path = tmp_path / "metadata.tsv"
+    metadata.to_csv(path, sep="\t", index=False)
+    line = check_data_error(_config(tmp_path, metadata=str(path), **dataset), "demo")
+    assert message in line, line
+    assert "--" not in line.split("cannot be made:")[1], line  # the config's names, not flags

@@ -18,7 +18,7 @@ from aam.errors import InputError
 from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_path
 from aam.runtime.staging import sha256_of
-from aam.workflow.dataset_checks import check_dataset
+from aam.workflow.dataset_checks import SeededSplit, check_dataset
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,23 @@ class CheckDataOptions:
     split_group_column: str | None = option(
         None, "metadata column of the groups the split keeps whole"
     )
+    split_seed: int | None = option(
+        None,
+        "seed of the dataset's seeded split (config split.seed; without --split-column or "
+        "--split-file): drawn here as rule split draws it, so a split that cannot be made "
+        "stops here",
+        minimum=0,
+        maximum=2**32 - 1,
+    )
+    val_fraction: float = option(
+        0.1, "with --split-seed: the split's validation fraction", minimum=0, exclusive_maximum=1
+    )
+    test_fraction: float = option(
+        0.2, "with --split-seed: the split's test fraction", minimum=0, exclusive_maximum=1
+    )
+    test_group: str | None = option(
+        None, "with --split-seed: the --split-group-column value whose samples are the test set"
+    )
     folds: list[str] = option([], "K folds of cross-validated RUN", metavar="RUN=K")
     predict_on: list[str] = option(
         [],
@@ -69,6 +86,13 @@ class CheckDataOptions:
         check_options(self)
         self.run_folds = _pairs(self.folds, "--folds", int)
         self.predicted = [_predicted(item) for item in self.predict_on]
+
+    @property
+    def seeded(self) -> SeededSplit | None:
+        """The seeded split asked for (None without ``--split-seed``)."""
+        if self.split_seed is None:
+            return None
+        return SeededSplit(self.val_fraction, self.test_fraction, self.split_seed, self.test_group)
 
     @property
     def categorical(self) -> list[str]:
@@ -106,6 +130,7 @@ def run(args: argparse.Namespace) -> None:
         rarefied=opts.rarefied,
         lsmat=opts.lsmat,
         drop_samples_without_metadata=opts.drop_samples_without_metadata,
+        seeded=opts.seeded,
     )
     line = counts.line(opts.dataset, opts.target_column)
     log.info("%s", line)

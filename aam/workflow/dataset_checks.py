@@ -19,7 +19,7 @@ from aam.data.feature_sequences import read_sequences, with_sequences
 from aam.data.metadata import column_hint, load_metadata, numeric_column
 from aam.data.reconcile import preview
 from aam.data.samples import check_samples_have_reads, check_sequences
-from aam.data.split import check_folds, given_split, group_folds_fix, read_split
+from aam.data.split import check_folds, given_split, group_folds_fix, make_split, read_split
 from aam.data.table import check_training_counts, load_table
 from aam.errors import InputError
 from aam.unifrac.io import check_tsv_ids
@@ -28,6 +28,25 @@ from aam.workflow.checks import check_not_target
 
 log = logging.getLogger(__name__)
 LOW_DEPTH = 1000  # reads below which an unrarefied sample's abundances are warned noisy
+# `aam split`'s flags as the workflow config names them, in a seeded split's error line.
+SPLIT_FIELDS = {
+    "--val-fraction": "split.val_fraction",
+    "--test-fraction": "split.test_fraction",
+    "--test-group": "split_test_group",
+    "--group-column": "split_group_column",
+}
+
+
+@dataclass(frozen=True)
+class SeededSplit:
+    """The seeded split the config asks of a dataset (config ``split:``, and its
+    ``split_test_group``), as rule split draws it."""
+
+    val_fraction: float
+    test_fraction: float
+    seed: int
+    test_group: str | None = None
+
 
 if TYPE_CHECKING:
     from biom import Table
@@ -80,6 +99,7 @@ def check_dataset(
     rarefied: bool = False,
     lsmat: bool = False,
     drop_samples_without_metadata: bool = False,
+    seeded: SeededSplit | None = None,
 ) -> SampleCounts:
     """Dataset ``name`` fits its config: the target, covariate and group columns exist, the
     counts fit training's float32, table and metadata share samples, each table sample has a
@@ -91,7 +111,8 @@ def check_dataset(
     with a target; the metadata of each dataset a run of this one predicts (``predict_on``: run,
     dataset, metadata file) has the covariate columns; the table has a sample per UniFrac shard;
     every sample with a target has a group in ``split_group_column``, whose groups are enough
-    for each run's folds; the table's feature IDs are nucleotide sequences (or, with
+    for each run's folds and the ``seeded`` split (drawn here as rule split draws it, where no
+    split is given); the table's feature IDs are nucleotide sequences (or, with
     ``sequences``, each has one there). Returns how the table's samples and the metadata's
     rows meet."""
     check_not_target(name, target, categorical, group_column, split_group_column)
@@ -149,6 +170,10 @@ def check_dataset(
             "a split keeps each group whole, so it cannot give both training and test samples: "
             "group by a column with 2 or more groups, or leave split_group_column out"
         )
+    if seeded is not None and not (split_column or split_file):
+        in_table = [sid for sid in sample_ids if sid in targets.index]  # rule split's order
+        classes_of = targets.astype(str) if classifier else None
+        _check_seeded_split(name, seeded, in_table, groups, classes_of)
     for run, k in (folds or {}).items():
         where = f"config runs.{run}.cv.folds (dataset {name}, samples with a target)"
         check_folds(k, len(targets), classes, where)
@@ -297,3 +322,30 @@ def _groups(
             "group"
         )
     return groups.astype(str)
+
+
+def _check_seeded_split(
+    name: str,
+    seeded: SeededSplit,
+    samples: list[str],
+    groups: pd.Series | None,
+    classes: pd.Series | None,
+) -> None:
+    """Rule split's draw of the ``seeded`` split of ``samples`` (whole ``groups``, stratified
+    by ``classes``), made here first: one line, naming the config's fields, where it cannot be
+    made (a test group no sample has, fractions whole groups cannot meet, too few to train)."""
+    try:
+        make_split(
+            samples,
+            val_fraction=seeded.val_fraction,
+            test_fraction=seeded.test_fraction,
+            seed=seeded.seed,
+            groups=None if groups is None else list(groups.reindex(samples)),
+            test_group=seeded.test_group,
+            classes=None if classes is None else list(classes.reindex(samples)),
+        )
+    except InputError as err:
+        line = str(err)
+        for flag, field in SPLIT_FIELDS.items():
+            line = line.replace(flag, field)
+        raise InputError(f"datasets.{name}: its seeded split cannot be made: {line}") from None

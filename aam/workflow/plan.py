@@ -455,7 +455,9 @@ def _plan(config: Mapping[str, Any], repo: Path, resources: Mapping[str, Any]) -
         profile_run=expanded["profiling"]["run"] or next(iter(runs)),
         notes=notes,
         data_checks={
-            name: _data_checks(name, runs, cv, datasets, unifrac["shards"], name in matrix)
+            name: _data_checks(
+                name, runs, cv, datasets, expanded["split"], unifrac["shards"], name in matrix
+            )
             for name in datasets
         },
     )
@@ -525,11 +527,13 @@ def _data_checks(
     runs: Mapping[str, Any],
     cv: Mapping[str, Any],
     datasets: Mapping[str, Any],
+    split: Mapping[str, Any],
     shards: int,
     matrix: bool,
 ) -> str:
-    """The `aam check-data` flags that check dataset ``name``'s data: its config, the folds of each
-    run that cross-validates it, the datasets its runs predict (their covariate columns), and,
+    """The `aam check-data` flags that check dataset ``name``'s data: its config, its seeded
+    ``split`` (drawn there where the dataset gives none), the folds of each run that
+    cross-validates it, the datasets its runs predict (their covariate columns), and,
     where its UniFrac matrix is built (``matrix``), its ``shards`` and the sample IDs of its
     lsmat TSV."""
     data = datasets[name]
@@ -555,5 +559,9 @@ def _data_checks(
             "rarefied": data["rarefy"] is not None,
             "lsmat": matrix,
             "drop_samples_without_metadata": data["drop_samples_without_metadata"],
+            "split_seed": split["seed"],
+            "val_fraction": split["val_fraction"],
+            "test_fraction": split["test_fraction"],
+            "test_group": data["split_test_group"],
         }
     )
