@@ -14,7 +14,7 @@ from sklearn.metrics import roc_auc_score
 from test_cli_training import aam, assert_failed, demo  # noqa: F401  (module fixture)
 
 from aam.analysis.baselines import fit_predict, relative_abundances
-from aam.analysis.predictions import read_model_predictions
+from aam.analysis.prediction_tables import read_model_predictions
 from aam.data.samples import SampleSet
 from aam.data.split import read_split
 from aam.training.bootstrap import (
@@ -278,7 +278,7 @@ def test_cli_covariates_add_a_forest_that_reads_them_and_every_row_names_its_inp
     """--covariates: a second forest on the abundances + the study one-hot; the target here
     depends on the study alone, so that forest beats the microbiome-only one by far. Each
     model's inputs are written beside it and read back as metrics.json will name them."""
-    from aam.analysis.predictions import read_model_inputs
+    from aam.analysis.prediction_tables import read_model_inputs
 
     metadata = pd.read_csv(demo["metadata"], sep="\t", dtype=str)
     largest = metadata["qiita_study_id"].value_counts().index[0]

@@ -11,7 +11,7 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
 from aam.analysis import class_report
-from aam.analysis.predict import _metrics, metrics_lines
+from aam.analysis.prediction_metrics import metrics_lines, score_predictions
 from aam.runtime.atomic import write_json
 
 CLASSES = ["CD", "Control"]
@@ -64,7 +64,7 @@ def test_a_grouped_classifier_test_is_scored_per_class_and_per_person(tmp_path):
     models, truth, people = grouped_test()
     target = {"column": "ibd", "classes": CLASSES}
     ids = [f"s{k}" for k in range(9)]
-    metrics = _metrics(models, truth, target, tmp_path / "m.tsv", ids, None, people)
+    metrics = score_predictions(models, truth, target, tmp_path / "m.tsv", ids, None, people)
     write_json(tmp_path / "metrics.json", metrics)  # strict JSON: undefined is null
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written["per_class"][1]["mean_baseline"]["precision"] is None
@@ -113,7 +113,7 @@ def test_a_classifier_scored_by_sample_has_no_per_person_rows(tmp_path):
     models, truth, _ = grouped_test()
     target = {"column": "ibd", "classes": CLASSES}
     ids = [f"s{k}" for k in range(9)]
-    metrics = _metrics(models, truth, target, tmp_path / "m.tsv", ids)
+    metrics = score_predictions(models, truth, target, tmp_path / "m.tsv", ids)
     assert "by_test_group" not in metrics and "interval_groups" not in metrics
     assert "over the 9 samples (" in metrics["interval_note"] and len(metrics["per_class"]) == 2
 
@@ -143,7 +143,7 @@ def classifier_page(tmp_path) -> tuple[dict, str]:
 
     models, truth, people = grouped_test()
     target = {"column": "ibd", "classes": CLASSES}
-    metrics = _metrics(
+    metrics = score_predictions(
         models, truth, target, tmp_path / "m.tsv", [f"s{k}" for k in range(9)], None, people
     )
     metrics["class_balance"] = {

@@ -1025,7 +1025,7 @@ def test_pretrain_rejects_a_batch_size_word_other_than_auto(demo, tmp_path, caps
 
 
 def test_metrics_lines_name_aam_and_say_undefined():
-    from aam.analysis.predict import metrics_lines
+    from aam.analysis.prediction_metrics import metrics_lines
 
     metrics = {
         "n": 3,

@@ -79,7 +79,7 @@ def _disjoint(boxes) -> bool:
 def test_panel_titles_do_not_run_into_each_other():
     """Every model of the demo's page side by side, the long names included: the panel titles'
     boxes (matplotlib's text extents) stay apart and within the figure."""
-    from aam.analysis.predictions import model_label
+    from aam.analysis.prediction_tables import model_label
 
     truth = pd.Series([20.0, 30.0, 40.0, 50.0])
     names = ["model", "mean_baseline", "random_forest_baseline", "group_mean_baseline"]

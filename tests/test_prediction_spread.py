@@ -11,7 +11,7 @@ import pytest
 from test_overview import cells, regression
 
 from aam.analysis.overview import Page, RunMetrics, overview_html
-from aam.analysis.predict import _metrics
+from aam.analysis.prediction_metrics import score_predictions
 from aam.analysis.spread import NEAR_CONSTANT, near_constant_notes, prediction_spread
 
 
@@ -53,7 +53,7 @@ def _scored(models: dict, truth: list, classes: list | None = None) -> dict:
     """``aam predict``'s metrics.json content of ``models`` against ``truth``."""
     target = {"column": "age", "classes": classes or [], "mean": 0.0, "std": 1.0}
     ids = [f"s{k}" for k in range(len(truth))]
-    return _metrics(models, pd.Series(truth), target, Path("metadata.tsv"), ids)
+    return score_predictions(models, pd.Series(truth), target, Path("metadata.tsv"), ids)
 
 
 def test_predict_scores_the_median_like_the_mean_and_spreads_only_the_models_that_vary():

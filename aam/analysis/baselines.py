@@ -20,7 +20,7 @@ import biom
 import numpy as np
 import scipy.sparse as sp
 
-from aam.analysis.predictions import LOG_FLOOR
+from aam.analysis.prediction_tables import LOG_FLOOR
 from aam.data.samples import SampleSet
 from aam.errors import InputError
 from aam.runtime.threads import usable_threads

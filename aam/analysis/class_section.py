@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from aam.analysis.class_report import CLASS_METRICS, one_class_splits
 from aam.analysis.interval_cell import cell
-from aam.analysis.predictions import model_label
+from aam.analysis.prediction_tables import model_label
 
 SPLIT_NAMES = {"train": "training", "val": "validation", "test": "test"}
 MAX_TEST_GROUPS = 30  # rows of the per-group table; metrics.json holds every group

@@ -13,7 +13,7 @@ import pandas as pd
 
 from aam.analysis.cross_validation import read_test_metrics
 from aam.analysis.figures import metric_label, title
-from aam.analysis.predictions import SCRATCH, model_label, scores_classes
+from aam.analysis.prediction_tables import SCRATCH, model_label, scores_classes
 from aam.data.split import read_split
 from aam.errors import InputError
 from aam.runtime.figures import pyplot

@@ -16,7 +16,7 @@ import pandas as pd
 
 from aam.analysis.figures import metric_label, title
 from aam.analysis.learning_curve import interval_lines
-from aam.analysis.predictions import SCRATCH, model_label, read_model_predictions
+from aam.analysis.prediction_tables import SCRATCH, model_label, read_model_predictions
 from aam.data.split import read_split
 from aam.errors import InputError
 from aam.runtime.figures import pyplot

@@ -22,7 +22,7 @@ from aam.analysis.class_section import balance_warnings, class_html
 from aam.analysis.figures import IN_TARGET_UNITS, METRIC_NAMES
 from aam.analysis.interval_cell import cell
 from aam.analysis.methods import methods_html
-from aam.analysis.predictions import (
+from aam.analysis.prediction_tables import (
     MICROBIOME,
     inputs_text,
     model_label,

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from aam.analysis.figures import target_label, title
-from aam.analysis.predictions import model_label
+from aam.analysis.prediction_tables import model_label
 from aam.runtime.figures import pyplot, save_figure
 
 

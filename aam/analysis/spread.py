@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from aam.analysis.predictions import model_label
+from aam.analysis.prediction_tables import model_label
 
 # A model whose predictions' SD is below this share of the target's SD (on the same samples)
 # is near-constant.

@@ -19,7 +19,7 @@ from aam.analysis.baselines import (
     fit_predict,
     relative_abundances,
 )
-from aam.analysis.predictions import MICROBIOME, baseline_table
+from aam.analysis.prediction_tables import MICROBIOME, baseline_table
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.split import read_split
 from aam.data.table import load_table

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from aam.analysis.embedding_forest import EMBEDDING, embedding_forests
-from aam.analysis.predictions import MICROBIOME, baseline_table
+from aam.analysis.prediction_tables import MICROBIOME, baseline_table
 from aam.commands.baselines import add_fit_arguments, add_forest_options
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.errors import InputError

@@ -24,7 +24,7 @@ from aam.analysis.importance import (
 )
 from aam.analysis.importance_plot import plot_importance, row_labels
 from aam.analysis.overview import best_constant, skill_caveat
-from aam.analysis.predictions import model_label
+from aam.analysis.prediction_tables import model_label
 from aam.analysis.taxonomy import read_taxonomy
 from aam.commands.baselines import add_forest_options
 from aam.errors import InputError, NonFiniteError

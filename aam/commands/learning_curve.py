@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aam.analysis.figures import METRIC_NAMES, add_label_arguments
 from aam.analysis.learning_curve import curve_figure, curve_table, headline_metric, per_doubling
-from aam.analysis.predictions import model_label, scores_classes
+from aam.analysis.prediction_tables import model_label, scores_classes
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.options import add_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_path

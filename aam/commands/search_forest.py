@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from aam.analysis.baselines import relative_abundances
-from aam.analysis.predictions import MICROBIOME, baseline_table
+from aam.analysis.prediction_tables import MICROBIOME, baseline_table
 from aam.analysis.search import (
     Worker,
     ask_within_budget,
