@@ -19,7 +19,7 @@ from aam.commands.plot_history import SERIES, history_figure
 from aam.errors import InputError
 from aam.runtime.figures import DEFAULT_FORMAT, DPI, FORMATS, figure_name, save_figure
 from aam.workflow.flags import Flags
-from aam.workflow.rules import final_outputs, report_entry
+from aam.workflow.snakefile import final_outputs, report_entry
 
 
 def _figure():

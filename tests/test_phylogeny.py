@@ -25,7 +25,7 @@ from aam.commands import tree as tree_command
 from aam.data.feature_sequences import parse_fasta
 from aam.errors import InputError
 from aam.unifrac import phylogeny
-from aam.workflow.rules import job_prefix
+from aam.workflow.snakefile import job_prefix
 
 DEMO_TABLE = Path(__file__).resolve().parents[1] / "data" / "demo" / "table.biom"
 N_ASVS = 25

@@ -637,7 +637,7 @@ def test_a_jobs_record_names_the_snakemake_that_ran_it(tmp_path, monkeypatch):
     from importlib import metadata
 
     from aam.runtime.external_tools import SNAKEMAKE_VERSION, tools_ran
-    from aam.workflow.rules import job_prefix
+    from aam.workflow.snakefile import job_prefix
 
     prefix = job_prefix(fingerprint.PACKAGE_DIR.parent, None, tmp_path / "cache")
     script = "from aam.runtime.external_tools import tools_ran; print(tools_ran())"

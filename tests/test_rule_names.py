@@ -1,7 +1,7 @@
 """One name per stage: a rule that runs `aam <command>` carries the command's name, logs under
 it, and a cluster job is sized by each site profile (static checks of workflow/rules). That it
 fingerprints that command's code, waits for the image it runs in and benchmarks beside its log
-(aam.workflow.rules.shared_directives): test_workflow_style.py, on the parsed workflow."""
+(aam.workflow.snakefile.shared_directives): test_workflow_style.py, on the parsed workflow."""
 
 import re
 

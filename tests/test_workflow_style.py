@@ -1,5 +1,5 @@
 """Rules like the Snakemake workflow catalog's (issue 40, item 4): short rules; what every rule
-shares given to each in one place (aam.workflow.rules.shared_directives: benchmark, code
+shares given to each in one place (aam.workflow.snakefile.shared_directives: benchmark, code
 fingerprint, conda env, image input); rule `all` from get_final_output() in common.smk; no
 parse-time side effect on the environment (AAM_STOP_WITH_PID reaches the jobs through the
 shell prefix)."""
@@ -24,7 +24,7 @@ from checkout import REPO
 
 from aam.training.checkpointing.orphan import ENV
 from aam.workflow.flags import Flags, input_flags
-from aam.workflow.rules import aam_command, benchmark_of
+from aam.workflow.snakefile import aam_command, benchmark_of
 
 WORKFLOW_FILES = [REPO / "workflow/Snakefile", *sorted((REPO / "workflow/rules").glob("*.smk"))]
 RULE = re.compile(r"^(\s*)(?:rule (\w+):|use rule \w+ as (\w+) with:)")

@@ -16,7 +16,7 @@ from pathlib import Path
 DEBIAN_JAR = Path("/usr/share/rdp-classifier/rdp_classifier.jar")  # apt-get install rdp-classifier
 TOOLS: dict[str, str] = {}  # tool -> its version line, in the order first run
 # The version of the Snakemake that runs a workflow's job, exported by the job's shell prefix
-# (``aam.workflow.rules.job_prefix``): the Snakemake of the job's own node in a SLURM job.
+# (``aam.workflow.snakefile.job_prefix``): the Snakemake of the job's own node in a SLURM job.
 SNAKEMAKE_VERSION = "AAM_SNAKEMAKE_VERSION"
 
 

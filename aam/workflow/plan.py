@@ -42,7 +42,7 @@ CONFIG_SCHEMA = "workflow/schemas/config.schema.yaml"
 RUN_OPTIONS_SCHEMA = "workflow/schemas/run_options.schema.json"
 
 
-# Every form of ``Plan.split_part``, as a wildcard constraint (aam.workflow.rules.WILDCARDS).
+# Every form of ``Plan.split_part``, as a wildcard constraint (aam.workflow.snakefile.WILDCARDS).
 SPLIT_PART = r"cv/\d+x-?\d+/fold\d+|lc/-?\d+/[0-9.e-]+|new_study/\d+/\d+"
 
 

@@ -13,8 +13,8 @@ from aam.cli import COMMANDS  # noqa: E402
 from aam.workflow.fingerprint import code_fingerprint  # noqa: E402
 from aam.workflow.flags import Flags, input_flags  # noqa: E402
 from aam.workflow.plan import PlanError, plan  # noqa: E402
-from aam.workflow.rules import WILDCARDS, digests, final_outputs, out_dir  # noqa: E402
-from aam.workflow.rules import job_prefix, report_entry, shared_directives  # noqa: E402
+from aam.workflow.snakefile import WILDCARDS, digests, final_outputs, out_dir  # noqa: E402
+from aam.workflow.snakefile import job_prefix, report_entry, shared_directives  # noqa: E402
 
 # The schema check (Snakemake's validate fills in the defaults) and the rest: one error type.
 try:
@@ -58,12 +58,12 @@ def code(command):
 
 
 def get_final_output():
-    """The targets of rule all (aam.workflow.rules.final_outputs)."""
+    """The targets of rule all (aam.workflow.snakefile.final_outputs)."""
     return final_outputs(PLAN)
 
 
 def in_report(path):
-    """Output ``path`` in the report, as aam.workflow.rules.REPORT describes it."""
+    """Output ``path`` in the report, as aam.workflow.snakefile.REPORT describes it."""
     caption, category, subcategory, labels = report_entry(path, WORK)
     return report(path, f"../report/{caption}.rst", category, subcategory, labels)
 

@@ -8,7 +8,7 @@
 # (`container:` makes no DAG edge); the Snakefile's global `container: IMAGE` gives every rule
 # but this one the image (aam.workflow.plan: a profile's pinned container.image, else the one
 # built here).
-# shared_directives (aam/workflow/rules.py) adds nothing to build_container: it names its own benchmark, runs no `python -m aam` and runs on the host (no conda env, no input `image`).
+# shared_directives (aam/workflow/snakefile.py) adds nothing to build_container: it names its own benchmark, runs no `python -m aam` and runs on the host (no conda env, no input `image`).
 if config["container"]["platform"]:
 
     # `singularity`: Cosmos has Singularity Pro (`module load singularitypro`); on Apptainer

@@ -1,7 +1,7 @@
 # A dataset's `taxonomy:` names its ASVs in the importance table and figure: a QIIME 2
 # taxonomy TSV, staged like a tree (stage_taxonomy), or an RDP training set the ASVs are
 # classified with (rule taxonomy). Neither runs for a dataset without one.
-# Every rule here also gets, from shared_directives (aam/workflow/rules.py): benchmark WORK/benchmarks/<rule>/<name>.tsv beside its log, params.code (the fingerprint of its `python -m aam` command's code), conda env CONDA_ENV and input `image` (IMAGE_INPUT).
+# Every rule here also gets, from shared_directives (aam/workflow/snakefile.py): benchmark WORK/benchmarks/<rule>/<name>.tsv beside its log, params.code (the fingerprint of its `python -m aam` command's code), conda env CONDA_ENV and input `image` (IMAGE_INPUT).
 
 
 localrules:

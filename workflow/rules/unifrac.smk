@@ -1,6 +1,6 @@
 # The N x N UniFrac matrix of a dataset: an analysis output, a target of all only with
 # unifrac.matrix: true (training computes each batch's distances from the table and the tree).
-# Every rule here also gets, from shared_directives (aam/workflow/rules.py): benchmark WORK/benchmarks/<rule>/<name>.tsv beside its log, params.code (the fingerprint of its `python -m aam` command's code), conda env CONDA_ENV and input `image` (IMAGE_INPUT).
+# Every rule here also gets, from shared_directives (aam/workflow/snakefile.py): benchmark WORK/benchmarks/<rule>/<name>.tsv beside its log, params.code (the fingerprint of its `python -m aam` command's code), conda env CONDA_ENV and input `image` (IMAGE_INPUT).
 if PLAN.shards == 1:
 
     rule unifrac:
