@@ -86,7 +86,7 @@ def epoch_flops(table: str, unifrac: str, epochs: int, batch_tokens: int | None)
     """FLOPs of each epoch's training batches, as `aam pretrain` (seed 42) forms them."""
     from aam.data.batching import batch_indices
     from aam.data.token_batches import token_batches
-    from aam.training.data.study import UniFracSource, load_study
+    from aam.training.inputs.study import UniFracSource, load_study
 
     study = load_study(
         Path(table), max_bp=MAX_BP, unifrac=UniFracSource(matrix=Path(unifrac)), seed=SEED

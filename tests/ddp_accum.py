@@ -14,9 +14,9 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 import aam.training.step as step_module
 from aam.models import SequenceEncoder
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import UniFracSource, load_study
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import UniFracSource, load_study
+from aam.training.inputs.study_options import StudyOptions
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext
 from aam.training.trainer import Trainer

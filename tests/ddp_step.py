@@ -9,9 +9,9 @@ from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import UniFracSource, load_study
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import UniFracSource, load_study
+from aam.training.inputs.study_options import StudyOptions
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext, rank_slice
 from aam.training.step import step_loss

@@ -17,12 +17,12 @@ from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder, SequencePredictor
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import Labels, UniFracSource, load_study
-from aam.training.data.study_options import StudyOptions
-from aam.training.data.target_scale import fit_target_scale
 from aam.training.evaluation import evaluate
 from aam.training.inference import encode_table_asvs
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import Labels, UniFracSource, load_study
+from aam.training.inputs.study_options import StudyOptions
+from aam.training.inputs.target_scale import fit_target_scale
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext, init_distributed
 from aam.training.parallel.fsdp import model_state, optimizer_state, shard_model

@@ -23,8 +23,8 @@ from aam.training.auto_batch import (
     resolve_batch_size,
 )
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import UniFracSource, load_study
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import UniFracSource, load_study
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext
 

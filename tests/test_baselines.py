@@ -23,7 +23,7 @@ from aam.training.bootstrap import (
     bootstrap_intervals,
     paired_differences,
 )
-from aam.training.data.study import Study
+from aam.training.inputs.study import Study
 from aam.training.metrics import classification_metrics, macro_auc
 
 

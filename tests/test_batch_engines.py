@@ -66,8 +66,8 @@ def _compiled_steps(small_study, sizes: tuple[int, ...], layers: int = 1, mode: 
     from aam.models import SequenceEncoder
     from aam.training.compiling import compile_layers, compile_model, compiled_graphs, graph_breaks
     from aam.training.config import TrainConfig
-    from aam.training.data.batches import TrainBatches
-    from aam.training.data.study import UniFracSource, load_study
+    from aam.training.inputs.batches import TrainBatches
+    from aam.training.inputs.study import UniFracSource, load_study
     from aam.training.objective import Objective
     from aam.training.step import step_loss
 

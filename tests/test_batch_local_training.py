@@ -26,11 +26,11 @@ from aam.data.rarefy import EVALUATION
 from aam.training import evaluation
 from aam.training.checkpointing.checkpoint import load_checkpoint
 from aam.training.config import TrainConfig, UniFracOptions
-from aam.training.data.batches import TrainBatches
-from aam.training.data.distances import TreeDistances
-from aam.training.data.study import UniFracSource, load_study
-from aam.training.data.study_options import StudyOptions
 from aam.training.evaluation import PAIR_GROUP, PairTruth, pair_groups
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.distances import TreeDistances
+from aam.training.inputs.study import UniFracSource, load_study
+from aam.training.inputs.study_options import StudyOptions
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext
 from aam.unifrac.batch_device import DeviceBatchUniFrac
@@ -124,7 +124,7 @@ def test_every_batch_unifrac_engine_trains_to_the_weights_of_the_matrix(
         monkeypatch.setattr(TreeDistances, "on", _gpu_code_on_the_cpu)
         flags = ["--unifrac-engine", "cpu"]
     else:
-        monkeypatch.setattr("aam.training.data.distances.cpu_share", lambda: 2)
+        monkeypatch.setattr("aam.training.inputs.distances.cpu_share", lambda: 2)
         flags = ["--unifrac-threads", "2"]
     args = pretrain_args(small_study / "table.biom", out, "--tree", demo_dir / "tree.nwk", *flags)
     assert aam(*args) == 0

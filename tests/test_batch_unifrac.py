@@ -1,4 +1,4 @@
-"""Batch-local UniFrac (``aam.unifrac.batch``, ``aam.training.data.distances``): the distances of
+"""Batch-local UniFrac (``aam.unifrac.batch``, ``aam.training.inputs.distances``): the distances of
 any group of samples, computed from their reads and the tree, are the entries of ``aam unifrac``'s
 full matrix, for every metric and both kernel precisions, on the demo data and on random
 tables and trees; also with ``prune_missing``.
@@ -34,9 +34,9 @@ from aam.data.table import counts_of, load_counts
 from aam.profiling.dispatched import DispatchedOps
 from aam.runtime.threads import ThreadPool
 from aam.training.config import UniFracOptions
-from aam.training.data.distances import TreeDistances
-from aam.training.data.study import UniFracSource, load_study
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.distances import TreeDistances
+from aam.training.inputs.study import UniFracSource, load_study
+from aam.training.inputs.study_options import StudyOptions
 from aam.unifrac import batch_device, cpu_kernel
 from aam.unifrac.abundance import NodeAbundance, node_abundance
 from aam.unifrac.batch import (

@@ -19,7 +19,7 @@ from errors import one_line_error
 from aam.cli import main
 from aam.data.metadata import load_metadata
 from aam.data.split import read_split
-from aam.training.data.study import Labels, load_study
+from aam.training.inputs.study import Labels, load_study
 from aam.unifrac.io import write_distance_matrix
 from aam.workflow.dataset_checks import check_dataset
 
@@ -347,7 +347,7 @@ def test_declared_numeric_classes_and_covariates_are_logged(micro, tmp_path, cap
     metadata = tmp_path / "typed.tsv"
     rows = [f"{sid}\t{k % 2 + 1}\t{k % 3}" for k, sid in enumerate(IDS)]
     metadata.write_text("\n".join(["sample_id\tage\tsite", "#q2:types\tnumeric\tnumeric", *rows]))
-    with caplog.at_level(logging.INFO, logger="aam.training.data.study"):
+    with caplog.at_level(logging.INFO, logger="aam.training.inputs.study"):
         study = load_study(
             table,
             max_bp=24,
@@ -534,7 +534,7 @@ def test_an_empty_or_continuous_covariate_is_refused_naming_it(
 
 def test_levels_unseen_in_training_are_counted_in_a_warning(micro, caplog):
     table, metadata = micro
-    with caplog.at_level(logging.WARNING, logger="aam.training.data.study"):
+    with caplog.at_level(logging.WARNING, logger="aam.training.inputs.study"):
         study = load_study(
             table,
             max_bp=24,

@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from aam.data.batching import make_batch
 from aam.models import SequenceEncoder, SequencePredictor
-from aam.training.data.study import load_study
+from aam.training.inputs.study import load_study
 from aam.training.meters.flops import PEAK_TFLOPS, MatmulRate, batch_flops, peak_tflops
 
 

@@ -7,10 +7,10 @@ import torch
 
 from aam.models import ModelConfig, SequenceEncoder
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import UniFracSource, load_study
 from aam.training.evaluation import evaluate
 from aam.training.inference import batch_outputs, encode_table_asvs, model_outputs
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import UniFracSource, load_study
 from aam.training.objective import Objective
 
 CPU = torch.device("cpu")

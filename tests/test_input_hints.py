@@ -17,7 +17,7 @@ from errors import one_line_error
 from planning import plan_error, planned
 
 from aam.data.metadata import metadata_column
-from aam.training.data.study import Labels, load_study
+from aam.training.inputs.study import Labels, load_study
 from aam.workflow.config import run_option_names
 from aam.workflow.dataset_checks import check_dataset
 from aam.workflow.plan import RUN_OPTIONS_SCHEMA

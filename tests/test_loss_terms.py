@@ -15,11 +15,11 @@ from tiny_model import tiny_model
 from aam.models import SequencePredictor, mask_nucleotides
 from aam.training import losses
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import Labels, UniFracSource, load_study
-from aam.training.data.study_options import StudyOptions
 from aam.training.evaluation import evaluate
 from aam.training.inference import model_outputs
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import Labels, UniFracSource, load_study
+from aam.training.inputs.study_options import StudyOptions
 from aam.training.objective import Objective
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from aam.training.data.target_scale import TargetScale
+from aam.training.inputs.target_scale import TargetScale
 from aam.training.losses import (
     DISTANCE_SCALE,
     count_loss,

@@ -23,7 +23,7 @@ from planning import planned
 
 from aam.cli import main
 from aam.data.split import read_split
-from aam.training.data.study import load_study
+from aam.training.inputs.study import load_study
 from aam.workflow.dataset_checks import check_dataset
 
 IDS = [f"s{k:02d}" for k in range(12)]

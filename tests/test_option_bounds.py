@@ -32,10 +32,10 @@ from aam.options import (
     value_type,
 )
 from aam.training.config import BEST_METRICS, RuntimeConfig, TrainConfig, UniFracOptions
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import Labels, UniFracSource, load_study
-from aam.training.data.study_options import StudyOptions
 from aam.training.evaluation import evaluate
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import Labels, UniFracSource, load_study
+from aam.training.inputs.study_options import StudyOptions
 from aam.training.objective import Objective
 from aam.training.trainer import Trainer, validation_metrics
 

@@ -397,7 +397,7 @@ def test_config_default_edit_changes_the_stages_that_use_it(package_copy, module
 
 
 def test_imports_for_type_checking_only_are_not_followed():
-    # aam.training.data.study names UniFracOptions in an annotation only, imported under
+    # aam.training.inputs.study names UniFracOptions in an annotation only, imported under
     # TYPE_CHECKING: `aam split` (which loads studies) must not reach the training options.
     assert "aam.training.config" not in fingerprint.reachable(MODULES["split"]).modules
     assert "aam.training.config" in fingerprint.reachable(MODULES["pretrain"]).modules
@@ -454,7 +454,7 @@ def test_import_time_code_of_an_imported_module_counts(package_copy):
     def add_constant():
         replace(package_copy / "data" / "rarefy.py", "import logging\n", "import logging\nX = 1\n")
 
-    changed = changed_by(add_constant)  # aam.training.data.study imports aam.data.rarefy
+    changed = changed_by(add_constant)  # aam.training.inputs.study imports aam.data.rarefy
     assert set(TRAINING) <= changed and "unifrac" not in changed
 
 

@@ -33,7 +33,7 @@ from aam.training.config import (
     TrainConfig,
     UniFracOptions,
 )
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.study_options import StudyOptions
 
 SCHEMA = run_options.run_options_schema()
 # Rule flags the rules do not pass: the workflow keeps the default checkpoint location, the

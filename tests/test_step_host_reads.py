@@ -15,8 +15,8 @@ from aam.errors import NonFiniteError
 from aam.models import SequenceEncoder
 from aam.training import losses
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import UniFracSource, load_study
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import UniFracSource, load_study
 from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer, step_loss
 

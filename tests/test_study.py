@@ -13,8 +13,8 @@ from biom.util import biom_open
 from aam.cli import main
 from aam.data.split import write_split
 from aam.errors import InputError
-from aam.training.data.study import Labels, UniFracSource, load_study
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.study import Labels, UniFracSource, load_study
+from aam.training.inputs.study_options import StudyOptions
 from aam.unifrac.io import write_distance_matrix
 
 ASVS = ["ACGTACGTAC", "CCGGTTAAGG", "TTTTAAAACC", "GAGAGACTCT"]

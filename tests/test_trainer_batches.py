@@ -8,8 +8,8 @@ from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import UniFracSource, load_study
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import UniFracSource, load_study
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext, rank_slice
 from aam.training.trainer import Trainer

@@ -16,8 +16,8 @@ from tiny_model import tiny_model
 
 from aam.models import SequenceEncoder
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import UniFracSource, load_study
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import UniFracSource, load_study
 from aam.training.meters import progress
 from aam.training.meters.progress import duration, significant
 from aam.training.objective import Objective

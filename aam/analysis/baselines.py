@@ -24,7 +24,7 @@ from aam.analysis.prediction_tables import LOG_FLOOR
 from aam.data.samples import SampleSet
 from aam.errors import InputError
 from aam.runtime.threads import usable_threads
-from aam.training.data.study import Study
+from aam.training.inputs.study import Study
 
 # The constant predictors of a regression target (a name -> its training statistic): every
 # sample gets the same value, so a model must beat them to show any skill.

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from aam.analysis.baselines import fit_forest, forest_outputs, relative_abundances
-from aam.training.data.study import Study
+from aam.training.inputs.study import Study
 
 EMBEDDING = "AAM embedding"  # the input the forests on embeddings read (inputs column)
 

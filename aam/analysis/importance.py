@@ -23,8 +23,8 @@ from torch import nn
 
 from aam.analysis.baselines import fit_forest, relative_abundances
 from aam.analysis.taxonomy import short_ids, taxa_of
-from aam.training.data.study import Study
 from aam.training.inference import encode_table_asvs, model_outputs
+from aam.training.inputs.study import Study
 
 FOREST_CANDIDATES = 50  # each costs PERMUTATION_REPEATS scorings of the whole forest
 PERMUTATION_REPEATS = 3

@@ -11,7 +11,7 @@ import pandas as pd
 from aam.analysis.baselines import relative_abundances
 from aam.analysis.taxonomy import asv_labels
 from aam.runtime.figures import pyplot, save_figure
-from aam.training.data.study import Study
+from aam.training.inputs.study import Study
 
 FLOOR = 1e-4  # relative abundance shown for an absent ASV (log scale)
 

@@ -36,10 +36,10 @@ from aam.runtime.staging import localized
 from aam.runtime.threads import usable_threads
 from aam.training import inference
 from aam.training.config import RuntimeConfig
-from aam.training.data.study import Labels, Study, load_study
-from aam.training.data.study_options import StudyOptions
-from aam.training.data.target_scale import TargetScale, check_scalable
 from aam.training.device import resolve_device
+from aam.training.inputs.study import Labels, Study, load_study
+from aam.training.inputs.study_options import StudyOptions
+from aam.training.inputs.target_scale import TargetScale, check_scalable
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from aam.data.table import load_table
 from aam.errors import InputError
 from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output
-from aam.training.data.study import Labels, load_study
+from aam.training.inputs.study import Labels, load_study
 
 log = logging.getLogger(__name__)
 

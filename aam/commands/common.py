@@ -19,7 +19,7 @@ from aam.training.config import (
     TrainingOptions,
     UniFracOptions,
 )
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.study_options import StudyOptions
 from aam.workflow.config import cli_flags
 from aam.workflow.fingerprint import code_fingerprint
 from aam.workflow.options_file import read_options_file

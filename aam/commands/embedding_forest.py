@@ -20,9 +20,9 @@ from aam.errors import InputError
 from aam.models.files import load_model_file
 from aam.options import add_options, from_args, option
 from aam.runtime.atomic import atomic_output
-from aam.training.data.study import Labels, load_study
 from aam.training.device import resolve_device
 from aam.training.inference import sample_embeddings
+from aam.training.inputs.study import Labels, load_study
 
 log = logging.getLogger(__name__)
 

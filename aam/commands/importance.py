@@ -34,9 +34,9 @@ from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.figures import add_format_argument, figure_name
 from aam.runtime.threads import usable_threads
 from aam.training.config import RuntimeConfig
-from aam.training.data.study import Labels, load_study
-from aam.training.data.study_options import StudyOptions
 from aam.training.device import resolve_device
+from aam.training.inputs.study import Labels, load_study
+from aam.training.inputs.study_options import StudyOptions
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from aam.data.split import SPLITS
 from aam.options import add_options, from_args, option
 from aam.runtime.figures import add_format_argument
 from aam.training.config import RuntimeConfig
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.study_options import StudyOptions
 
 
 @dataclass

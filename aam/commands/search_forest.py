@@ -30,7 +30,7 @@ from aam.errors import InputError
 from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.threads import usable_threads
-from aam.training.data.study import Labels, Study, load_study
+from aam.training.inputs.study import Labels, Study, load_study
 from aam.training.metrics import classification_metrics, regression_metrics
 from aam.workflow.search_config import FOREST_OPTIONS
 

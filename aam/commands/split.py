@@ -29,8 +29,8 @@ from aam.data.split import (
 from aam.data.table import load_table
 from aam.errors import InputError
 from aam.options import add_options, check_options, from_args, option
-from aam.training.data.study import Labels, load_study
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.study import Labels, load_study
+from aam.training.inputs.study_options import StudyOptions
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from aam.profiling import KERNEL_FILE, MEMORY_FILE, THROUGHPUT_FILE
 from aam.profiling.kernels import from_key_averages
 from aam.runtime.atomic import atomic_output, write_json
 from aam.training.config import TrainConfig, UniFracOptions
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import UniFracSource, load_study
 from aam.training.device import resolve_device
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import UniFracSource, load_study
 from aam.training.objective import Objective
 from aam.training.step import TrainStep, build_optimizer
 

@@ -21,8 +21,8 @@ from torch import nn
 
 from aam.errors import InputError
 from aam.training.config import TrainConfig
-from aam.training.data.batches import TrainBatches
 from aam.training.device import gpu_memory_mb
+from aam.training.inputs.batches import TrainBatches
 from aam.training.objective import Objective
 from aam.training.parallel.distributed import DistContext, broadcast_from_main
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from aam.devices import COMPILE_MODES, TORCH_DEVICE
 from aam.options import OptionError, check_options, option
-from aam.training.data.study_options import FINETUNE, TRAINING, StudyOptions
+from aam.training.inputs.study_options import FINETUNE, TRAINING, StudyOptions
 from aam.unifrac.pair_sums import DEFAULT_ALPHA, DTYPES, METRICS
 
 if TYPE_CHECKING:  # the torch-free commands read this module: aam.models imports torch
     from aam.models.config import ModelOptions
-    from aam.training.data.study import Study
+    from aam.training.inputs.study import Study
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from torch import nn
 
 from aam.models import mask_nucleotides
 from aam.training import losses
-from aam.training.data.batches import TrainBatches
 from aam.training.device import unwrap
 from aam.training.inference import batch_outputs
+from aam.training.inputs.batches import TrainBatches
 from aam.training.metrics import classification_metrics, regression_metrics, unifrac_fit
 from aam.training.objective import Objective
 

@@ -16,9 +16,9 @@ from torch import nn
 
 from aam.data.batching import Batch
 from aam.data.samples import SampleSet
-from aam.training.data.study import Study
-from aam.training.data.target_scale import TargetScale
 from aam.training.device import unwrap
+from aam.training.inputs.study import Study
+from aam.training.inputs.target_scale import TargetScale
 
 
 def model_outputs(

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from aam.training.config import REGRESSION_LOSSES
-from aam.training.data.target_scale import TargetScale
+from aam.training.inputs.target_scale import TargetScale
 
 DISTANCE_SCALE = 10.0  # embedding distance d is squashed to tanh(d / DISTANCE_SCALE) in [0, 1)
 

@@ -1,5 +1,5 @@
 """The loss of one training step, for both stages, from the model's outputs and the batch's
-targets (the forward: ``aam.training.step``; the batches: ``aam.training.data.batches``;
+targets (the forward: ``aam.training.step``; the batches: ``aam.training.inputs.batches``;
 evaluation: ``aam.training.evaluation``).
 
 Pretraining (``SequenceEncoder``): pairwise UniFrac fit + masked nucleotides. Fine-tuning
@@ -16,8 +16,8 @@ import torch
 from aam.data.batching import Batch
 from aam.training import losses
 from aam.training.config import TrainConfig
-from aam.training.data.study import Study
-from aam.training.data.target_scale import TargetScale
+from aam.training.inputs.study import Study
+from aam.training.inputs.target_scale import TargetScale
 from aam.training.parallel.distributed import DistContext, all_reduce_sum, gather
 
 

@@ -44,11 +44,11 @@ from aam.training.compiling import (
     compiled_graphs,
 )
 from aam.training.config import RunPaths, RuntimeConfig, TrainConfig, TrainingOptions
-from aam.training.data.batches import TrainBatches
-from aam.training.data.study import Labels, Study, UniFracSource, describe, load_study
-from aam.training.data.target_scale import TargetScale, fit_target_scale
 from aam.training.device import resolve_device
 from aam.training.inference import encode_table_asvs
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.study import Labels, Study, UniFracSource, describe, load_study
+from aam.training.inputs.target_scale import TargetScale, fit_target_scale
 from aam.training.meters.events import EVENTS_DIR
 from aam.training.metrics import baseline_metrics, write_history
 from aam.training.model_size import sized_for

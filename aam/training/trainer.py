@@ -38,11 +38,11 @@ from aam.training.config import (
     metric_names,
     scorable_metric,
 )
-from aam.training.data.batches import TrainBatches
-from aam.training.data.prefetch import Prefetch
 from aam.training.device import peak_memory_mb, unwrap, uses_bf16
 from aam.training.ema import WeightAverage
 from aam.training.evaluation import PairTruth, evaluate
+from aam.training.inputs.batches import TrainBatches
+from aam.training.inputs.prefetch import Prefetch
 from aam.training.meters.busy import DeviceBusy
 from aam.training.meters.events import EVENTS_EVERY_STEPS, EpochEvents
 from aam.training.meters.flops import MatmulRate

@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from aam.data.batching import Batch
 from aam.data.rarefy import EVALUATION
-from aam.training.data.study import Study
+from aam.training.inputs.study import Study
 from aam.training.parallel.distributed import DistContext, rank_rows, rank_slice, sum_shares
 
 

@@ -23,8 +23,8 @@ from aam.data.samples import ReadDraw, SampleSet
 from aam.data.split import MIN_TRAIN, SPLITS, make_split, read_split, split_counts
 from aam.data.table import check_training_counts, counts_of, load_table
 from aam.errors import InputError
-from aam.training.data.distances import MatrixDistances, PairDistances, TreeDistances
-from aam.training.data.study_options import StudyOptions
+from aam.training.inputs.distances import MatrixDistances, PairDistances, TreeDistances
+from aam.training.inputs.study_options import StudyOptions
 from aam.unifrac.batch import BatchUniFrac
 from aam.unifrac.io import MatrixRows
 from aam.unifrac.pair_sums import DTYPES
@@ -87,7 +87,7 @@ class Study:
         draw: ReadDraw | None = None,
     ) -> Batch:
         """The batch of ``positions`` (reads as ``draw`` draws them) with targets and
-        categories; ``aam.training.data.batches`` adds its UniFrac block."""
+        categories; ``aam.training.inputs.batches`` adds its UniFrac block."""
         from aam.data.batching import make_batch  # torch: only where batches are made
 
         return make_batch(

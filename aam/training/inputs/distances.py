@@ -8,7 +8,7 @@ kernel releases the GIL and has no threading layer of its own, so the threads sh
 table and tree index without copies, run beside torch's OpenMP threads and the prefetch thread
 safely, and fork nothing. Under DDP/FSDP each rank sums the global batch's pairs over its
 share of the tree's nodes, the ranks add their partial sums (``combine``, from
-``aam.training.data.batches``) and each forms only its own samples' rows (``rows``): the work per
+``aam.training.inputs.batches``) and each forms only its own samples' rows (``rows``): the work per
 rank falls as 1/world.
 """
 

@@ -15,7 +15,7 @@ TRAINING = ("pretrain", "finetune")  # options of the training commands, not of 
 
 @dataclass
 class StudyOptions:
-    """How a training command reads its samples (``aam.training.data.study.load_study``)."""
+    """How a training command reads its samples (``aam.training.inputs.study.load_study``)."""
 
     val_fraction: float = option(
         0.1,
