@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
+from aam.devices import TORCH_DEVICE
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import check_output_path, write_json
 from aam.training.device import resolve_device
 from aam.validation.doctor import diagnose
@@ -15,17 +18,28 @@ def _cell(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+@dataclass
+class DoctorOptions:
+    """The options of `aam doctor`."""
+
+    device: str = option("auto", f"{TORCH_DEVICE[1]} (ROCm: cuda)", pattern=TORCH_DEVICE)
+    output: Path | None = option(None, "also write the report as JSON")
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam doctor`."""
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (ROCm: cuda)")
-    parser.add_argument("--output", type=Path, help="also write the report as JSON")
+    add_options(parser, DoctorOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Print the diagnosis (and write it as JSON)."""
-    if args.output:
-        check_output_path(args.output, "report")
-    report = diagnose(resolve_device(args.device))
+    opts = from_args(DoctorOptions, args)
+    if opts.output:
+        check_output_path(opts.output, "report")
+    report = diagnose(resolve_device(opts.device))
     print(
         f"torch {report['torch']}  rocm {report['rocm']}  cuda {report['cuda']}  "
         f"device {report['device_name']} {report['arch'] or ''}"
@@ -37,5 +51,5 @@ def run(args: argparse.Namespace) -> None:
         print(f"{row['backend']:<14}" + "".join(f"{c:>20}" for c in cells))
     print(f"torch.compile: {report['compile']}")
     print(f"recommendation: {report['recommendation']}")
-    if args.output:
-        write_json(args.output, report)
+    if opts.output:
+        write_json(opts.output, report)

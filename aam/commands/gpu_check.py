@@ -13,38 +13,47 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from aam.devices import no_gpu_line
 from aam.errors import InputError
+from aam.options import add_options, check_options, from_args, option
 from aam.validation.gpu_checks import CHECKS, GPU_TESTS, REPO
+
+
+@dataclass
+class GpuCheckOptions:
+    """The options of `aam gpu-check`."""
+
+    device: str = option("cuda", "cuda (CUDA or ROCm), or cpu: a dry run of the plumbing")
+    out: Path = option(REPO / "results" / "gpu-check", "report directory")
+    checks: list[str] = option(list(CHECKS), "the checks to run", choices=CHECKS)
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        if not self.checks:
+            raise InputError("--checks: name one or more of " + ", ".join(CHECKS))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam gpu-check`."""
-    parser.add_argument(
-        "--device", default="cuda", help="cuda (CUDA or ROCm), or cpu: a dry run of the plumbing"
-    )
-    parser.add_argument(
-        "--out", type=Path, default=REPO / "results" / "gpu-check", help="report directory"
-    )
-    parser.add_argument(
-        "--checks", nargs="+", choices=CHECKS, default=list(CHECKS), help="the checks to run"
-    )
+    add_options(parser, GpuCheckOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """The gpu tests in a pytest of their own (no conftest, no plugins), then the verdict."""
-    line = no_gpu_line(args.device)
+    opts = from_args(GpuCheckOptions, args)
+    line = no_gpu_line(opts.device)
     if line is not None:
         raise InputError(line)
-    out = args.out.resolve()
+    out = opts.out.resolve()
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = {
         **os.environ,
         "AAM_GPU_CHECK_OUT": str(out),
-        "AAM_GPU_CHECK_DEVICE": args.device,
-        "AAM_GPU_CHECK_CHECKS": ",".join(args.checks),
+        "AAM_GPU_CHECK_DEVICE": opts.device,
+        "AAM_GPU_CHECK_CHECKS": ",".join(opts.checks),
         "PYTHONPATH": os.pathsep.join([str(REPO), *paths]),
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # not the machine's plugins (xdist, benchmark)
     }

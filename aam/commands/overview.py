@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,58 +31,59 @@ from aam.analysis.workdir_index import (
 )
 from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.errors import InputError
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output
 
 log = logging.getLogger(__name__)
 TRAINING_DOCS = Path(__file__).resolve().parents[2] / "docs/training.md"  # in a checkout
 
 
+@dataclass
+class OverviewOptions:
+    """The options of `aam overview`; a page not named *.html is refused here."""
+
+    run: list[str] = option(
+        None,
+        "a run, its dataset and the metrics.json `aam predict` wrote for its test split",
+        required=True,
+        metavar="RUN=DATASET=METRICS",
+    )
+    output: Path = option(
+        None,
+        "HTML page to write, in the work directory whose files it lists and links",
+        required=True,
+    )
+    config: list[Path] = option([], "the workflow's config file(s)")
+    versions: Path | None = option(
+        None, "TSV to write too: each software the stages ran, its version and how many stages"
+    )
+    citations: Path | None = option(
+        None, "BibTeX file to write too: the references the page's Methods paragraph cites"
+    )
+    note: list[str] = option(
+        [], "what the workflow left out and why (one line each), shown at the top"
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        if self.output.suffix != ".html":
+            raise InputError(f"--output {self.output}: name the page *.html")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam overview`."""
-    parser.add_argument(
-        "--run",
-        required=True,
-        nargs="+",
-        metavar="RUN=DATASET=METRICS",
-        help="a run, its dataset and the metrics.json `aam predict` wrote for its test split",
-    )
-    parser.add_argument(
-        "--output",
-        required=True,
-        type=Path,
-        help="HTML page to write, in the work directory whose files it lists and links",
-    )
-    parser.add_argument(
-        "--config", nargs="+", default=[], type=Path, help="the workflow's config file(s)"
-    )
-    parser.add_argument(
-        "--versions",
-        type=Path,
-        help="TSV to write too: each software the stages ran, its version and how many stages",
-    )
-    parser.add_argument(
-        "--citations",
-        type=Path,
-        help="BibTeX file to write too: the references the page's Methods paragraph cites",
-    )
-    parser.add_argument(
-        "--note",
-        nargs="*",
-        default=[],
-        help="what the workflow left out and why (one line each), shown at the top",
-    )
+    add_options(parser, OverviewOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Write the page from each run's metrics.json and what the page's folder holds."""
-    if args.output.suffix != ".html":
-        raise InputError(f"--output {args.output}: name the page *.html")
-    if args.versions is not None:
-        check_output_file(args.versions, TSV_SUFFIXES, "software versions table")
-    if args.citations is not None:
-        check_output_file(args.citations, (".bib",), "BibTeX file")
-    work, results = args.output.parent, []
-    for item in args.run:
+    opts = from_args(OverviewOptions, args)
+    if opts.versions is not None:
+        check_output_file(opts.versions, TSV_SUFFIXES, "software versions table")
+    if opts.citations is not None:
+        check_output_file(opts.citations, (".bib",), "BibTeX file")
+    work, results = opts.output.parent, []
+    for item in opts.run:
         name, dataset, path = _run(item)
         try:
             metrics = json.loads(Path(path).read_text())
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> None:
         cost, searched = training_cost(work, members), search_summaries(work, name)
         results.append(RunMetrics(name, dataset, metrics, cost, searched, _samples(work, dataset)))
     configs = []
-    for path in args.config:
+    for path in opts.config:
         try:
             configs.append((str(path), path.read_text()))
         except OSError as error:
@@ -104,22 +106,22 @@ def run(args: argparse.Namespace) -> None:
         configs=configs,
         files=files_by_folder(work),
         made=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        notes=args.note,
+        notes=opts.note,
         workdir=str(work),
         docs=_docs(work),
-        citations="" if args.citations is None else os.path.relpath(args.citations, work),
+        citations="" if opts.citations is None else os.path.relpath(opts.citations, work),
     )
     rows = software_versions(page.stages)
-    if args.versions is not None:
+    if opts.versions is not None:
         table = [("software", "version", "stages"), *rows]
-        with atomic_output(args.versions) as tmp:
+        with atomic_output(opts.versions) as tmp:
             tmp.write_text("".join("\t".join(map(str, row)) + "\n" for row in table))
-    if args.citations is not None:
-        with atomic_output(args.citations) as tmp:
+    if opts.citations is not None:
+        with atomic_output(opts.citations) as tmp:
             tmp.write_text(methods_bibtex(rows), encoding="utf-8")
-    with atomic_output(args.output) as tmp:
+    with atomic_output(opts.output) as tmp:
         tmp.write_text(overview_html(page))
-    log.info("wrote %s: %d run(s)", args.output, len(results))
+    log.info("wrote %s: %d run(s)", opts.output, len(results))
 
 
 def _docs(work: Path) -> str:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from aam.analysis.figures import METRIC_NAMES, add_label_arguments, metric_label, title
 from aam.errors import InputError
+from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import check_output_path
 from aam.runtime.figures import FORMATS, figure_format, pyplot, save_figure
 
@@ -31,40 +33,48 @@ STYLES = (("o", "-"), ("s", "-."))  # (marker, line) of a panel's first series, 
 STAGES = {"pretrain": "pretraining", "finetune": "fine-tuning"}
 
 
+@dataclass
+class PlotHistoryOptions:
+    """The options of `aam plot-history` (``--dataset``, ``--run`` and ``--target-unit``:
+    ``add_label_arguments``')."""
+
+    history: Path = option(None, "history.tsv of a stage", required=True)
+    output: Path = option(None, f"figure to write ({', '.join(FORMATS)})", required=True)
+    summary: Path | None = option(
+        None, "the stage's summary.json: marks the chosen epoch and the training mean's MAE"
+    )
+    target_column: str = option("the target", "the target's name")
+    stage: str | None = option(None, "the stage, for the title", choices=sorted(STAGES))
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam plot-history`."""
-    parser.add_argument("--history", required=True, type=Path, help="history.tsv of a stage")
-    parser.add_argument(
-        "--output", required=True, type=Path, help=f"figure to write ({', '.join(FORMATS)})"
-    )
-    parser.add_argument(
-        "--summary",
-        type=Path,
-        help="the stage's summary.json: marks the chosen epoch and the training mean's MAE",
-    )
-    parser.add_argument("--target-column", default="the target", help="the target's name")
-    parser.add_argument("--stage", choices=sorted(STAGES), help="the stage, for the title")
+    add_options(parser, PlotHistoryOptions)
     add_label_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     """One panel per measured series; train and validation curves per epoch, the chosen epoch
     and the training mean's validation MAE (from --summary) as reference lines."""
-    if not args.history.is_file():
-        raise InputError(f"{args.history}: history not found; train first")
-    check_output_path(args.output, "plot")
-    figure_format(args.output)
-    history = read_history(args.history)
+    opts = from_args(PlotHistoryOptions, args)
+    if not opts.history.is_file():
+        raise InputError(f"{opts.history}: history not found; train first")
+    check_output_path(opts.output, "plot")
+    figure_format(opts.output)
+    history = read_history(opts.history)
     panels = [
         series for series in SERIES if {f"train_{series[0]}", f"val_{series[0]}"} & {*history}
     ]
     if history.empty or not panels:
-        raise InputError(f"{args.history}: no epochs recorded; train first")
-    summary = _summary(args.summary) if args.summary else {}
-    stage = STAGES.get(args.stage, "training")
+        raise InputError(f"{opts.history}: no epochs recorded; train first")
+    summary = _summary(opts.summary) if opts.summary else {}
+    stage = STAGES.get(opts.stage, "training")
     heading = title(f"{stage} curves, train and validation", args.dataset, args.run)
-    fig = history_figure(history, panels, summary, args.target_column, args.target_unit, heading)
-    save_figure(fig, args.output)
+    fig = history_figure(history, panels, summary, opts.target_column, args.target_unit, heading)
+    save_figure(fig, opts.output)
 
 
 def history_figure(

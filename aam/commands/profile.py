@@ -17,12 +17,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aam.commands.common import MODEL_GROUP, add_model_options, model_options
 from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS
-from aam.options import add_options, flag
+from aam.options import add_options, check_options, flag, from_args, given_options, option
 from aam.runtime.atomic import check_output_dir
 from aam.runtime.external_tools import record_tool
 from aam.runtime.run_lock import lock_directories
@@ -34,51 +36,75 @@ log = logging.getLogger(__name__)
 PROFILERS = ("auto", "torch", "rocprofv3", "rocprof")
 
 
+@dataclass
+class ProfileSource:
+    """Where a batch's UniFrac distances come from: exactly one of the two. Their own
+    dataclass, added to a required mutually exclusive group (an ``exclusive`` set of options
+    is an optional one); ``ProfileOptions`` holds their values."""
+
+    tree: Path | None = option(None, "newick tree: each batch's UniFrac computed")
+    unifrac: Path | None = option(None, "a precomputed UniFrac matrix instead")
+
+
+@dataclass
+class ProfileOptions:
+    """The options of `aam profile` (``--device`` and ``--threads``: ``RuntimeConfig``'s, the
+    model's: ``ModelConfig``'s)."""
+
+    table: Path = option(None, "BIOM table", required=True)
+    output_dir: Path = option(None, "kernel table, memory and throughput", required=True)
+    steps: int = option(3, "measured training steps", minimum=1)
+    batch_sizes: list[int] = option(
+        [8],
+        "sweep (2+ each: UniFrac needs pairs); the first one is used for the kernel table",
+        minimum=2,
+    )
+    backends: list[str] = option(
+        [],
+        "attention backends to compare (default: all on the device)",
+        choices=ATTN_IMPLEMENTATIONS,
+    )
+    precision: str = option("fp32", "auto: bf16 on GPUs that have it", choices=PRECISIONS)
+    seed: int = option(42, "seed of the model and batches")
+    profiler: str = option(
+        "auto",
+        "auto: rocprofv3 (then rocprof) on ROCm when on PATH, else torch",
+        choices=PROFILERS,
+    )
+    steps_only: bool = option(False, "internal: only run the steps (the process rocprof traces)")
+    tree: Path | None = None  # ProfileSource's flags, then those of other declarations
+    unifrac: Path | None = None
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    model: dict[str, Any] = field(default_factory=dict)  # the model options given
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        if not self.batch_sizes:
+            raise InputError("--batch-sizes: give one or more (2+ each: UniFrac needs pairs)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam profile`."""
-    parser.add_argument("--table", required=True, type=Path, help="BIOM table")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--tree", type=Path, help="newick tree: each batch's UniFrac computed")
-    source.add_argument("--unifrac", type=Path, help="a precomputed UniFrac matrix instead")
-    parser.add_argument(
-        "--output-dir", required=True, type=Path, help="kernel table, memory and throughput"
-    )
-    parser.add_argument("--steps", type=int, default=3, help="measured training steps")
-    parser.add_argument(
-        "--batch-sizes",
-        type=int,
-        nargs="+",
-        default=[8],
-        help="sweep; the first one is used for the kernel table",
-    )
-    parser.add_argument(
-        "--backends",
-        nargs="+",
-        choices=ATTN_IMPLEMENTATIONS,
-        help="attention backends to compare (default: all on the device)",
-    )
+    add_options(parser.add_mutually_exclusive_group(required=True), ProfileSource)
+    add_options(parser, ProfileOptions)
     add_options(parser, RuntimeConfig, "profile")
-    parser.add_argument(
-        "--precision", choices=PRECISIONS, default="fp32", help="auto: bf16 on GPUs that have it"
-    )
-    parser.add_argument("--seed", type=int, default=42, help="seed of the model and batches")
-    parser.add_argument(
-        "--profiler",
-        choices=PROFILERS,
-        default="auto",
-        help="auto: rocprofv3 (then rocprof) on ROCm when on PATH, else torch",
-    )
-    parser.add_argument(
-        "--steps-only",
-        action="store_true",
-        help="internal: only run the steps (the process rocprof traces)",
-    )
     add_model_options(parser.add_argument_group(MODEL_GROUP))
+
+
+def profile_options(args: argparse.Namespace) -> ProfileOptions:
+    """The typed options of `aam profile`'s parsed flags."""
+    return from_args(
+        ProfileOptions,
+        args,
+        **given_options(ProfileSource, args),
+        runtime=from_args(RuntimeConfig, args),
+        model=model_options(args).chosen(),
+    )
 
 
 def run(args: argparse.Namespace) -> None:
     """`aam profile`: kernel table (rocprof or torch.profiler) + memory/throughput sweep."""
-    run_profile(args)
+    run_profile(profile_options(args))
 
 
 def choose_profiler(
@@ -95,7 +121,7 @@ def choose_profiler(
     return requested
 
 
-def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[str]:
+def child_argv(opts: ProfileOptions, python: str = sys.executable) -> list[str]:
     """The command rocprof traces: this profile's steps only, first batch size and backend."""
     argv = [
         python,
@@ -106,26 +132,26 @@ def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[s
         "--profiler",
         "torch",
         "--table",
-        str(args.table),
-        *(["--tree", str(args.tree)] if args.tree else ["--unifrac", str(args.unifrac)]),
+        str(opts.table),
+        *(["--tree", str(opts.tree)] if opts.tree else ["--unifrac", str(opts.unifrac)]),
         "--output-dir",
-        str(args.output_dir),
+        str(opts.output_dir),
         "--steps",
-        str(args.steps),
+        str(opts.steps),
         "--batch-sizes",
-        str(args.batch_sizes[0]),
+        str(opts.batch_sizes[0]),
         "--device",
-        args.device,
+        opts.runtime.device,
         "--precision",
-        args.precision,
+        opts.precision,
         "--seed",
-        str(args.seed),
+        str(opts.seed),
     ]
-    if args.backends:
-        argv += ["--backends", args.backends[0]]
-    if args.threads:
-        argv += ["--threads", str(args.threads)]
-    for name, value in model_options(args).chosen().items():
+    if opts.backends:
+        argv += ["--backends", opts.backends[0]]
+    if opts.runtime.threads:
+        argv += ["--threads", str(opts.runtime.threads)]
+    for name, value in opts.model.items():
         if isinstance(value, bool):
             argv += [flag(name)] if value else []
         else:
@@ -133,68 +159,67 @@ def child_argv(args: argparse.Namespace, python: str = sys.executable) -> list[s
     return argv
 
 
-def run_profile(args: argparse.Namespace) -> None:
+def run_profile(opts: ProfileOptions) -> None:
     """`aam profile`: kernel table (rocprof or torch.profiler) + memory/throughput sweep; one
     writer per output directory (``aam.runtime.run_lock``)."""
-    for path in (args.table, args.tree or args.unifrac):
+    for path in (opts.table, opts.tree or opts.unifrac):
         if not path.is_file():
             raise InputError(f"{path}: no such file")
-    if args.steps < 1 or min(args.batch_sizes) < 2:
-        raise InputError("--steps must be 1+ and every --batch-sizes 2+ (UniFrac needs pairs)")
-    check_output_dir(args.output_dir, "output")
+    check_output_dir(opts.output_dir, "output")
     stop_with_workflow()
-    if args.steps_only:  # the process rocprof traces: its parent holds the lock
-        measure(args)
+    if opts.steps_only:  # the process rocprof traces: its parent holds the lock
+        measure(opts)
         return
-    with lock_directories([args.output_dir], "aam profile"):
-        measure(args)
+    with lock_directories([opts.output_dir], "aam profile"):
+        measure(opts)
 
 
-def measure(args: argparse.Namespace) -> None:
+def measure(opts: ProfileOptions) -> None:
     """The kernel table and the memory/throughput sweep of `aam profile` (inputs checked)."""
     import torch
 
     from aam.profiling import kernels as kern
     from aam.profiling import probe
 
-    if args.threads:
-        torch.set_num_threads(usable_threads(args.threads))
-    model = model_options(args).chosen()
-    common = dict(device=args.device, precision=args.precision, seed=args.seed, **model)
-    if args.steps_only:
-        backend = args.backends[0] if args.backends else "auto"
+    if opts.runtime.threads:
+        torch.set_num_threads(usable_threads(opts.runtime.threads))
+    common = dict(
+        device=opts.runtime.device, precision=opts.precision, seed=opts.seed, **opts.model
+    )
+    if opts.steps_only:
+        backend = opts.backends[0] if opts.backends else "auto"
         probe.run_steps_only(
-            args.table,
-            args.unifrac,
-            tree=args.tree,
-            steps=args.steps,
-            batch_size=args.batch_sizes[0],
+            opts.table,
+            opts.unifrac,
+            tree=opts.tree,
+            steps=opts.steps,
+            batch_size=opts.batch_sizes[0],
             backend=backend,
             **common,
         )
         return
-    tool = choose_profiler(args.profiler, torch.version.hip)
+    tool = choose_profiler(opts.profiler, torch.version.hip)
     table = None
     if tool != "torch":
-        trace_dir = args.output_dir / "rocprof"
+        trace_dir = opts.output_dir / "rocprof"
         build = probe.rocprofv3_command if tool == "rocprofv3" else probe.rocprof_v1_command
-        command = build(trace_dir, child_argv(args))
+        command = build(trace_dir, child_argv(opts))
         log.info("running %s", " ".join(command))
         record_tool(tool, [tool, "--version"])
         if subprocess.run(command).returncode != 0:
             raise InputError(f"{tool} failed: {' '.join(command)}")
         table = kern.read_rocprof_dir(trace_dir)
     result = probe.profile_training(
-        args.table,
-        args.unifrac,
-        tree=args.tree,
-        steps=args.steps,
-        batch_sizes=args.batch_sizes,
-        backends=args.backends,
+        opts.table,
+        opts.unifrac,
+        tree=opts.tree,
+        steps=opts.steps,
+        batch_sizes=opts.batch_sizes,
+        backends=opts.backends,
         kernels=table is None,
         **common,
     )
     if table is not None:
         result.kernels = table
-    for path in probe.write_results(result, args.output_dir):
+    for path in probe.write_results(result, opts.output_dir):
         log.info("wrote %s", path)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aam.commands import finetune, pretrain
 from aam.commands.common import MODEL_GROUP
 from aam.devices import KERNEL_DEVICE, TORCH_DEVICE
-from aam.options import Domain, OptionValue
+from aam.options import Domain, OptionValue, add_options, from_args, option
 from aam.runtime.atomic import atomic_output
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "workflow/schemas/run_options.schema.json"
@@ -161,13 +162,21 @@ def render() -> str:
     return json.dumps(run_options_schema(), indent=1) + "\n"
 
 
+@dataclass
+class SchemaOptions:
+    """The options of `aam run-options-schema`."""
+
+    output: Path = option(SCHEMA_FILE, "where to write it")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `aam run-options-schema`."""
-    parser.add_argument("--output", type=Path, default=SCHEMA_FILE, help="where to write it")
+    add_options(parser, SchemaOptions)
 
 
 def run(args: argparse.Namespace) -> None:
     """Write the schema."""
-    with atomic_output(args.output) as tmp:
+    opts = from_args(SchemaOptions, args)
+    with atomic_output(opts.output) as tmp:
         tmp.write_text(render())
-    print(f"aam run-options-schema: wrote {args.output}")
+    print(f"aam run-options-schema: wrote {opts.output}")
