@@ -13,17 +13,14 @@ from aam.cli import COMMANDS  # noqa: E402
 from aam.workflow.fingerprint import code_fingerprint  # noqa: E402
 from aam.workflow.flags import Flags, input_flags  # noqa: E402
 from aam.workflow.plan import PlanError, plan  # noqa: E402
-from aam.workflow.snakefile import WILDCARDS, digests, final_outputs, out_dir  # noqa: E402
-from aam.workflow.snakefile import job_prefix, report_entry, shared_directives  # noqa: E402
+from aam.workflow.snakefile import WILDCARDS, digests, out_dir  # noqa: E402
+from aam.workflow.snakefile import final_outputs, job_prefix  # noqa: E402
+from aam.workflow.snakefile import report_entry, shared_directives  # noqa: E402
 
 # The schema check (Snakemake's validate fills in the defaults) and the rest: one error type.
 try:
-    PLAN = plan(
-        config,
-        REPO,
-        workflow.resource_settings.overwrite_resources,
-        workflow.configfiles,
-    )
+    RESOURCES = workflow.resource_settings.overwrite_resources
+    PLAN = plan(config, REPO, RESOURCES, workflow.configfiles)
 except PlanError as err:
     raise WorkflowError(str(err)) from None
 config.update(PLAN.config)
