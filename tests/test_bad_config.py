@@ -11,7 +11,7 @@ from checkout import REPO
 from planning import check_data_error, plan_error, planned
 
 from aam.cli import main
-from aam.devices import KERNEL_DEVICE, TORCH_DEVICE
+from aam.device_names import KERNEL_DEVICE, TORCH_DEVICE
 from aam.workflow.plan import PlanError, plan
 
 
@@ -127,7 +127,7 @@ def test_a_device_name_is_checked_at_parse_time_by_the_commands_declaration(
     tmp_path, capsys, section, value, accepted
 ):
     """The workflow refuses before any job the device names its commands would refuse, and
-    takes the ones they take (one declaration: aam/devices.py)."""
+    takes the ones they take (one declaration: aam/device_names.py)."""
     files = "table: data/demo/table.biom, metadata: data/demo/metadata.tsv, target: age"
     config = tmp_path / "config.yaml"
     config.write_text(

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-import aam.validation.doctor as doctor
+import aam.diagnostics.doctor as doctor
 from aam.cli import main
 
 

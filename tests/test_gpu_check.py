@@ -15,7 +15,7 @@ import pytest
 import torch
 from tiny_model import TINY_FLAGS
 
-from aam.validation import gpu_checks
+from aam.diagnostics import gpu_checks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import gpu_env  # noqa: E402 - tools/gpu_env.py, outside the package

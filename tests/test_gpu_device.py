@@ -1,4 +1,4 @@
-"""The `gpu` tests: every check of ``aam.validation.gpu_checks`` on the GPU, one report (`make
+"""The `gpu` tests: every check of ``aam.diagnostics.gpu_checks`` on the GPU, one report (`make
 gpu-check`).
 
 Deselected in every other pytest run (``-m 'not gpu'`` in pyproject's addopts). The checks run
@@ -16,8 +16,8 @@ import pytest
 import torch
 from tiny_model import TINY_FLAGS
 
-from aam.devices import no_gpu_line
-from aam.validation import gpu_checks
+from aam.device_names import no_gpu_line
+from aam.diagnostics import gpu_checks
 
 pytestmark = pytest.mark.gpu
 OUT = Path(os.environ.get("AAM_GPU_CHECK_OUT", gpu_checks.REPO / "results" / "gpu-check"))

@@ -30,12 +30,12 @@ from aam.commands import (
     doctor,  # patched where the command looks `diagnose` up
     plot_history,
 )
+from aam.diagnostics import golden
 from aam.profiling import probe
 from aam.training import losses, trainer
 from aam.training import run as training_run
 from aam.training.meters.events import EVENTS_DIR
 from aam.training.trainer import TrainResult
-from aam.validation import golden
 from aam.workflow.provenance import write_provenance
 
 

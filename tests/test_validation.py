@@ -11,7 +11,7 @@ import torch
 
 import aam.models.layers as layers
 from aam.cli import main
-from aam.validation import golden as g
+from aam.diagnostics import golden as g
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "tests" / "golden"

@@ -1,8 +1,8 @@
 """The python `make gpu-check` runs `aam gpu-check` with, and the wheels it is made from.
 
 Outside the package: it runs first, with a GPU node's python that may have torch and nothing
-else of ours (``GPU_PYTHON``), so it uses the standard library (and ``aam.devices``, which needs
-only torch).
+else of ours (``GPU_PYTHON``), so it uses the standard library (and ``aam.device_names``, which
+needs only torch).
 
     python tools/gpu_env.py run --venv V --wheelhouse W --device D --out O --checks C ...
         stop with one line where torch sees no GPU; install what the checks import and this
@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from aam.devices import no_gpu_line  # noqa: E402 - the checkout's, on any python with torch
+from aam.device_names import no_gpu_line  # noqa: E402 - the checkout's, on any python with torch
 
 # What the checks import besides torch (pip requirement -> import name), from pyproject.toml.
 REQUIRED = {

@@ -1,5 +1,5 @@
 """`aam doctor`: attention backends and the torch stack, with a recommendation
-(``aam.validation.doctor``)."""
+(``aam.diagnostics.doctor``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from aam.devices import TORCH_DEVICE
+from aam.device_names import TORCH_DEVICE
+from aam.diagnostics.doctor import diagnose
 from aam.options import add_options, check_options, from_args, option
 from aam.runtime.atomic import check_output_path, write_json
 from aam.training.device import resolve_device
-from aam.validation.doctor import diagnose
 
 
 def _cell(value) -> str:

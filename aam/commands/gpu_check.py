@@ -1,7 +1,7 @@
 """`aam gpu-check`: what aam does on this machine's GPU (CUDA or ROCm), as one report.
 
 Runs the ``gpu``-marked tests (tests/test_gpu_device.py) of the checkout, which run every check
-of ``aam.validation.gpu_checks`` once and write ``report.json`` + ``report.md``; exits 1 unless
+of ``aam.diagnostics.gpu_checks`` once and write ``report.json`` + ``report.md``; exits 1 unless
 that is a GPU pass. `make gpu-check` runs it through ``tools/gpu_env.py``, which first makes a
 python with what the checks import (from carried wheels, no network).
 """
@@ -16,10 +16,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from aam.devices import no_gpu_line
+from aam.device_names import no_gpu_line
+from aam.diagnostics.gpu_checks import CHECKS, GPU_TESTS, REPO
 from aam.errors import InputError
 from aam.options import add_options, check_options, from_args, option
-from aam.validation.gpu_checks import CHECKS, GPU_TESTS, REPO
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 
 from aam.commands import finetune, pretrain
 from aam.commands.common import MODEL_GROUP
-from aam.devices import KERNEL_DEVICE, TORCH_DEVICE
+from aam.device_names import KERNEL_DEVICE, TORCH_DEVICE
 from aam.options import Domain, OptionValue, add_options, from_args, option
 from aam.runtime.atomic import atomic_output
 

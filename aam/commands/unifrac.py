@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aam
 from aam.data.table import load_counts
-from aam.devices import KERNEL_DEVICE
+from aam.device_names import KERNEL_DEVICE
 from aam.errors import InputError
 from aam.options import add_options, check_options, from_args, option
 from aam.unifrac.engines import ENGINES, compute_unifrac

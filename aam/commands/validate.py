@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from aam.devices import TORCH_DEVICE
+from aam.device_names import TORCH_DEVICE
 from aam.errors import InputError
 from aam.models.config import ATTN_IMPLEMENTATIONS
 from aam.options import add_options, check_options, from_args, option
@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Generate or compare; a failed comparison is an ``InputError`` (exit 2) after the report."""
-    from aam.validation import golden as g
+    from aam.diagnostics import golden as g
 
     if args.action == "generate":
         gen = from_args(GenerateOptions, args)

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from aam.devices import COMPILE_MODES
+from aam.device_names import COMPILE_MODES
 from aam.errors import InputError
 from aam.models.layers import TransformerLayer, pin_sdpa_backends
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aam.devices import COMPILE_MODES, TORCH_DEVICE
+from aam.device_names import COMPILE_MODES, TORCH_DEVICE
 from aam.options import OptionError, check_options, option
 from aam.training.inputs.study_options import FINETUNE, TRAINING, StudyOptions
 from aam.unifrac.pair_sums import DEFAULT_ALPHA, DTYPES, METRICS

@@ -9,7 +9,7 @@ import re
 import torch
 from torch import nn
 
-from aam.devices import TORCH_DEVICE
+from aam.device_names import TORCH_DEVICE
 from aam.errors import InputError
 
 log = logging.getLogger(__name__)

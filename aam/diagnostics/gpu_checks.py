@@ -172,7 +172,7 @@ def history(out_dir: Path) -> dict[str, float]:
 
 def check_golden(ctx: Context) -> dict[str, Any]:
     """Golden-file compare (tests/golden) for every backend x fp32/bf16 on the device."""
-    from aam.validation import golden
+    from aam.diagnostics import golden
 
     report = golden.compare_golden(REPO / "tests" / "golden", ctx.device)
     golden.write_report(report, ctx.out / "golden.json")
@@ -371,7 +371,7 @@ def check_auto_batch(ctx: Context) -> dict[str, Any]:
 
 def check_doctor(ctx: Context) -> dict[str, Any]:
     """`aam doctor`: every backend correct with padding masks or honestly unsupported."""
-    from aam.validation.doctor import MAX_ERROR
+    from aam.diagnostics.doctor import MAX_ERROR
 
     path = ctx.out / "doctor.json"
     ctx.aam("doctor", "--device", ctx.dev, "--output", path)

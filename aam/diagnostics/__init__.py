@@ -1,6 +1,7 @@
-"""Numeric validation of the model against committed golden files (``aam validate``)."""
+"""Diagnostics of the model on this machine: the golden-file numeric check (`aam validate`), the
+attention backends (`aam doctor`) and the GPU checks (`aam gpu-check`)."""
 
-from aam.validation.golden import (
+from aam.diagnostics.golden import (
     TOLERANCES,
     compare_golden,
     failure_message,
