@@ -116,16 +116,19 @@ def test_stage_refuses_a_link_member_writing_nothing(tmp_path, capsys):
 
 
 BOMB_BYTES = 512 << 20  # more than a refusal may hold (500 MB), were the member read whole
-# A child reads the artifact and prints its error line, then its own peak RSS (bytes).
+# A child reads the artifact and prints its error line, then its own peak RSS in bytes: VmHWM,
+# which starts afresh at exec (ru_maxrss keeps the forking process's, a test worker's GBs).
 READ = """
-import resource, sys
+import re, sys
+from pathlib import Path
 from aam.data.qiime2 import read_artifact
 from aam.errors import InputError
 try:
     read_artifact(sys.argv[1], "tree")
 except InputError as err:
     print(err)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+status = Path("/proc/self/status").read_text()
+print(int(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1)) * 1024)
 """
 
 
