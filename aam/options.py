@@ -27,6 +27,8 @@ ScalarType = type[int] | type[float] | type[str] | type[bool] | type[Path]
 # JSON schema that NaN alone satisfies (every comparison with NaN is false, so it is both below
 # 0 and at least 0): ``{"not": NAN}`` refuses it, as bounds alone cannot.
 NAN = {"allOf": [{"exclusiveMaximum": 0}, {"minimum": 0}]}
+# The bounds of a seed numpy's generators and scikit-learn's random_state take: option(..., **SEED).
+SEED = {"minimum": 0, "maximum": 2**32 - 1}
 
 
 @dataclass(frozen=True)

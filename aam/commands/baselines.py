@@ -24,14 +24,11 @@ from aam.data.outputs import TSV_SUFFIXES, check_output_file
 from aam.data.split import read_split
 from aam.data.table import load_table
 from aam.errors import InputError
-from aam.options import add_options, check_options, from_args, option
+from aam.options import SEED, add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output
 from aam.training.inputs.study import Labels, load_study
 
 log = logging.getLogger(__name__)
-
-
-SEED = {"minimum": 0, "maximum": 2**32 - 1}  # scikit-learn's random_state
 
 
 @dataclass

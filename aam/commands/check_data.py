@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aam.errors import InputError
-from aam.options import add_options, check_options, from_args, option
+from aam.options import SEED, add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_path
 from aam.runtime.staging import sha256_of
 from aam.workflow.dataset_checks import SeededSplit, check_dataset
@@ -53,8 +53,7 @@ class CheckDataOptions:
         "seed of the dataset's seeded split (config split.seed; without --split-column or "
         "--split-file): drawn here as rule split draws it, so a split that cannot be made "
         "stops here",
-        minimum=0,
-        maximum=2**32 - 1,
+        **SEED,
     )
     val_fraction: float = option(
         0.1, "with --split-seed: the split's validation fraction", minimum=0, exclusive_maximum=1

@@ -13,7 +13,7 @@ from pathlib import Path
 from aam.data.outputs import check_output_file
 from aam.data.rarefy import rarefy
 from aam.data.table import load_table, write_table
-from aam.options import add_options, check_options, from_args, option
+from aam.options import SEED, add_options, check_options, from_args, option
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ class RarefyOptions:
     rarefy_depth: int = option(
         None, "reads drawn from every sample, without replacement", required=True, minimum=1
     )
-    seed: int = option(42, "seed of the draw", minimum=0, maximum=2**32 - 1)
+    seed: int = option(42, "seed of the draw", **SEED)
     output: Path = option(None, "BIOM table to write", required=True)
 
     def __post_init__(self) -> None:

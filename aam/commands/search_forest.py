@@ -27,7 +27,7 @@ from aam.analysis.search import (
 from aam.commands.search_worker import check_folds
 from aam.data.split import read_split
 from aam.errors import InputError
-from aam.options import add_options, check_options, from_args, option
+from aam.options import SEED, add_options, check_options, from_args, option
 from aam.runtime.atomic import atomic_output, check_output_dir, write_json
 from aam.runtime.threads import usable_threads
 from aam.training.inputs.study import Labels, Study, load_study
@@ -48,7 +48,7 @@ class SearchForestOptions:
     folds: list[Path] = option(None, "the scoring folds' split files", required=True)
     search_dir: Path = option(None, "the search's journal", required=True)
     spec: str = option(None, "the search as JSON (Flags.search_worker)", required=True)
-    seed: int = option(42, "seed of every forest", minimum=0, maximum=2**32 - 1)
+    seed: int = option(42, "seed of every forest", **SEED)
     threads: int = option(1, "CPU threads of each forest")
     output_dir: Path = option(None, "trials.tsv, search.json, predictions.tsv", required=True)
 

@@ -28,14 +28,11 @@ from aam.data.split import (
 )
 from aam.data.table import load_table
 from aam.errors import InputError
-from aam.options import add_options, check_options, from_args, option
+from aam.options import SEED, add_options, check_options, from_args, option
 from aam.training.inputs.study import Labels, load_study
 from aam.training.inputs.study_options import StudyOptions
 
 log = logging.getLogger(__name__)
-
-
-SEED = {"minimum": 0, "maximum": 2**32 - 1}
 
 
 @dataclass
