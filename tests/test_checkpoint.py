@@ -6,6 +6,7 @@ import os
 import random
 import signal
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -357,3 +358,16 @@ def test_a_verified_fallback_best_is_returned(tmp_path):
     (tmp_path / "best.pt").write_bytes(b"torn write")
     torch.save(_best(3, {"code": "this"}), tmp_path / "best.prev.pt")
     assert checkpointer.load_best()["model"]["w"].item() == 3.0
+
+
+def test_every_loss_and_error_is_better_lower():
+    """--best-metric val_count_loss or val_unifrac_mae kept the epoch where it was highest."""
+    from aam.training.config import LOWER_IS_BETTER, VALIDATION_METRICS
+
+    every = {name for names in VALIDATION_METRICS.values() for name in names}
+    higher = {"accuracy", "f1", "auc", "r2", "unifrac_r", "nuc_accuracy"}
+    assert LOWER_IS_BETTER == every - higher
+    assert {"count_loss", "unifrac_mae"} <= LOWER_IS_BETTER
+    checkpointer = _checkpointer(Path("unused"), {}, best_epoch=0)
+    checkpointer.best_metric = "val_count_loss"
+    assert checkpointer._improved(0.1, best=0.2) and not checkpointer._improved(0.3, best=0.2)

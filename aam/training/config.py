@@ -93,7 +93,14 @@ def scorable_metric(metric: str, study: Study, say: bool = True) -> str:
 
 
 # Metrics (without their train_/val_ prefix) where lower is better; for the others higher is.
-LOWER_IS_BETTER = frozenset({"loss", "mae", "rmse", "unifrac_loss", "nuc_loss", "target_loss"})
+# The metrics that are better lower: every loss and error (the others, accuracy, F1, AUC, R^2
+# and the UniFrac correlation, are better higher).
+LOWER_IS_BETTER = frozenset(
+    name
+    for names in VALIDATION_METRICS.values()
+    for name in names
+    if name.endswith(("loss", "mae", "rmse"))
+)
 
 
 def check_best_metric(name: str, measured: tuple[str, ...], where: str) -> None:
