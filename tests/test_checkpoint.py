@@ -297,8 +297,11 @@ def test_auto_picks_the_best_epoch_by_the_targets_metric_in_fine_tuning():
     assert TrainConfig().best_metric == "auto"
 
 
-def _checkpointer(directory, config: dict, best_epoch: int) -> Checkpointer:
-    """A run's Checkpointer whose state says epoch ``best_epoch`` was the best."""
+def _checkpointer(
+    directory, config: dict, best_epoch: int, ctx: DistContext | None = None
+) -> Checkpointer:
+    """A run's Checkpointer (of rank 0 unless ``ctx``) whose state says epoch ``best_epoch``
+    was the best."""
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     state = TrainState(best=0.25, best_epoch=best_epoch)
@@ -309,7 +312,7 @@ def _checkpointer(directory, config: dict, best_epoch: int) -> Checkpointer:
         warmup_cosine(optimizer, total_steps=10),
         state,
         config=config,
-        ctx=DistContext(),
+        ctx=ctx or DistContext(),
         device=torch.device("cpu"),
         every_minutes=0,
         best_metric="val_loss",
@@ -371,3 +374,12 @@ def test_every_loss_and_error_is_better_lower():
     checkpointer = _checkpointer(Path("unused"), {}, best_epoch=0)
     checkpointer.best_metric = "val_count_loss"
     assert checkpointer._improved(0.1, best=0.2) and not checkpointer._improved(0.3, best=0.2)
+
+
+def test_another_rank_takes_the_best_row_without_reading_best_pt(tmp_path):
+    """Rank 0 alone writes best.pt and the model; another rank (on another node, or ahead of
+    rank 0's write) gets the best epoch's row, never a missing-file error."""
+    checkpointer = _checkpointer(tmp_path, {}, best_epoch=2, ctx=DistContext(rank=1, world_size=2))
+    checkpointer.state.history = [{"epoch": 1, "val_loss": 0.3}, {"epoch": 2, "val_loss": 0.2}]
+    assert not (tmp_path / "best.pt").exists()
+    assert checkpointer.load_best() == {"model": {}, "row": {"epoch": 2, "val_loss": 0.2}}

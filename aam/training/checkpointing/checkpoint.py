@@ -373,10 +373,15 @@ class Checkpointer:
     def load_best(self) -> dict[str, Any] | None:
         """``best.pt`` (its ``model`` and ``row``), None before any epoch improved. The file read
         (best.pt, or its previous file when best.pt is unusable) must hold the best epoch of
-        this config, samples and code: else InputError in one line, never other weights."""
+        this config, samples and code: else InputError in one line, never other weights. Other
+        ranks than rank 0 (which alone writes best.pt, maybe not yet, maybe on another node,
+        and the model) get the best epoch's row and no weights."""
         epoch = self.state.best_epoch
         if not epoch:
             return None
+        if not self.ctx.is_main:  # only rank 0 writes best.pt and the model: its row will do
+            row = next(r for r in self.state.history if r.get("epoch") == epoch)
+            return {"model": {}, "row": row}
         best, used, _ = _load_with_fallback(self.best, "cpu")
         restart = "--stale-checkpoints restart to train afresh"
         if best is None:
